@@ -1,0 +1,178 @@
+"""The ``ftsim`` command line: ``run``, ``show``.
+
+Invalid input (a bad scenario, an unknown policy name) prints located one-line errors to
+standard error and exits with status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as is, exit status 2."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _parser()
+    args = parser.parse_args(argv)
+    from ftsim.scenario import ScenarioError
+
+    try:
+        return args.handler(args, argv)
+    except ScenarioError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"ftsim: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ftsim", description="Simulate fault-tolerance strategies for recommendation training."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run every policy of a scenario over replications")
+    run.add_argument("scenario", type=Path)
+    _scenario_options(run)
+    run.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
+    run.add_argument("--policy", action="append", default=[], help="only this policy (repeatable)")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
+    run.set_defaults(handler=_cmd_run)
+
+    show = commands.add_parser("show", help="print a resolved scenario or the policies")
+    show_what = show.add_subparsers(dest="what", required=True)
+    config = show_what.add_parser("config", help="the scenario with defaults filled in, in units")
+    config.add_argument("scenario", type=Path)
+    _scenario_options(config)
+    config.set_defaults(handler=_cmd_show_config)
+    policies = show_what.add_parser("policies", help="registered policies and their parameters")
+    policies.set_defaults(handler=_cmd_show_policies)
+    return parser
+
+
+def _scenario_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field, e.g. --set policies.0.interval='30 min' (repeatable)",
+    )
+    parser.add_argument("--seed", type=int, help="same as --set run.seed=N")
+    parser.add_argument("--reps", type=int, help="same as --set run.replications=N")
+
+
+def _load(args):
+    from ftsim.scenario import load_scenario
+
+    overrides = list(args.overrides)
+    if args.seed is not None:
+        overrides.append(f"run.seed={args.seed}")
+    if args.reps is not None:
+        overrides.append(f"run.replications={args.reps}")
+    return load_scenario(args.scenario, overrides)
+
+
+def _selected_policies(scenario, names: list[str]) -> list[int]:
+    labels = scenario.policy_labels
+    unknown = [n for n in names if n not in labels]
+    if unknown:
+        raise UsageError(
+            f"--policy: no policy named {', '.join(map(repr, unknown))} in the scenario "
+            f"(it has: {', '.join(labels)})"
+        )
+    return [i for i, label in enumerate(labels) if not names or label in names]
+
+
+def _cmd_run(args, argv) -> int:
+    from ftsim.output import git_commit, versions, write_csv, write_csv_and_parquet, write_json
+    from ftsim.runner import format_summary, run_scenario, summarize
+    from ftsim.scenario import config_hash
+
+    scenario = _load(args)
+    indices = _selected_policies(scenario, args.policy)
+    digest = config_hash(scenario)
+    started = datetime.now(UTC)
+    out = args.output or (
+        Path(scenario.run.output) / scenario.name / f"{started:%Y%m%dT%H%M%SZ}_{digest}"
+    )
+    total = len(indices) * scenario.run.replications
+    bar = _progress(total, args.quiet)
+    rows, timeline = run_scenario(scenario, indices, progress=bar.update if bar else None)
+    if bar:
+        bar.close()
+    summary = summarize(rows)
+    write_csv_and_parquet(out / "runs", rows)
+    write_csv(out / "timeline.csv", timeline)
+    write_csv(out / "summary.csv", summary)
+    _write_resolved(out / "scenario.yaml", scenario)
+    write_json(
+        out / "manifest.json",
+        {
+            "command": "run",
+            "scenario": scenario.name,
+            "scenario_file": str(args.scenario),
+            "config_hash": digest,
+            "seed": scenario.run.seed,
+            "replications": scenario.run.replications,
+            "policies": [scenario.policy_labels[i] for i in indices],
+            "argv": ["ftsim", *argv],
+            "git_commit": git_commit(),
+            "versions": versions(),
+            "started_utc": started.isoformat(),
+            "finished_utc": datetime.now(UTC).isoformat(),
+        },
+    )
+    if not args.quiet:
+        print(format_summary(summary))
+        print(f"results: {out}")
+    return 0
+
+
+def _progress(total: int, quiet: bool):
+    """A tqdm bar on a terminal, nothing otherwise."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="rep", leave=False)
+
+
+def _write_resolved(path: Path, scenario) -> None:
+    import yaml
+
+    from ftsim.output import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
+
+
+def _cmd_show_config(args, argv) -> int:
+    import yaml
+
+    scenario = _load(args)
+    print(yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False), end="")
+    return 0
+
+
+def _cmd_show_policies(args, argv) -> int:
+    from ftsim.policies import REGISTRY
+
+    for kind, cls in REGISTRY.items():
+        doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
+        print(f"{kind}: {doc[0] if doc else ''}")
+        for name, field in cls.Params.model_fields.items():
+            if name == "kind":
+                continue
+            default = "required" if field.is_required() else f"default {field.default!r}"
+            print(f"    {name}: {field.description or ''} ({default})")
+    return 0

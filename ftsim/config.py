@@ -1,0 +1,289 @@
+"""The scenario schema: what a YAML scenario file may say, validated by pydantic.
+
+A scenario has five sections: ``job`` (the model and the work), ``cluster`` (nodes,
+network, checkpoint storage, rescheduling), ``failures`` (failure processes), ``policies``
+(fault-tolerance strategies to compare, each selected by ``kind`` through the policy
+registry) and ``run`` (seed, replications, output). Every model forbids unknown keys.
+Quantities carry units (see :mod:`ftsim.quantities`); inside, all numbers are SI.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+from ftsim.failures import FailureSourceConfig
+from ftsim.policies import PolicyConfig
+from ftsim.quantities import Bytes, BytesPerSecond, Seconds
+
+
+def _count(value):
+    """Accept ``1e9``-style strings (YAML reads them as text) for large integer counts."""
+    if isinstance(value, str):
+        try:
+            number = float(value.replace("_", ""))
+        except ValueError:
+            raise ValueError("expected a whole number such as 1000 or 1e9") from None
+        if number != int(number):
+            raise ValueError("expected a whole number")
+        return int(number)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_count)]
+
+
+class Section(BaseModel):
+    """Base of every scenario section: unknown keys are errors; values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class TableGroup(Section):
+    """``count`` embedding tables of ``rows`` × ``dim`` values each."""
+
+    name: str = "emb"
+    count: Count = Field(1, ge=1, description="number of identical tables in this group")
+    rows: Count = Field(ge=1, description="rows per table")
+    dim: Count = Field(ge=1, description="values per row (embedding dimension)")
+
+
+class Job(Section):
+    """The model being trained and the amount of work."""
+
+    tables: list[TableGroup] = Field(min_length=1)
+    bytes_per_value: Count = Field(4, ge=1, description="bytes per stored value (fp32 = 4)")
+    optimizer_slots: Count = Field(
+        0, ge=0, description="optimizer values per embedding value (momentum 1, Adam 2)"
+    )
+    rowwise_optimizer_slots: Count = Field(
+        0, ge=0, description="optimizer values per embedding row (row-wise Adagrad 1)"
+    )
+    dense_params: Count = Field(ge=0, description="dense (MLP) parameter count")
+    dense_optimizer_slots: Count = Field(1, ge=0, description="optimizer values per dense value")
+    samples_per_iteration: Count = Field(ge=1, description="global batch, samples")
+    iteration_time: Seconds | None = Field(None, description="failure-free time per iteration")
+    throughput: float | None = Field(
+        None, gt=0, description="failure-free samples per second (alternative to iteration_time)"
+    )
+    training: Seconds | None = Field(None, description="failure-free training time")
+    iterations: Count | None = Field(None, ge=1, description="training length in iterations")
+
+    @model_validator(mode="after")
+    def _one_of_each(self):
+        if (self.iteration_time is None) == (self.throughput is None):
+            raise ValueError("give exactly one of iteration_time and throughput")
+        if (self.training is None) == (self.iterations is None):
+            raise ValueError("give exactly one of training and iterations")
+        if self.iteration_time == 0:
+            raise ValueError("iteration_time must be positive")
+        if self.training == 0:
+            raise ValueError("training must be positive")
+        return self
+
+    @property
+    def iteration_s(self) -> float:
+        """Failure-free time of one iteration, seconds."""
+        if self.iteration_time is not None:
+            return self.iteration_time
+        return self.samples_per_iteration / self.throughput
+
+    @property
+    def work_s(self) -> float:
+        """Failure-free compute time of the whole training run, seconds (``ideal``)."""
+        if self.training is not None:
+            return self.training
+        return self.iterations * self.iteration_s
+
+    @property
+    def n_iterations(self) -> float:
+        return self.work_s / self.iteration_s
+
+    @property
+    def embedding_rows(self) -> int:
+        return sum(g.count * g.rows for g in self.tables)
+
+    @property
+    def embedding_bytes(self) -> float:
+        """Embedding values plus their optimizer state, bytes."""
+        values = sum(g.count * g.rows * g.dim for g in self.tables)
+        per_value = 1 + self.optimizer_slots
+        return float(
+            (values * per_value + self.embedding_rows * self.rowwise_optimizer_slots)
+            * self.bytes_per_value
+        )
+
+    @property
+    def mean_row_bytes(self) -> float:
+        """Bytes of one embedding row with its optimizer state, averaged over rows."""
+        return self.embedding_bytes / self.embedding_rows
+
+    @property
+    def dense_bytes(self) -> float:
+        """Dense parameters plus their optimizer state, bytes."""
+        return float(self.dense_params * (1 + self.dense_optimizer_slots) * self.bytes_per_value)
+
+
+class Distribution(Section):
+    """A non-negative random duration (seconds), e.g. the delay to reschedule a failed node.
+
+    ``constant``: always ``mean``. ``exponential``: mean ``mean``. ``uniform``: on
+    [``low``, ``high``]. ``lognormal``: mean ``mean`` and coefficient of variation ``cv``.
+    """
+
+    kind: Literal["constant", "exponential", "uniform", "lognormal"] = "constant"
+    mean: Seconds | None = None
+    low: Seconds | None = None
+    high: Seconds | None = None
+    cv: float | None = Field(None, gt=0, description="std / mean, for lognormal")
+
+    @model_validator(mode="after")
+    def _parameters(self):
+        if self.kind == "uniform":
+            if self.low is None or self.high is None:
+                raise ValueError("uniform needs low and high")
+            if self.high < self.low:
+                raise ValueError("high must not be below low")
+        elif self.mean is None:
+            raise ValueError(f"{self.kind} needs mean")
+        if self.kind == "lognormal" and self.cv is None:
+            raise ValueError("lognormal needs cv")
+        return self
+
+    @property
+    def expected_s(self) -> float:
+        if self.kind == "uniform":
+            return (self.low + self.high) / 2
+        return self.mean
+
+    def sample(self, rng: np.random.Generator) -> float:
+        """One draw, seconds, from one uniform variate (so a stream stays aligned whatever
+        the kind, and draws are coupled across scenarios by inverse transform)."""
+        u = rng.random()
+        if self.kind == "constant":
+            return self.mean
+        if self.kind == "exponential":
+            return -self.mean * math.log1p(-u)
+        if self.kind == "uniform":
+            return self.low + (self.high - self.low) * u
+        sigma = math.sqrt(math.log1p(self.cv**2))
+        return self.mean * math.exp(sigma * NormalDist().inv_cdf(u) - sigma**2 / 2)
+
+
+class Storage(Section):
+    """Remote checkpoint storage. A transfer gets min(per-node limit, NIC, fair share of
+    the aggregate) bandwidth; concurrent transfers share the aggregate (processor sharing)."""
+
+    write_bandwidth: BytesPerSecond = Field(description="aggregate write bandwidth for this job")
+    read_bandwidth: BytesPerSecond = Field(description="aggregate read bandwidth for this job")
+    write_bandwidth_per_node: BytesPerSecond | None = Field(
+        None, description="per-node write limit (default: the NIC)"
+    )
+    read_bandwidth_per_node: BytesPerSecond | None = Field(
+        None, description="per-node read limit (default: the NIC)"
+    )
+
+    @model_validator(mode="after")
+    def _positive(self):
+        for name in ("write_bandwidth", "read_bandwidth"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        return self
+
+
+class Cluster(Section):
+    """Nodes, network and storage of the training job."""
+
+    trainers: Count = Field(ge=1, description="data-parallel MLP trainers")
+    emb_ps: Count = Field(ge=1, description="embedding parameter servers (shards)")
+    nic_bandwidth: BytesPerSecond = Field(description="per-node NIC bandwidth")
+    network_latency: Seconds = Field(0.0, description="one-way latency added per transfer")
+    storage: Storage
+    reschedule: Distribution = Field(description="delay until a failed node is replaced")
+
+    @property
+    def n_nodes(self) -> int:
+        return self.trainers + self.emb_ps
+
+    @model_validator(mode="after")
+    def _positive(self):
+        if self.nic_bandwidth <= 0:
+            raise ValueError("nic_bandwidth must be positive")
+        return self
+
+
+class Run(Section):
+    """Seed, replications and output location."""
+
+    seed: Count = Field(0, ge=0)
+    replications: Count = Field(1, ge=1)
+    output: str = Field("results", description="folder under which run folders are created")
+
+
+class Sweep(Section):
+    """Points of a sweep: ``grid`` is a cartesian product, ``zip`` lists co-vary.
+
+    Keys are dotted paths as for ``--set`` (``policies.*.interval`` sets every policy's
+    interval); values are lists of what that field accepts. Each point is validated as a
+    whole scenario.
+    """
+
+    grid: dict[str, list] = Field(default_factory=dict)
+    zip: dict[str, list] = Field(default_factory=dict)
+    reference: str | None = Field(
+        None, description="policy that paired differences are taken against (default: first)"
+    )
+
+    @model_validator(mode="after")
+    def _lists(self):
+        for name, values in {**self.grid, **self.zip}.items():
+            if not values:
+                raise ValueError(f"{name}: needs at least one value")
+        lengths = {len(v) for v in self.zip.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"zip lists must have equal lengths (got {sorted(lengths)})")
+        return self
+
+
+class Scenario(Section):
+    """A complete scenario: one job on one cluster under failures, several policies."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    job: Job
+    cluster: Cluster
+    failures: list[FailureSourceConfig] = Field(default_factory=list)
+    policies: list[PolicyConfig] = Field(min_length=1)
+    run: Run = Run()
+    sweep: Sweep | None = None
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Inconsistencies between sections, as (dotted path, message) pairs."""
+        found = []
+        labels = [p.label for p in self.policies]
+        for i, label in enumerate(labels):
+            if labels.index(label) != i:
+                found.append((f"policies.{i}.name", f"duplicate policy name {label!r}"))
+        for i, source in enumerate(self.failures):
+            found += [(f"failures.{i}.{path}", msg) for path, msg in source.problems(self)]
+        for i, policy in enumerate(self.policies):
+            found += [(f"policies.{i}.{path}", msg) for path, msg in policy.problems(self)]
+        if self.sweep and self.sweep.reference and self.sweep.reference not in labels:
+            found.append(("sweep.reference", f"no policy named {self.sweep.reference!r}"))
+        return found
+
+    @property
+    def policy_labels(self) -> list[str]:
+        return [p.label for p in self.policies]

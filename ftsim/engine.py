@@ -1,0 +1,242 @@
+"""The SimPy model of one training job under failures, at phase granularity.
+
+The job is one SimPy process that alternates phases: compute up to the next policy action
+(a checkpoint) or the end of training, run the action, and when a failure interrupts it,
+run the policy's recovery. Compute phases are a single timeout whose length comes from
+arithmetic on progress, as in SimPy's machine-shop example, so a replication costs
+O(failures + checkpoints) events however many iterations the job has.
+
+A second process injects failures drawn in advance from their own random stream. A failure
+that arrives while the job is already recovering is queued with the others not yet
+recovered, and the recovery restarts for all of them (the SimPy pitfall of an interrupt
+inside an ``except`` block cannot occur: the interrupt is always caught at the loop).
+
+Time accounting: every wall-clock second belongs to exactly one category.
+
+- ``compute``: training at the failure-free rate; at the end, the part that counts toward
+  the final model is ``ideal`` (= the job's failure-free time) and the rest is ``lost``
+  (work re-executed after a rollback);
+- ``save``, ``load``, ``reschedule``: phases charged by the policy;
+- ``degraded``, ``other``: extra time while training slower than the failure-free rate
+  (recovery in the background; parity or logging traffic), from ``policy.slowdown()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import simpy
+
+from ftsim.cluster import StateLayout
+from ftsim.config import Scenario
+from ftsim.failures import Failure, failure_sequence
+from ftsim.nodes import node_name
+from ftsim.policies import REGISTRY
+from ftsim.rng import Purpose, stream
+
+CATEGORIES = ("save", "load", "lost", "reschedule", "degraded", "other")
+"""Breakdown of wall time beyond the failure-free training time."""
+
+_SLOWDOWN_CATEGORIES = ("degraded", "other")
+_PROGRESS_EPS_S = 1e-9
+"""Progress within this many seconds of a target counts as reaching it (float rounding)."""
+
+
+class Replan:
+    """Interrupt cause: the training rate changed (a background activity started/ended)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One interval of the timeline: [start_s, end_s) spent in ``kind``."""
+
+    start_s: float
+    end_s: float
+    kind: str
+    detail: str = ""
+
+
+class Simulation:
+    """One replication of one policy: build, run, collect."""
+
+    def __init__(self, scenario: Scenario, policy_index: int, rep: int):
+        self.scenario = scenario
+        self.rep = rep
+        self.env = simpy.Environment()
+        self.work_s = scenario.job.work_s
+        self.layout = StateLayout(scenario)
+        params = scenario.policies[policy_index]
+        self.policy = REGISTRY[params.kind](
+            params, scenario, self.layout, stream(scenario.run.seed, rep, Purpose.POLICY)
+        )
+        self.progress_s = 0.0
+        """Compute seconds of training that the current model state reflects."""
+        self.computed_s = 0.0
+        """Compute seconds performed, including work later rolled back."""
+        self.charged = dict.fromkeys(CATEGORIES, 0.0)
+        self.timeline: list[Phase] = []
+        self.failures_seen: list[Failure] = []
+        self._unrecovered: list[Failure] = []
+        self._computing = False
+        self._job: simpy.Process | None = None
+
+    # -- building blocks for policies -------------------------------------------------
+
+    def phase(self, category: str, duration_s: float, detail: str = ""):
+        """Spend ``duration_s`` in ``category`` (``save``/``load``/``reschedule``/...).
+
+        If a failure interrupts it, the time already spent is still charged.
+        """
+        start = self.env.now
+        try:
+            if duration_s > 0:
+                yield self.env.timeout(duration_s)
+        finally:
+            self._charge(category, start, detail)
+
+    def wait(self, category: str, event: simpy.Event, detail: str = ""):
+        """Stall until ``event`` (e.g. a background transfer) completes, charged to ``category``."""
+        start = self.env.now
+        try:
+            yield event
+        finally:
+            self._charge(category, start, detail)
+
+    def replan(self) -> None:
+        """Tell the job that ``policy.slowdown()`` changed; it re-plans its compute phase."""
+        if self._computing and self._job is not None and self._job.is_alive:
+            self._job.interrupt(Replan())
+
+    def rollback_to(self, progress_s: float) -> None:
+        """Discard training progress back to ``progress_s`` (it will be re-executed)."""
+        self.progress_s = min(self.progress_s, progress_s)
+
+    def record(self, start_s: float, end_s: float, kind: str, detail: str = "") -> None:
+        """Add an interval to the timeline (for background activities)."""
+        self.timeline.append(Phase(start_s, end_s, kind, detail))
+
+    # -- the job -----------------------------------------------------------------------
+
+    def _charge(self, category: str, start: float, detail: str) -> None:
+        elapsed = self.env.now - start
+        self.charged[category] += elapsed
+        if elapsed > 0:
+            self.timeline.append(Phase(start, self.env.now, category, detail))
+
+    def _compute(self, target_s: float):
+        extras = self.policy.slowdown()
+        factor = 1.0 + sum(extras.values())
+        start = self.env.now
+        self._computing = True
+        try:
+            yield self.env.timeout((target_s - self.progress_s) * factor)
+        finally:
+            self._computing = False
+            base = (self.env.now - start) / factor
+            self.progress_s += base
+            self.computed_s += base
+            for category, extra in extras.items():
+                self.charged[category] += base * extra
+            if self.env.now > start:
+                kind = "degraded" if extras.get("degraded") else "compute"
+                self.timeline.append(Phase(start, self.env.now, kind))
+
+    def _run_job(self):
+        policy = self.policy
+        policy.start(self)
+        while True:
+            try:
+                if self._unrecovered:
+                    yield from policy.recover(self, list(self._unrecovered))
+                    self._unrecovered.clear()
+                    continue
+                if self.progress_s >= self.work_s - _PROGRESS_EPS_S:
+                    return
+                due = policy.next_action_at()
+                target = min(due, self.work_s)
+                if self.progress_s < target - _PROGRESS_EPS_S:
+                    yield from self._compute(target)
+                self.progress_s = max(self.progress_s, target)
+                if due <= self.work_s - _PROGRESS_EPS_S:
+                    yield from policy.act(self)
+            except simpy.Interrupt as interrupt:
+                if isinstance(interrupt.cause, Failure):
+                    self.failures_seen.append(interrupt.cause)
+                    self._unrecovered.append(interrupt.cause)
+                    policy.on_failure(self, interrupt.cause)
+
+    def _inject_failures(self, failures):
+        reschedule = self.scenario.cluster.reschedule
+        rng = stream(self.scenario.run.seed, self.rep, Purpose.RESCHEDULE)
+        for failure in failures:
+            delay = reschedule.sample(rng)
+            if failure.time_s > self.env.now:
+                yield self.env.timeout(failure.time_s - self.env.now)
+            if not self._job.is_alive:
+                return
+            self._job.interrupt(replace(failure, reschedule_s=delay))
+
+    def run(self) -> Simulation:
+        sources = self.scenario.failures
+        streams = [
+            stream(self.scenario.run.seed, self.rep, Purpose.FAILURES, i)
+            for i in range(len(sources))
+        ]
+        self._job = self.env.process(self._run_job())
+        self.env.process(self._inject_failures(failure_sequence(sources, streams, self.scenario)))
+        self.env.run(until=self._job)
+        return self
+
+    # -- results -----------------------------------------------------------------------
+
+    @property
+    def wall_s(self) -> float:
+        return self.env.now
+
+    def breakdown_s(self) -> dict[str, float]:
+        """Seconds per category; ``lost`` is the compute that was re-executed."""
+        out = dict(self.charged)
+        out["lost"] = self.computed_s - self.work_s
+        return out
+
+    def row(self) -> dict:
+        """The result row in hours (the tidy schema of ``runs.csv``)."""
+        breakdown = self.breakdown_s()
+        ideal_h = self.work_s / 3600.0
+        wall_h = self.wall_s / 3600.0
+        row = {
+            "scenario": self.scenario.name,
+            "policy": self.policy.params.label,
+            "kind": self.policy.params.kind,
+            "rep": self.rep,
+            "seed": self.scenario.run.seed,
+            "ideal_h": ideal_h,
+            "wall_h": wall_h,
+            "overhead_frac": (wall_h - ideal_h) / ideal_h,
+        }
+        row.update({f"{c}_h": breakdown[c] / 3600.0 for c in CATEGORIES})
+        row["n_failures"] = len(self.failures_seen)
+        row["n_checkpoints"] = self.policy.n_checkpoints
+        row["n_failed_nodes"] = sum(len(f.nodes) for f in self.failures_seen)
+        row.update(self.policy.result_columns())
+        return row
+
+    def timeline_rows(self) -> list[dict]:
+        rows = [
+            {"rep": self.rep, "policy": self.policy.params.label, "start_h": p.start_s / 3600,
+             "end_h": p.end_s / 3600, "kind": p.kind, "detail": p.detail}
+            for p in self.timeline
+        ]
+        rows += [
+            {"rep": self.rep, "policy": self.policy.params.label, "start_h": f.time_s / 3600,
+             "end_h": f.time_s / 3600, "kind": "failure",
+             "detail": " ".join(node_name(self.scenario.cluster.trainers, n) for n in f.nodes)}
+            for f in self.failures_seen
+        ]
+        rows.sort(key=lambda r: (r["start_h"], r["end_h"]))
+        return rows
+
+
+def simulate(scenario: Scenario, policy_index: int, rep: int) -> Simulation:
+    """Run one replication of one policy and return the finished simulation."""
+    return Simulation(scenario, policy_index, rep).run()

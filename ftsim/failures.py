@@ -1,0 +1,344 @@
+"""Failure processes: when nodes fail and which ones.
+
+Every source yields :class:`Failure` records in time order, drawn from its own random
+stream, independently of the policy being simulated. The simulator merges the sources and
+consumes the merged sequence as far as the run lasts, so every policy simulated with the
+same seed sees the same failures (common random numbers). Times are wall-clock seconds
+from the start of the job.
+
+Sources (``kind``):
+
+- ``exponential`` / ``weibull``: each node of a role has independent lifetimes; a failed
+  node is replaced and its successor starts a fresh lifetime at the failure instant
+  (renewal process). With exponential lifetimes the job sees a Poisson process of rate
+  N/m (N nodes, per-node MTBF m).
+- ``correlated``: failure domains (e.g. racks) of ``domain_size`` consecutive nodes of a
+  role; each domain fails as a Poisson process and takes ``nodes_per_failure`` of its nodes.
+- ``scheduled``: given times and victims, or ``count`` failures each taking
+  ``nodes_per_failure`` random nodes of a role at random (or evenly spaced) times in a
+  window, as in CPR's evaluation.
+- ``trace``: replay of a CSV with a time column (``time_s``, ``time_min`` or ``time_h``)
+  and a ``node`` (``emb_ps3``) or ``role`` (a random node of that role) column.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
+
+from ftsim.nodes import Role, parse_node, role_range
+from ftsim.quantities import Seconds
+
+if TYPE_CHECKING:
+    from ftsim.config import Scenario
+
+_BLOCK = 8
+"""Lifetimes drawn per node (or domain) per vectorized block (a cost knob only: results do not depend on it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Nodes ``nodes`` (global indices) fail at wall time ``time_s``."""
+
+    time_s: float
+    nodes: tuple[int, ...]
+    source: str
+    reschedule_s: float = 0.0
+    """Delay until the failed nodes are replaced, seconds (drawn by the simulator)."""
+
+
+class _Source(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    def problems(self, scenario: Scenario) -> list[tuple[str, str]]:
+        """Inconsistencies with the rest of the scenario, as (field, message)."""
+        return []
+
+    def events(self, rng: np.random.Generator, scenario: Scenario) -> Iterator[Failure]:
+        raise NotImplementedError
+
+
+class _LifetimeSource(_Source):
+    role: Role = "any"
+    node_mtbf: Seconds | None = Field(None, description="mean time between failures of a node")
+    job_mtbf: Seconds | None = Field(
+        None, description="MTBF of the whole role group; node_mtbf = job_mtbf × nodes"
+    )
+
+    def problems(self, scenario):
+        if (self.node_mtbf is None) == (self.job_mtbf is None):
+            return [("node_mtbf", "give exactly one of node_mtbf and job_mtbf")]
+        if (self.node_mtbf or self.job_mtbf) <= 0:
+            return [("node_mtbf", "MTBF must be positive")]
+        return []
+
+    def mean_lifetime_s(self, scenario: Scenario) -> float:
+        """Mean lifetime of one node, seconds."""
+        if self.node_mtbf is not None:
+            return self.node_mtbf
+        return self.job_mtbf * len(self._nodes(scenario))
+
+    def _nodes(self, scenario) -> range:
+        return role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, self.role)
+
+    def _standard_lifetimes(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+        raise NotImplementedError
+
+    def events(self, rng, scenario):
+        nodes = np.asarray(self._nodes(scenario))
+        mean = self.mean_lifetime_s(scenario)
+        clock = np.zeros(len(nodes))
+        carry_t, carry_node = np.empty(0), np.empty(0, dtype=int)
+        while True:
+            lifetimes = self._standard_lifetimes(rng, (len(nodes), _BLOCK)) * mean
+            times = clock[:, None] + np.cumsum(lifetimes, axis=1)
+            clock = times[:, -1].copy()
+            # Every event up to the earliest node clock is final: later draws come after it.
+            t = np.concatenate([carry_t, times.ravel()])
+            who = np.concatenate([carry_node, np.repeat(nodes, _BLOCK)])
+            order = np.argsort(t, kind="stable")
+            t, who = t[order], who[order]
+            ready = int(np.searchsorted(t, clock.min(), side="right"))
+            for time_s, node in zip(t[:ready].tolist(), who[:ready].tolist(), strict=True):
+                yield Failure(time_s, (node,), self.kind)
+            carry_t, carry_node = t[ready:], who[ready:]
+
+
+class ExponentialFailures(_LifetimeSource):
+    """Exponential node lifetimes (memoryless): job failure rate = nodes / node_mtbf."""
+
+    kind: Literal["exponential"]
+
+    def _standard_lifetimes(self, rng, shape):
+        return rng.standard_exponential(shape)
+
+
+class WeibullFailures(_LifetimeSource):
+    """Weibull node lifetimes with ``shape`` k (k < 1: infant mortality) and mean MTBF."""
+
+    kind: Literal["weibull"]
+    shape: float = Field(gt=0, description="Weibull shape k")
+
+    def _standard_lifetimes(self, rng, shape):
+        # Weibull with unit mean: scale 1/Γ(1 + 1/k).
+        return rng.weibull(self.shape, shape) / math.gamma(1 + 1 / self.shape)
+
+
+class CorrelatedFailures(_Source):
+    """Failure domains: ``domain_size`` consecutive nodes of ``role`` share a fate."""
+
+    kind: Literal["correlated"]
+    role: Role = "any"
+    domain_size: int = Field(ge=1, description="nodes per failure domain (e.g. a rack)")
+    domain_mtbf: Seconds = Field(description="mean time between failures of one domain")
+    nodes_per_failure: int | None = Field(
+        None, ge=1, description="nodes a domain failure takes (default: the whole domain)"
+    )
+
+    def problems(self, scenario):
+        found = []
+        n = len(role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, self.role))
+        if self.domain_size > n:
+            found.append(("domain_size", f"larger than the {n} nodes of role {self.role}"))
+        if self.nodes_per_failure and self.nodes_per_failure > self.domain_size:
+            found.append(("nodes_per_failure", "cannot exceed domain_size"))
+        if self.domain_mtbf <= 0:
+            found.append(("domain_mtbf", "must be positive"))
+        return found
+
+    def events(self, rng, scenario):
+        nodes = role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, self.role)
+        domains = [nodes[i : i + self.domain_size] for i in range(0, len(nodes), self.domain_size)]
+        mean_gap_s = self.domain_mtbf / len(domains)
+        t = 0.0
+        while True:
+            gaps = rng.standard_exponential(_BLOCK) * mean_gap_s
+            picks = rng.integers(0, len(domains), _BLOCK)
+            for gap, pick in zip(gaps, picks, strict=True):
+                t += float(gap)
+                domain = domains[int(pick)]
+                take = min(self.nodes_per_failure or len(domain), len(domain))
+                victims = rng.choice(len(domain), take, replace=False)
+                yield Failure(t, tuple(sorted(domain[int(v)] for v in victims)), self.kind)
+
+
+class ScheduledFailures(_Source):
+    """Injected failures: explicit ``times`` (and optional explicit ``nodes``), or ``count``
+    failures in ``[start, end]`` (default: the failure-free training time)."""
+
+    kind: Literal["scheduled"]
+    times: list[Seconds] | None = None
+    nodes: list[list[str]] | None = Field(
+        None, description="victims per time, e.g. [[emb_ps0, emb_ps3]]; default random"
+    )
+    count: int | None = Field(None, ge=1)
+    role: Role = "emb_ps"
+    nodes_per_failure: int = Field(1, ge=1)
+    start: Seconds = 0.0
+    end: Seconds | None = None
+    spacing: Literal["uniform", "even"] = Field(
+        "uniform", description="uniform: random times; even: end/(count+1) apart"
+    )
+
+    def problems(self, scenario):
+        c = scenario.cluster
+        found = []
+        if (self.times is None) == (self.count is None):
+            found.append(("times", "give exactly one of times and count"))
+        if self.nodes is not None:
+            if self.times is None or len(self.nodes) != len(self.times):
+                found.append(("nodes", "needs one list of victims per entry of times"))
+            for i, victims in enumerate(self.nodes):
+                for j, name in enumerate(victims):
+                    try:
+                        parse_node(c.trainers, c.emb_ps, name)
+                    except ValueError as exc:
+                        found.append((f"nodes.{i}.{j}", str(exc)))
+        n = len(role_range(c.trainers, c.emb_ps, self.role))
+        if self.nodes_per_failure > n:
+            found.append(
+                ("nodes_per_failure", f"exceeds the {n} nodes of role {self.role}")
+            )
+        end = self.end if self.end is not None else scenario.job.work_s
+        if end <= self.start:
+            found.append(("end", "must be after start"))
+        return found
+
+    def events(self, rng, scenario):
+        c = scenario.cluster
+        pool = role_range(c.trainers, c.emb_ps, self.role)
+        end = self.end if self.end is not None else scenario.job.work_s
+        if self.times is not None:
+            times = list(self.times)
+        elif self.spacing == "even":
+            step = (end - self.start) / (self.count + 1)
+            times = [self.start + step * (i + 1) for i in range(self.count)]
+        else:
+            times = list(self.start + (end - self.start) * rng.random(self.count))
+        order = sorted(range(len(times)), key=lambda i: times[i])
+        for i in order:
+            if self.nodes is not None:
+                victims = tuple(sorted(parse_node(c.trainers, c.emb_ps, n) for n in self.nodes[i]))
+            else:
+                picks = rng.choice(len(pool), self.nodes_per_failure, replace=False)
+                victims = tuple(sorted(pool[int(p)] for p in picks))
+            yield Failure(float(times[i]), victims, self.kind)
+
+
+_TIME_COLUMNS = {"time_s": 1.0, "time_min": 60.0, "time_h": 3600.0}
+
+
+class TraceFailures(_Source):
+    """Replay of a failure trace CSV (path relative to the scenario file)."""
+
+    kind: Literal["trace"]
+    file: str
+    _rows: list[tuple[float, str, str]] = PrivateAttr(default_factory=list)
+
+    @field_validator("file")
+    @classmethod
+    def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        base = Path((info.context or {}).get("base_dir", "."))
+        path = (base / value).resolve()
+        if not path.is_file():
+            raise ValueError(f"trace file not found: {path}")
+        return str(path)
+
+    def model_post_init(self, __context) -> None:
+        self._rows = _read_trace(Path(self.file))
+
+    def problems(self, scenario):
+        c = scenario.cluster
+        found = []
+        for time_s, column, value in self._rows:
+            if column == "node":
+                try:
+                    parse_node(c.trainers, c.emb_ps, value)
+                except ValueError as exc:
+                    found.append(("file", f"at time {time_s:g} s: {exc}"))
+        return found
+
+    def events(self, rng, scenario):
+        c = scenario.cluster
+        for time_s, column, value in sorted(self._rows, key=lambda row: row[0]):
+            if column == "node":
+                victim = parse_node(c.trainers, c.emb_ps, value)
+            else:
+                pool = role_range(c.trainers, c.emb_ps, value)
+                victim = pool[int(rng.integers(len(pool)))]
+            yield Failure(time_s, (victim,), self.kind)
+
+
+def _read_trace(path: Path) -> list[tuple[float, str, str]]:
+    """(time seconds, 'node' | 'role', value) per row; ValueError naming the line."""
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        fields = reader.fieldnames or []
+        time_columns = [f for f in fields if f in _TIME_COLUMNS]
+        victim_columns = [f for f in fields if f in ("node", "role")]
+        if len(time_columns) != 1 or len(victim_columns) != 1:
+            raise ValueError(
+                f"{path.name}: the header needs one of {', '.join(_TIME_COLUMNS)} and one of "
+                f"node, role (got {', '.join(fields) or 'nothing'})"
+            )
+        time_col, victim_col = time_columns[0], victim_columns[0]
+        rows = []
+        for line, record in enumerate(reader, start=2):
+            try:
+                time_s = float(record[time_col]) * _TIME_COLUMNS[time_col]
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{path.name} line {line}: {time_col} is not a number "
+                    f"(got {record[time_col]!r})"
+                ) from None
+            value = (record[victim_col] or "").strip()
+            if time_s < 0 or (victim_col == "role" and value not in ("trainer", "emb_ps", "any")):
+                raise ValueError(f"{path.name} line {line}: bad row (got {dict(record)})")
+            rows.append((time_s, victim_col, value))
+    return rows
+
+
+FailureSourceConfig = Annotated[
+    ExponentialFailures | WeibullFailures | CorrelatedFailures | ScheduledFailures | TraceFailures,
+    Field(discriminator="kind"),
+]
+
+
+def failure_sequence(
+    sources: list, streams: list[np.random.Generator], scenario: Scenario
+) -> Iterator[Failure]:
+    """All sources merged in time order (ties: the earlier source in the file first)."""
+    return heapq.merge(
+        *(s.events(rng, scenario) for s, rng in zip(sources, streams, strict=True)),
+        key=lambda f: f.time_s,
+    )
+
+
+def job_mtbf_s(scenario: Scenario) -> float:
+    """Expected time between failures seen by the job, seconds (inf without failures).
+
+    Sum of the sources' rates; a scheduled or replayed source contributes its count over
+    its time window. Used for Young/Daly intervals and CPR's interval choice.
+    """
+    rate = 0.0
+    for source in scenario.failures:
+        if isinstance(source, _LifetimeSource):
+            rate += len(source._nodes(scenario)) / source.mean_lifetime_s(scenario)
+        elif isinstance(source, CorrelatedFailures):
+            n = len(role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, source.role))
+            rate += math.ceil(n / source.domain_size) / source.domain_mtbf
+        elif isinstance(source, ScheduledFailures):
+            end = source.end if source.end is not None else scenario.job.work_s
+            count = source.count if source.count is not None else len(source.times)
+            rate += count / (end - source.start)
+        elif isinstance(source, TraceFailures) and source._rows:
+            rate += len(source._rows) / max(scenario.job.work_s, max(r[0] for r in source._rows))
+    return math.inf if rate == 0 else 1 / rate

@@ -1,0 +1,154 @@
+"""``full``: periodic full checkpoint, full recovery (the baseline).
+
+Every ``interval`` of compute, all state is saved: each embedding PS writes its shard and
+trainer 0 writes the dense parameters, concurrently, through the storage bandwidth model
+(:mod:`ftsim.cluster`). On any failure, every node reloads the last committed checkpoint
+after the failed nodes are rescheduled, and the work since that checkpoint is re-executed.
+
+Save modes:
+
+- ``sync``: training stalls for the whole write (δ = write time).
+- ``checkfreq``: CheckFreq's two phases (Mohan et al., FAST 2021). Training stalls only for
+  an in-memory snapshot (bytes per node / ``snapshot_bandwidth``); the persist to storage
+  runs in the background, optionally slowing training by ``persist_slowdown``. The
+  checkpoint counts only once persisted: a failure during the persist loses it. A snapshot
+  waits for the previous persist to finish (charged to ``save``).
+
+``interval`` is a duration, or ``young`` / ``daly`` for the optimum from the job's MTBF
+and the stall cost δ (:mod:`ftsim.theory`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+import simpy
+from pydantic import BeforeValidator, Field, PlainSerializer
+
+from ftsim.failures import job_mtbf_s
+from ftsim.policies.base import Policy, PolicyParams, register
+from ftsim.quantities import BytesPerSecond
+from ftsim.theory import daly_interval_s, young_interval_s
+from ftsim.units import format_duration, parse_duration_s
+
+INTERVAL_RULES = ("young", "daly")
+
+
+def _interval(value):
+    if isinstance(value, str) and value.strip() in INTERVAL_RULES:
+        return value.strip()
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError(f"a duration such as '30 min', or one of {', '.join(INTERVAL_RULES)}")
+    seconds = parse_duration_s(value)
+    if seconds <= 0:
+        raise ValueError("must be positive")
+    return seconds
+
+
+Interval = Annotated[
+    float | str,
+    BeforeValidator(_interval),
+    PlainSerializer(lambda v: v if isinstance(v, str) else format_duration(v), return_type=str),
+]
+"""Checkpoint interval in compute seconds, or the name of an optimum rule."""
+
+
+class FullParams(PolicyParams):
+    """Parameters of ``full``."""
+
+    kind: Literal["full"]
+    interval: Interval = Field("daly", description="compute between checkpoints, or young/daly")
+    save_mode: Literal["sync", "checkfreq"] = "sync"
+    snapshot_bandwidth: BytesPerSecond = Field(
+        "10 GB/s",
+        description="per-node in-memory snapshot copy rate (checkfreq); assumption: DRAM copy",
+    )
+    persist_slowdown: float = Field(
+        0.0, ge=0, description="fractional training slowdown while persisting (checkfreq)"
+    )
+
+
+def resolve_interval_s(rule: float | str, delta_s: float, mtbf_s: float) -> float:
+    """The interval in seconds: given, or the Young/Daly optimum (the whole job if no failures)."""
+    if not isinstance(rule, str):
+        return rule
+    if math.isinf(mtbf_s):
+        return math.inf
+    return young_interval_s(delta_s, mtbf_s) if rule == "young" else daly_interval_s(delta_s, mtbf_s)
+
+
+@register
+class FullCheckpoint(Policy):
+    """Full checkpoint, full recovery."""
+
+    Params = FullParams
+
+    def __init__(self, params, scenario, layout, rng):
+        super().__init__(params, scenario, layout, rng)
+        self.save_s = layout.full_save_s()
+        self.load_s = layout.full_load_s()
+        largest_node_bytes = max(layout.shard_bytes, layout.dense_bytes)
+        self.snapshot_s = largest_node_bytes / params.snapshot_bandwidth
+        self.stall_s = self.save_s if params.save_mode == "sync" else self.snapshot_s
+        self.interval_s = resolve_interval_s(params.interval, self.stall_s, job_mtbf_s(scenario))
+        self.committed_s = 0.0
+        """Progress captured by the last checkpoint that is safely in storage."""
+        self.next_s = self.interval_s
+        self._persist: simpy.Process | None = None
+
+    def next_action_at(self) -> float:
+        return self.next_s
+
+    def act(self, sim):
+        progress = sim.progress_s
+        if self.params.save_mode == "sync":
+            yield from sim.phase("save", self.save_s, "checkpoint")
+            self._commit(progress)
+        else:
+            if self._persist is not None and self._persist.is_alive:
+                yield from sim.wait("save", self._persist, "wait for persist")
+            yield from sim.phase("save", self.snapshot_s, "snapshot")
+            self._persist = sim.env.process(self._persist_in_background(sim, progress))
+        self.next_s = progress + self.interval_s
+
+    def _commit(self, progress_s: float) -> None:
+        self.committed_s = progress_s
+        self.n_checkpoints += 1
+
+    def _persist_in_background(self, sim, progress_s: float):
+        start = sim.env.now
+        if self.params.persist_slowdown:
+            sim.replan()
+        try:
+            yield sim.env.timeout(self.save_s)
+            self._commit(progress_s)
+        except simpy.Interrupt:
+            pass
+        sim.record(start, sim.env.now, "persist")
+        if self._persist is sim.env.active_process:
+            self._persist = None
+        if self.params.persist_slowdown:
+            sim.replan()
+
+    def slowdown(self) -> dict[str, float]:
+        persisting = self._persist is not None and self._persist.is_alive
+        return {"other": self.params.persist_slowdown} if persisting else {}
+
+    def on_failure(self, sim, failure) -> None:
+        if self._persist is not None and self._persist.is_alive:
+            self._persist.interrupt("failure")
+        sim.rollback_to(self.committed_s)
+        self.next_s = self.committed_s + self.interval_s
+
+    def recover(self, sim, failures):
+        ready_s = max(f.time_s + f.reschedule_s for f in failures)
+        yield from sim.phase("reschedule", ready_s - sim.env.now, "replace failed nodes")
+        yield from sim.phase("load", self.load_s, "restore all state")
+
+    def result_columns(self):
+        return {
+            "interval_h": self.interval_s / 3600.0,
+            "save_cost_s": self.stall_s,
+            "load_cost_s": self.load_s,
+        }

@@ -1,0 +1,33 @@
+"""Random streams: one ``numpy.random.Generator`` per (seed, replication, purpose).
+
+A stream is ``SeedSequence(seed, spawn_key=(rep, purpose, *index))``, the same child that
+``SeedSequence(seed).spawn`` would give at that position of the tree. Streams are
+independent of one another and of the policy being simulated, so two policies run with
+the same seed and replication see the same failures and rescheduling delays (common random
+numbers), and adding a failure source does not change the draws of the others.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+
+
+class Purpose(IntEnum):
+    """What a stream is for; the value is its position in the seed tree (never reorder)."""
+
+    FAILURES = 0
+    """One sub-stream per failure source, by its index in the scenario."""
+    RESCHEDULE = 1
+    """Rescheduling delays, one draw per failure in time order."""
+    POLICY = 2
+    """Random choices of a policy (e.g. SSU sampling)."""
+    TRAINER = 3
+    """The embedded trainer's data and initialisation."""
+
+
+def stream(seed: int, rep: int, purpose: Purpose, *index: int) -> np.random.Generator:
+    """The generator for ``purpose`` in replication ``rep`` of a run seeded with ``seed``."""
+    sequence = np.random.SeedSequence(seed, spawn_key=(rep, int(purpose), *index))
+    return np.random.Generator(np.random.PCG64(sequence))

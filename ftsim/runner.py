@@ -1,0 +1,74 @@
+"""Running a scenario: every selected policy × replication on the same failure draws."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ftsim.config import Scenario
+from ftsim.engine import CATEGORIES, simulate
+from ftsim.tdist import mean_ci
+
+
+def simulate_rows(
+    scenario: Scenario, policy_index: int, reps: Iterable[int], timeline_rep: int | None = None
+) -> tuple[list[dict], list[dict]]:
+    """Result rows of ``reps`` for one policy, and the timeline of replication ``timeline_rep``."""
+    rows, timeline = [], []
+    for rep in reps:
+        sim = simulate(scenario, policy_index, rep)
+        rows.append(sim.row())
+        if rep == timeline_rep:
+            timeline = sim.timeline_rows()
+    return rows, timeline
+
+
+def run_scenario(
+    scenario: Scenario, policy_indices: list[int], progress=None
+) -> tuple[list[dict], list[dict]]:
+    """All rows (policy-major) and replication 0's timeline of every selected policy."""
+    rows, timeline = [], []
+    for index in policy_indices:
+        for rep in range(scenario.run.replications):
+            policy_rows, policy_timeline = simulate_rows(scenario, index, [rep], timeline_rep=0)
+            rows += policy_rows
+            timeline += policy_timeline
+            if progress is not None:
+                progress(1)
+    return rows, timeline
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Per policy: mean overhead with its 95% t-interval, and mean breakdown in hours."""
+    out = []
+    for policy in dict.fromkeys(r["policy"] for r in rows):
+        mine = [r for r in rows if r["policy"] == policy]
+        mean, half, n = mean_ci([r["overhead_frac"] for r in mine])
+        summary = {"policy": policy, "n": n, "overhead_mean": mean, "overhead_ci95": half}
+        for category in CATEGORIES:
+            summary[f"{category}_h"] = sum(r[f"{category}_h"] for r in mine) / n
+        summary["wall_h"] = sum(r["wall_h"] for r in mine) / n
+        summary["n_failures"] = sum(r["n_failures"] for r in mine) / n
+        out.append(summary)
+    return out
+
+
+def format_summary(summary: list[dict]) -> str:
+    """The summary as a fixed-width text table for the terminal."""
+    header = ["policy", "overhead", "±95% CI", "n", *[f"{c}_h" for c in CATEGORIES], "failures"]
+    lines = [header]
+    for s in summary:
+        lines.append(
+            [
+                s["policy"],
+                f"{100 * s['overhead_mean']:.2f}%",
+                "-" if s["overhead_ci95"] != s["overhead_ci95"] else f"{100 * s['overhead_ci95']:.2f}%",
+                str(s["n"]),
+                *[f"{s[f'{c}_h']:.3f}" for c in CATEGORIES],
+                f"{s['n_failures']:.1f}",
+            ]
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths, strict=True)))
+        for line in lines
+    )

@@ -1,0 +1,238 @@
+"""Loading scenario files: YAML → overrides → validated :class:`~ftsim.config.Scenario`.
+
+Every problem is reported as ``FILE: dotted.path: what is wrong (got X)``, all of them at
+once, as a :class:`ScenarioError`; the command line prints them and exits with status 2.
+An unknown key gets the closest valid key as a suggestion.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import types
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ftsim.config import Scenario
+
+
+class ScenarioError(Exception):
+    """An invalid scenario: a list of (dotted path, message) problems in one file."""
+
+    def __init__(self, file: str | Path, problems: list[tuple[str, str]]):
+        self.file = str(file)
+        self.problems = problems
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return "\n".join(f"{self.file}: {path or '(top level)'}: {msg}" for path, msg in self.problems)
+
+
+def read_yaml(path: Path) -> dict:
+    """The scenario file as a mapping; ScenarioError if missing, unreadable or not YAML."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ScenarioError(path, [("", "file not found")]) from None
+    except OSError as exc:
+        raise ScenarioError(path, [("", f"cannot read the file ({exc.strerror})")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(path, [("", f"invalid YAML{where}: {problem}")]) from None
+    if not isinstance(data, dict):
+        raise ScenarioError(
+            path, [("", f"a scenario must be a mapping of sections (got {_show(data)})")]
+        )
+    return data
+
+
+def apply_override(data: dict, assignment: str) -> None:
+    """Apply ``dotted.key=value`` (value read as YAML) to ``data`` in place.
+
+    List entries are addressed by index (``policies.0.interval``) or all at once with ``*``
+    (``policies.*.interval``). Raises ValueError naming the problem.
+    """
+    key, sep, text = assignment.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--set needs dotted.key=value (got {assignment!r})")
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    set_path(data, key.strip().split("."), value)
+
+
+def set_path(node, parts: list[str], value, done: str = "") -> None:
+    """Set ``value`` at the dotted path ``parts`` inside nested dicts and lists."""
+    part, rest = parts[0], parts[1:]
+    here = f"{done}.{part}" if done else part
+    if isinstance(node, list):
+        if part == "*":
+            indices = range(len(node))
+        elif part.isdigit() and int(part) < len(node):
+            indices = [int(part)]
+        else:
+            raise ValueError(f"{here}: no list entry {part!r} (the list has {len(node)})")
+        for i in indices:
+            if rest:
+                set_path(node[i], rest, value, f"{done}.{i}" if done else str(i))
+            else:
+                node[i] = value
+    elif isinstance(node, dict):
+        if not rest:
+            node[part] = value
+        else:
+            set_path(node.setdefault(part, {}), rest, value, here)
+    else:
+        raise ValueError(f"{here}: cannot set a key inside a {type(node).__name__}")
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read, override and validate a scenario file; ScenarioError lists every problem."""
+    path = Path(path)
+    data = read_yaml(path)
+    problems = []
+    for assignment in overrides:
+        try:
+            apply_override(data, assignment)
+        except ValueError as exc:
+            problems.append(("--set", str(exc)))
+    if problems:
+        raise ScenarioError(path, problems)
+    return validate_scenario(data, path)
+
+
+def validate_scenario(data: dict, path: Path) -> Scenario:
+    """Validate a scenario mapping read from ``path``."""
+    try:
+        scenario = Scenario.model_validate(data, context={"base_dir": path.parent})
+    except ValidationError as exc:
+        raise ScenarioError(path, [_describe(err, data) for err in exc.errors()]) from None
+    problems = scenario.problems()
+    if problems:
+        raise ScenarioError(path, problems)
+    return scenario
+
+
+def config_hash(scenario: Scenario) -> str:
+    """A short stable hash of the resolved scenario (independent of key order, YAML layout)."""
+    canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+# -- turning pydantic errors into located one-line messages ---------------------------------
+
+
+def _describe(error: dict, data: dict) -> tuple[str, str]:
+    path, model, raw = _locate(error["loc"], data)
+    kind = error["type"]
+    message = error["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(prefix)
+    if kind == "extra_forbidden":
+        name = str(error["loc"][-1])
+        valid = list(model.model_fields) if model else []
+        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        if valid:
+            hint += f" (valid keys: {', '.join(valid)})"
+        return path, f"unknown key {name!r}{hint}"
+    if kind == "missing":
+        return path, "is required but missing"
+    if kind == "union_tag_invalid":
+        tag = raw.get("kind") if isinstance(raw, dict) else raw
+        expected = error.get("ctx", {}).get("expected_tags", "")
+        tags = [t.strip(" '") for t in expected.split(",")]
+        close = difflib.get_close_matches(str(tag), tags, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return _join(path, "kind"), f"unknown kind {tag!r}{hint} (valid: {expected})"
+    if kind == "union_tag_not_found":
+        return _join(path, "kind"), "is required but missing"
+    return path, f"{message} (got {_show(error.get('input'))})"
+
+
+def _locate(loc: tuple, data: dict) -> tuple[str, type[BaseModel] | None, object]:
+    """Dotted path for ``loc`` (without union tags), the model owning the last key, raw value."""
+    model: object = Scenario
+    raw: object = data
+    parts: list[str] = []
+    owner: type[BaseModel] | None = Scenario
+    for item in loc:
+        if isinstance(raw, dict) and item not in raw and raw.get("kind") == item:
+            model = _member_with_kind(model, item)
+            continue
+        if isinstance(raw, dict) and isinstance(item, str) and item not in raw and (
+            "[" in item or item in ("str", "float", "int", "bool")
+        ):
+            continue
+        parts.append(str(item))
+        owner = _as_model(model)
+        model = _child_type(model, item)
+        if isinstance(raw, dict):
+            raw = raw.get(item)
+        elif isinstance(raw, list) and isinstance(item, int) and item < len(raw):
+            raw = raw[item]
+        else:
+            raw = None
+    return ".".join(parts), owner, raw
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _unwrap(tp):
+    """Strip Annotated and Optional; a union of models is returned as is."""
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) == 1:
+                tp = args[0]
+            else:
+                return tp
+        else:
+            return tp
+
+
+def _as_model(tp) -> type[BaseModel] | None:
+    tp = _unwrap(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _child_type(tp, item):
+    tp = _unwrap(tp)
+    model = _as_model(tp)
+    if model is not None:
+        field = model.model_fields.get(item)
+        return field.annotation if field else None
+    if typing.get_origin(tp) is list:
+        return typing.get_args(tp)[0]
+    return None
+
+
+def _member_with_kind(tp, kind):
+    tp = _unwrap(tp)
+    members = (tp,) if _as_model(tp) else typing.get_args(tp)
+    for member in members:
+        member = _unwrap(member)
+        field = getattr(member, "model_fields", {}).get("kind")
+        if field is not None and kind in typing.get_args(field.annotation):
+            return member
+    return None
+
+
+def _show(value: object) -> str:
+    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
