@@ -24,7 +24,7 @@ from pydantic import (
 
 from ftsim.failures import FailureSourceConfig
 from ftsim.policies import PolicyConfig
-from ftsim.quantities import Bytes, BytesPerSecond, Seconds
+from ftsim.quantities import BytesPerSecond, Seconds
 
 
 def _count(value):
@@ -230,6 +230,12 @@ class Run(Section):
     seed: Count = Field(0, ge=0)
     replications: Count = Field(1, ge=1)
     output: str = Field("results", description="folder under which run folders are created")
+    max_wall_factor: float = Field(
+        100.0,
+        gt=1,
+        description="stop a replication at this multiple of the failure-free time and report "
+        "it as not completed (overhead = inf): failures can be too frequent to ever finish",
+    )
 
 
 class Sweep(Section):

@@ -23,6 +23,7 @@ Time accounting: every wall-clock second belongs to exactly one category.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import simpy
@@ -79,6 +80,8 @@ class Simulation:
         self._unrecovered: list[Failure] = []
         self._computing = False
         self._job: simpy.Process | None = None
+        self.completed = False
+        """Whether training finished before ``run.max_wall_factor`` × the failure-free time."""
 
     # -- building blocks for policies -------------------------------------------------
 
@@ -184,7 +187,9 @@ class Simulation:
         ]
         self._job = self.env.process(self._run_job())
         self.env.process(self._inject_failures(failure_sequence(sources, streams, self.scenario)))
-        self.env.run(until=self._job)
+        deadline = self.env.timeout(self.work_s * self.scenario.run.max_wall_factor)
+        self.env.run(until=self._job | deadline)
+        self.completed = not self._job.is_alive
         return self
 
     # -- results -----------------------------------------------------------------------
@@ -194,9 +199,9 @@ class Simulation:
         return self.env.now
 
     def breakdown_s(self) -> dict[str, float]:
-        """Seconds per category; ``lost`` is the compute that was re-executed."""
+        """Seconds per category; ``lost`` is the compute that was rolled back."""
         out = dict(self.charged)
-        out["lost"] = self.computed_s - self.work_s
+        out["lost"] = self.computed_s - self.progress_s
         return out
 
     def row(self) -> dict:
@@ -212,7 +217,8 @@ class Simulation:
             "seed": self.scenario.run.seed,
             "ideal_h": ideal_h,
             "wall_h": wall_h,
-            "overhead_frac": (wall_h - ideal_h) / ideal_h,
+            "overhead_frac": (wall_h - ideal_h) / ideal_h if self.completed else math.inf,
+            "completed": self.completed,
         }
         row.update({f"{c}_h": breakdown[c] / 3600.0 for c in CATEGORIES})
         row["n_failures"] = len(self.failures_seen)
@@ -223,14 +229,25 @@ class Simulation:
 
     def timeline_rows(self) -> list[dict]:
         rows = [
-            {"rep": self.rep, "policy": self.policy.params.label, "start_h": p.start_s / 3600,
-             "end_h": p.end_s / 3600, "kind": p.kind, "detail": p.detail}
+            {
+                "rep": self.rep,
+                "policy": self.policy.params.label,
+                "start_h": p.start_s / 3600,
+                "end_h": p.end_s / 3600,
+                "kind": p.kind,
+                "detail": p.detail,
+            }
             for p in self.timeline
         ]
         rows += [
-            {"rep": self.rep, "policy": self.policy.params.label, "start_h": f.time_s / 3600,
-             "end_h": f.time_s / 3600, "kind": "failure",
-             "detail": " ".join(node_name(self.scenario.cluster.trainers, n) for n in f.nodes)}
+            {
+                "rep": self.rep,
+                "policy": self.policy.params.label,
+                "start_h": f.time_s / 3600,
+                "end_h": f.time_s / 3600,
+                "kind": "failure",
+                "detail": " ".join(node_name(self.scenario.cluster.trainers, n) for n in f.nodes),
+            }
             for f in self.failures_seen
         ]
         rows.sort(key=lambda r: (r["start_h"], r["end_h"]))

@@ -61,7 +61,9 @@ def format_summary(summary: list[dict]) -> str:
             [
                 s["policy"],
                 f"{100 * s['overhead_mean']:.2f}%",
-                "-" if s["overhead_ci95"] != s["overhead_ci95"] else f"{100 * s['overhead_ci95']:.2f}%",
+                "-"
+                if s["overhead_ci95"] != s["overhead_ci95"]
+                else f"{100 * s['overhead_ci95']:.2f}%",
                 str(s["n"]),
                 *[f"{s[f'{c}_h']:.3f}" for c in CATEGORIES],
                 f"{s['n_failures']:.1f}",
@@ -69,6 +71,9 @@ def format_summary(summary: list[dict]) -> str:
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join(
-        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths, strict=True)))
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+        )
         for line in lines
     )

@@ -30,7 +30,9 @@ class ScenarioError(Exception):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        return "\n".join(f"{self.file}: {path or '(top level)'}: {msg}" for path, msg in self.problems)
+        return "\n".join(
+            f"{self.file}: {path or '(top level)'}: {msg}" for path, msg in self.problems
+        )
 
 
 def read_yaml(path: Path) -> dict:
@@ -58,8 +60,9 @@ def read_yaml(path: Path) -> dict:
 def apply_override(data: dict, assignment: str) -> None:
     """Apply ``dotted.key=value`` (value read as YAML) to ``data`` in place.
 
-    List entries are addressed by index (``policies.0.interval``) or all at once with ``*``
-    (``policies.*.interval``). Raises ValueError naming the problem.
+    List entries are addressed by index (``policies.0.interval``; the next free index
+    appends) or all at once with ``*`` (``policies.*.interval``). Raises ValueError naming
+    the problem.
     """
     key, sep, text = assignment.partition("=")
     if not sep or not key.strip():
@@ -78,7 +81,9 @@ def set_path(node, parts: list[str], value, done: str = "") -> None:
     if isinstance(node, list):
         if part == "*":
             indices = range(len(node))
-        elif part.isdigit() and int(part) < len(node):
+        elif part.isdigit() and int(part) <= len(node):
+            if int(part) == len(node):  # the next index appends an entry
+                node.append({} if rest else None)
             indices = [int(part)]
         else:
             raise ValueError(f"{here}: no list entry {part!r} (the list has {len(node)})")
@@ -170,8 +175,11 @@ def _locate(loc: tuple, data: dict) -> tuple[str, type[BaseModel] | None, object
         if isinstance(raw, dict) and item not in raw and raw.get("kind") == item:
             model = _member_with_kind(model, item)
             continue
-        if isinstance(raw, dict) and isinstance(item, str) and item not in raw and (
-            "[" in item or item in ("str", "float", "int", "bool")
+        if (
+            isinstance(raw, dict)
+            and isinstance(item, str)
+            and item not in raw
+            and ("[" in item or item in ("str", "float", "int", "bool"))
         ):
             continue
         parts.append(str(item))

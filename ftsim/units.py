@@ -89,8 +89,10 @@ def parse_bandwidth_Bps(value: float | int | str, default_unit: str = "GB/s") ->
     else:
         number, unit = _split(value)
         unit = unit or default_unit
-    if unit.endswith("ps") and not unit.endswith("/s"):
-        unit = unit[:-2] + "bit/s"
+    if unit.endswith("bps"):
+        unit = unit[:-3] + "bit/s"
+    elif unit.endswith("Bps"):
+        unit = unit[:-3] + "B/s"
     if not unit.endswith("/s"):
         raise UnitError(f"bandwidth unit {unit!r} must be per second, e.g. 'GB/s' or 'Gbit/s'")
     base = unit[:-2]

@@ -35,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from ftsim.cluster import StateLayout
     from ftsim.config import Scenario
-    from ftsim.failures import Failure
     from ftsim.engine import Simulation
+    from ftsim.failures import Failure
 
 Phases = Generator
 """A generator of SimPy events (obtained from ``sim.phase`` / ``sim.compute``)."""

@@ -30,7 +30,7 @@ from ftsim.failures import job_mtbf_s
 from ftsim.policies.base import Policy, PolicyParams, register
 from ftsim.quantities import BytesPerSecond
 from ftsim.theory import daly_interval_s, young_interval_s
-from ftsim.units import format_duration, parse_duration_s
+from ftsim.units import UnitError, format_duration, parse_duration_s
 
 INTERVAL_RULES = ("young", "daly")
 
@@ -38,9 +38,13 @@ INTERVAL_RULES = ("young", "daly")
 def _interval(value):
     if isinstance(value, str) and value.strip() in INTERVAL_RULES:
         return value.strip()
+    expected = f"expected a duration such as '30 min', or one of {', '.join(INTERVAL_RULES)}"
     if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(f"a duration such as '30 min', or one of {', '.join(INTERVAL_RULES)}")
-    seconds = parse_duration_s(value)
+        raise ValueError(expected)
+    try:
+        seconds = parse_duration_s(value)
+    except UnitError:
+        raise ValueError(expected) from None
     if seconds <= 0:
         raise ValueError("must be positive")
     return seconds
@@ -75,7 +79,9 @@ def resolve_interval_s(rule: float | str, delta_s: float, mtbf_s: float) -> floa
         return rule
     if math.isinf(mtbf_s):
         return math.inf
-    return young_interval_s(delta_s, mtbf_s) if rule == "young" else daly_interval_s(delta_s, mtbf_s)
+    return (
+        young_interval_s(delta_s, mtbf_s) if rule == "young" else daly_interval_s(delta_s, mtbf_s)
+    )
 
 
 @register

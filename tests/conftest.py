@@ -1,0 +1,21 @@
+"""Shared fixtures: paths to the scenarios and a loader with overrides."""
+
+from pathlib import Path
+
+import pytest
+
+from ftsim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "scenarios"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture
+def smoke():
+    return load_scenario(SCENARIOS / "smoke.yaml")
+
+
+def scenario(name: str, *overrides: str):
+    """Load ``scenarios/<name>.yaml`` with ``--set``-style overrides."""
+    return load_scenario(SCENARIOS / f"{name}.yaml", list(overrides))

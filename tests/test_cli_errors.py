@@ -1,0 +1,209 @@
+"""Malformed scenarios: every one gives located one-line errors and exit status 2.
+
+Each variant is a change to ``scenarios/smoke.yaml`` (or raw text), run through the real
+command line in a subprocess; the variants run concurrently to keep the suite fast.
+"""
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import yaml
+
+from ftsim.scenario import read_yaml, set_path
+from tests.conftest import SCENARIOS
+
+SMOKE = read_yaml(SCENARIOS / "smoke.yaml")
+
+# (name, change: dotted path -> value, or raw file text, expected dotted path, expected words)
+VARIANTS = [
+    ("unknown top key", {"jobb": {}}, "jobb", "unknown key 'jobb'; did you mean 'job'"),
+    ("unknown nested key", {"cluster.trainer": 4}, "cluster.trainer", "did you mean 'trainers'"),
+    ("unknown policy key", {"policies.0.intervl": "1 h"}, "policies.0.intervl", "'interval'"),
+    (
+        "unknown storage key",
+        {"cluster.storage.write_bw": "1 GB/s"},
+        "cluster.storage.write_bw",
+        "unknown key",
+    ),
+    ("unknown failure key", {"failures.0.mtbf": "1 h"}, "failures.0.mtbf", "unknown key"),
+    ("missing section", {"cluster": None}, "cluster", "(got null)"),
+    (
+        "missing field",
+        {"cluster.storage": {"write_bandwidth": "1 GB/s"}},
+        "cluster.storage.read_bandwidth",
+        "required",
+    ),
+    ("wrong type", {"cluster.trainers": "many"}, "cluster.trainers", "(got 'many')"),
+    ("negative count", {"cluster.emb_ps": -1}, "cluster.emb_ps", "greater than or equal to 1"),
+    ("zero trainers", {"cluster.trainers": 0}, "cluster.trainers", "greater than or equal"),
+    ("duration without unit", {"job.training": 5}, "job.training", "needs a unit"),
+    ("bad duration unit", {"job.training": "5 fortnights"}, "job.training", "unknown time unit"),
+    (
+        "bad bandwidth unit",
+        {"cluster.nic_bandwidth": "10 GB"},
+        "cluster.nic_bandwidth",
+        "per second",
+    ),
+    (
+        "negative bandwidth",
+        {"cluster.storage.read_bandwidth": "-1 GB/s"},
+        "cluster.storage.read_bandwidth",
+        "negative",
+    ),
+    (
+        "zero bandwidth",
+        {"cluster.storage.write_bandwidth": "0 GB/s"},
+        "cluster.storage",
+        "must be positive",
+    ),
+    (
+        "both iteration time and throughput",
+        {"job.throughput": 1000},
+        "job",
+        "exactly one of iteration_time and throughput",
+    ),
+    ("no training length", {"job.training": None}, "job", "exactly one of training and iterations"),
+    ("empty tables", {"job.tables": []}, "job.tables", "at least 1"),
+    ("table rows not a number", {"job.tables.0.rows": "lots"}, "job.tables.0.rows", "whole number"),
+    ("unknown policy kind", {"policies.0.kind": "ful"}, "policies.0.kind", "did you mean 'full'"),
+    ("policy without kind", {"policies.0": {"interval": "1 h"}}, "policies.0.kind", "missing"),
+    ("no policies", {"policies": []}, "policies", "at least 1"),
+    ("bad interval rule", {"policies.0.interval": "optimal"}, "policies.0.interval", "young, daly"),
+    ("bad save mode", {"policies.0.save_mode": "async"}, "policies.0.save_mode", "'sync'"),
+    (
+        "duplicate policy names",
+        {"policies.1.name": None, "policies.2.name": None},
+        "policies.1.name",
+        "duplicate policy name",
+    ),
+    ("unknown failure kind", {"failures.0.kind": "poisson"}, "failures.0.kind", "unknown kind"),
+    ("two MTBFs", {"failures.0.node_mtbf": "8 h"}, "failures.0.node_mtbf", "exactly one"),
+    ("bad role", {"failures.0.role": "gpu"}, "failures.0.role", "'trainer'"),
+    (
+        "weibull without shape",
+        {"failures.0": {"kind": "weibull", "node_mtbf": "1 h"}},
+        "failures.0.shape",
+        "required",
+    ),
+    (
+        "scheduled victims too many",
+        {"failures.0": {"kind": "scheduled", "count": 2, "nodes_per_failure": 9}},
+        "failures.0.nodes_per_failure",
+        "exceeds the 4 nodes",
+    ),
+    (
+        "scheduled unknown node",
+        {"failures.0": {"kind": "scheduled", "times": ["1 h"], "nodes": [["emb_ps9"]]}},
+        "failures.0.nodes.0.0",
+        "does not exist",
+    ),
+    (
+        "scheduled both times and count",
+        {"failures.0": {"kind": "scheduled", "times": ["1 h"], "count": 3}},
+        "failures.0.times",
+        "exactly one of times and count",
+    ),
+    (
+        "correlated domain too big",
+        {"failures.0": {"kind": "correlated", "domain_size": 20, "domain_mtbf": "1 h"}},
+        "failures.0.domain_size",
+        "larger than",
+    ),
+    (
+        "missing trace file",
+        {"failures.0": {"kind": "trace", "file": "nope.csv"}},
+        "failures.0.file",
+        "trace file not found",
+    ),
+    (
+        "reschedule uniform without bounds",
+        {"cluster.reschedule": {"kind": "uniform"}},
+        "cluster.reschedule",
+        "uniform needs low and high",
+    ),
+    (
+        "lognormal without cv",
+        {"cluster.reschedule": {"kind": "lognormal", "mean": "1 min"}},
+        "cluster.reschedule",
+        "lognormal needs cv",
+    ),
+    ("negative seed", {"run.seed": -3}, "run.seed", "greater than or equal to 0"),
+    ("zero replications", {"run.replications": 0}, "run.replications", "greater than or equal"),
+    ("bad scenario name", {"name": "my scenario!"}, "name", "pattern"),
+    (
+        "sweep zip lengths differ",
+        {"sweep": {"zip": {"a": [1, 2], "b": [1]}}},
+        "sweep",
+        "equal lengths",
+    ),
+    (
+        "sweep unknown reference",
+        {"sweep": {"reference": "cpr"}},
+        "sweep.reference",
+        "no policy named 'cpr'",
+    ),
+    ("bad YAML", "name: smoke\njob: [unclosed\n", "(top level)", "invalid YAML at line"),
+    ("not a mapping", "- just\n- a list\n", "(top level)", "must be a mapping"),
+    ("empty file", "", "(top level)", "must be a mapping"),
+]
+
+
+def _write_variant(tmp_path, name, change):
+    path = tmp_path / (name.replace(" ", "_") + ".yaml")
+    if isinstance(change, str):
+        path.write_text(change)
+        return path
+    data = yaml.safe_load(yaml.safe_dump(SMOKE))
+    for key, value in change.items():
+        set_path(data, key.split("."), value)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _run(args):
+    return subprocess.run(
+        [sys.executable, "-m", "ftsim", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("variants")
+    paths = [_write_variant(tmp, name, change) for name, change, _, _ in VARIANTS]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(
+            pool.map(lambda p: _run(["run", str(p), "-q", "-o", str(tmp / "out")]), paths)
+        )
+    return dict(zip([v[0] for v in VARIANTS], zip(paths, results, strict=True), strict=True))
+
+
+def test_there_are_at_least_thirty_variants():
+    assert len(VARIANTS) >= 30
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "where", "words"), VARIANTS, ids=[v[0] for v in VARIANTS]
+)
+def test_variant_is_reported_located_with_exit_2(outcomes, name, change, where, words):
+    path, result = outcomes[name]
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert lines and all(line.startswith(f"{path}: ") for line in lines)
+    assert any(f"{path}: {where}: " in line and words in line for line in lines), lines
+
+
+def test_missing_file_and_bad_set_and_bad_policy(tmp_path):
+    missing = _run(["run", str(tmp_path / "absent.yaml")])
+    assert missing.returncode == 2 and "absent.yaml: (top level): file not found" in missing.stderr
+    bad_set = _run(["run", str(SCENARIOS / "smoke.yaml"), "--set", "cluster.emb_ps=zero"])
+    assert bad_set.returncode == 2 and "cluster.emb_ps:" in bad_set.stderr
+    bad_index = _run(["run", str(SCENARIOS / "smoke.yaml"), "--set", "policies.7.name=x"])
+    assert bad_index.returncode == 2 and "--set: policies.7: no list entry" in bad_index.stderr
+    bad_policy = _run(["run", str(SCENARIOS / "smoke.yaml"), "--policy", "cpr", "-q"])
+    assert bad_policy.returncode == 2 and "no policy named 'cpr'" in bad_policy.stderr
+    for result in (missing, bad_set, bad_index, bad_policy):
+        assert "Traceback" not in result.stderr

@@ -1,0 +1,112 @@
+"""Failure processes: rates, distributions, victims, replay, common random numbers."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from ftsim.failures import failure_sequence, job_mtbf_s
+from ftsim.rng import Purpose, stream
+from ftsim.scenario import load_scenario, read_yaml
+from tests.conftest import SCENARIOS, scenario
+
+
+def _draw(s, rep=0, until_s=math.inf, limit=100_000):
+    streams = [stream(s.run.seed, rep, Purpose.FAILURES, i) for i in range(len(s.failures))]
+    seq = failure_sequence(s.failures, streams, s)
+    return [f for f in itertools.islice(seq, limit) if f.time_s <= until_s]
+
+
+def test_exponential_job_rate_is_nodes_over_node_mtbf():
+    s = scenario("smoke", "failures.0.job_mtbf=null", "failures.0.node_mtbf=8 h")
+    # 8 nodes with an 8 h MTBF each: the job sees one failure per hour.
+    assert job_mtbf_s(s) == pytest.approx(3600)
+    failures = _draw(s, limit=20_000)
+    gaps = np.diff([0.0] + [f.time_s for f in failures])
+    mean, se = gaps.mean(), gaps.std(ddof=1) / math.sqrt(len(gaps))
+    assert abs(mean - 3600) < 4 * se
+    # Memoryless superposition: gaps have coefficient of variation 1.
+    assert gaps.std() / mean == pytest.approx(1.0, abs=0.03)
+    # Victims are uniform over all 8 nodes.
+    counts = np.bincount([f.nodes[0] for f in failures], minlength=8)
+    assert counts.min() > 0.9 * len(failures) / 8
+
+
+def test_weibull_lifetimes_have_the_configured_mean():
+    s = scenario(
+        "smoke",
+        "failures.0={kind: weibull, shape: 0.7, role: emb_ps, node_mtbf: 10 h}",
+    )
+    failures = _draw(s, limit=20_000)
+    assert all(4 <= f.nodes[0] < 8 for f in failures)
+    per_node = {}
+    for f in failures:
+        per_node.setdefault(f.nodes[0], []).append(f.time_s)
+    lifetimes = np.concatenate([np.diff([0.0] + times) for times in per_node.values()])
+    se = lifetimes.std(ddof=1) / math.sqrt(len(lifetimes))
+    assert abs(lifetimes.mean() - 36000) < 4 * se
+    # Shape 0.7 < 1: more variable than exponential (CV = 1.46 for k = 0.7).
+    assert lifetimes.std() / lifetimes.mean() == pytest.approx(1.46, abs=0.08)
+
+
+def test_scheduled_count_failures_take_distinct_nodes_of_the_role():
+    s = scenario("prod50h")
+    failures = _draw(s)
+    assert len(failures) == 5
+    assert all(0 <= f.time_s <= 50 * 3600 for f in failures)
+    assert [f.time_s for f in failures] == sorted(f.time_s for f in failures)
+    for f in failures:
+        assert len(set(f.nodes)) == 4
+        assert all(20 <= n < 38 for n in f.nodes)  # embedding PS only
+    assert job_mtbf_s(s) == pytest.approx(10 * 3600)
+
+
+def test_scheduled_explicit_times_and_victims():
+    s = scenario(
+        "smoke",
+        "failures.0={kind: scheduled, times: [2 h, 30 min],"
+        " nodes: [[emb_ps1], [trainer0, emb_ps3]]}",
+    )
+    failures = _draw(s)
+    assert [(f.time_s, f.nodes) for f in failures] == [(1800.0, (0, 7)), (7200.0, (5,))]
+
+
+def test_even_spacing():
+    s = scenario("smoke", "failures.0={kind: scheduled, count: 3, spacing: even}")
+    assert [f.time_s for f in _draw(s)] == pytest.approx([3600, 7200, 10800])
+
+
+def test_correlated_domain_failures_take_the_whole_rack():
+    s = scenario(
+        "smoke",
+        "failures.0={kind: correlated, role: any, domain_size: 4, domain_mtbf: 2 h}",
+    )
+    failures = _draw(s, limit=4000)
+    racks = {(0, 1, 2, 3), (4, 5, 6, 7)}
+    assert {f.nodes for f in failures} == racks
+    gaps = np.diff([0.0] + [f.time_s for f in failures])
+    assert gaps.mean() == pytest.approx(3600, rel=0.06)  # two racks, 2 h each
+
+
+def test_trace_replay(tmp_path):
+    (tmp_path / "trace.csv").write_text("time_h,node\n1.5,emb_ps2\n0.5,trainer1\n")
+    data = read_yaml(SCENARIOS / "smoke.yaml")
+    data["failures"] = [{"kind": "trace", "file": "trace.csv"}]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    s = load_scenario(tmp_path / "s.yaml")
+    assert [(f.time_s, f.nodes) for f in _draw(s)] == [(1800.0, (1,)), (5400.0, (6,))]
+
+
+def test_sources_are_independent_streams():
+    one = scenario("smoke")
+    two = scenario("smoke", "failures.1={kind: scheduled, count: 2}")
+    first = [f for f in _draw(two, limit=60) if f.source == "exponential"]
+    assert first == _draw(one, limit=len(first))
+
+
+def test_replications_differ_and_repeat():
+    s = scenario("smoke")
+    assert _draw(s, rep=0, limit=50) == _draw(s, rep=0, limit=50)
+    assert _draw(s, rep=0, limit=50) != _draw(s, rep=1, limit=50)
