@@ -1,4 +1,4 @@
-"""The ``ftsim`` command line: ``run``, ``show``.
+"""The ``ftsim`` command line: ``run``, ``sweep``, ``plot``, ``show``.
 
 Invalid input (a bad scenario, an unknown policy name) prints located one-line errors to
 standard error and exits with status 2, never a traceback.
@@ -56,7 +56,54 @@ def _parser() -> argparse.ArgumentParser:
     config.set_defaults(handler=_cmd_show_config)
     policies = show_what.add_parser("policies", help="registered policies and their parameters")
     policies.set_defaults(handler=_cmd_show_policies)
+    _sweep_parser(commands)
+    _plot_parser(commands)
     return parser
+
+
+def _sweep_parser(commands) -> None:
+    sweep = commands.add_parser(
+        "sweep", help="run every policy at every point of a grid, resumably, in parallel"
+    )
+    sweep.add_argument("scenario", type=Path)
+    _scenario_options(sweep)
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="sweep a field over values, e.g. --grid 'policies.*.interval=15 min,1 h' "
+        "(repeatable; adds to or replaces the scenario's sweep.grid)",
+    )
+    sweep.add_argument(
+        "--policy", action="append", default=[], help="only this policy (repeatable)"
+    )
+    sweep.add_argument("--reference", help="policy for paired differences (default: first)")
+    sweep.add_argument("--jobs", type=int, help="parallel workers (default: the CPU count)")
+    sweep.add_argument("--executor", choices=("process", "dask"), default="process")
+    sweep.add_argument("--dask-address", help="Dask scheduler, e.g. tcp://host:8786")
+    sweep.add_argument("--batch", type=int, default=10, help="replications per task (default 10)")
+    sweep.add_argument(
+        "--target-halfwidth",
+        type=float,
+        help="add replications until the 95%% CI half-width of overhead_frac is at most this",
+    )
+    sweep.add_argument(
+        "--max-reps", type=int, default=1000, help="cap for --target-halfwidth (default 1000)"
+    )
+    sweep.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this sweep")
+    sweep.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
+    sweep.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
+    sweep.set_defaults(handler=_cmd_sweep)
+
+
+def _plot_parser(commands) -> None:
+    plot = commands.add_parser("plot", help="paper figures from a run or sweep folder")
+    plot.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    plot.add_argument(
+        "--point", type=int, help="sweep point of the breakdown and timeline (default: best)"
+    )
+    plot.set_defaults(handler=_cmd_plot)
 
 
 def _scenario_options(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +183,88 @@ def _cmd_run(args, argv) -> int:
     if not args.quiet:
         print(format_summary(summary))
         print(f"results: {out}")
+    return 0
+
+
+def _cmd_sweep(args, argv) -> int:
+    from ftsim import sweep
+    from ftsim.store import RunStore, StoreError
+
+    for name in ("jobs", "batch", "max_reps"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.resume and args.output and args.resume != args.output:
+        raise UsageError("--resume RUN_DIR writes to RUN_DIR; leave out -o")
+    overrides = list(args.overrides)
+    if args.seed is not None:
+        overrides.append(f"run.seed={args.seed}")
+    if args.reps is not None:
+        overrides.append(f"run.replications={args.reps}")
+    plan = sweep.plan_sweep(
+        args.scenario,
+        overrides,
+        args.grid,
+        lambda scenario: _selected_policies(scenario, args.policy),
+        args.reference,
+        args.target_halfwidth,
+        args.max_reps,
+    )
+    started = datetime.now(UTC)
+    total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
+    try:
+        if args.resume:
+            store = RunStore.resume(args.resume, plan.config_hash)
+        else:
+            out = args.output or (
+                Path(plan.base.run.output)
+                / plan.base.name
+                / f"{started:%Y%m%dT%H%M%SZ}_{plan.config_hash}_sweep"
+            )
+            store = RunStore.create(
+                out, sweep.manifest(plan, ["ftsim", *argv], started.isoformat())
+            )
+        _write_resolved(store.root / "scenario.yaml", plan.base)
+        bar = _progress(total, args.quiet)
+        computed, reused = sweep.run_sweep(
+            plan,
+            store,
+            executor=args.executor,
+            jobs=args.jobs,
+            dask_address=args.dask_address,
+            batch=args.batch,
+            progress=bar.update if bar else None,
+        )
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    if bar:
+        bar.close()
+    summary = sweep.finish(plan, store)
+    session = {
+        "argv": ["ftsim", *argv],
+        "started_utc": started.isoformat(),
+        "finished_utc": datetime.now(UTC).isoformat(),
+        "computed_reps": computed,
+        "reused_reps": reused,
+    }
+    store.update_manifest(
+        finished_utc=session["finished_utc"], sessions=[*store.manifest()["sessions"], session]
+    )
+    if not args.quiet:
+        from ftsim.stats import format_table
+
+        print(format_table(summary, plan.columns))
+    print(f"computed {computed}, reused {reused} (replications)")
+    print(f"results: {store.root}")
+    return 0
+
+
+def _cmd_plot(args, argv) -> int:
+    from ftsim.plots import plot_run
+
+    if not (args.run_dir / "runs.csv").exists():
+        raise UsageError(f"{args.run_dir}: no runs.csv (not a run or sweep folder)")
+    for name, outcome in plot_run(args.run_dir, point=args.point):
+        print(f"{name}: {outcome}")
     return 0
 
 

@@ -159,7 +159,9 @@ class Simulation:
                 target = min(due, self.work_s)
                 if self.progress_s < target - _PROGRESS_EPS_S:
                     yield from self._compute(target)
-                self.progress_s = max(self.progress_s, target)
+                if self.progress_s < target:  # float rounding: snap, keeping lost = 0
+                    self.computed_s += target - self.progress_s
+                    self.progress_s = target
                 if due <= self.work_s - _PROGRESS_EPS_S:
                     yield from policy.act(self)
             except simpy.Interrupt as interrupt:

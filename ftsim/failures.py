@@ -67,6 +67,21 @@ class _Source(BaseModel):
     def events(self, rng: np.random.Generator, scenario: Scenario) -> Iterator[Failure]:
         raise NotImplementedError
 
+    def rate_per_s(self, scenario: Scenario) -> float:
+        """Mean failures per second this source produces."""
+        raise NotImplementedError
+
+    def victims(self, scenario: Scenario, role: str) -> float:
+        """Expected nodes of ``role`` taken by one failure of this source."""
+        raise NotImplementedError
+
+
+def _share_of_role(scenario: Scenario, pool: range, role: str) -> float:
+    """Fraction of the nodes in ``pool`` that have ``role``."""
+    c = scenario.cluster
+    wanted = set(role_range(c.trainers, c.emb_ps, role))
+    return sum(n in wanted for n in pool) / len(pool)
+
 
 class _LifetimeSource(_Source):
     role: Role = "any"
@@ -90,6 +105,12 @@ class _LifetimeSource(_Source):
 
     def _nodes(self, scenario) -> range:
         return role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, self.role)
+
+    def rate_per_s(self, scenario):
+        return len(self._nodes(scenario)) / self.mean_lifetime_s(scenario)
+
+    def victims(self, scenario, role):
+        return _share_of_role(scenario, self._nodes(scenario), role)
 
     def _standard_lifetimes(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
         raise NotImplementedError
@@ -156,8 +177,18 @@ class CorrelatedFailures(_Source):
             found.append(("domain_mtbf", "must be positive"))
         return found
 
+    def _pool(self, scenario) -> range:
+        return role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, self.role)
+
+    def rate_per_s(self, scenario):
+        return math.ceil(len(self._pool(scenario)) / self.domain_size) / self.domain_mtbf
+
+    def victims(self, scenario, role):
+        taken = min(self.nodes_per_failure or self.domain_size, self.domain_size)
+        return taken * _share_of_role(scenario, self._pool(scenario), role)
+
     def events(self, rng, scenario):
-        nodes = role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, self.role)
+        nodes = self._pool(scenario)
         domains = [nodes[i : i + self.domain_size] for i in range(0, len(nodes), self.domain_size)]
         mean_gap_s = self.domain_mtbf / len(domains)
         t = 0.0
@@ -212,6 +243,22 @@ class ScheduledFailures(_Source):
             found.append(("end", "must be after start"))
         return found
 
+    def rate_per_s(self, scenario):
+        end = self.end if self.end is not None else scenario.job.work_s
+        count = self.count if self.count is not None else len(self.times)
+        return count / (end - self.start)
+
+    def victims(self, scenario, role):
+        c = scenario.cluster
+        if self.nodes is None:
+            pool = role_range(c.trainers, c.emb_ps, self.role)
+            return self.nodes_per_failure * _share_of_role(scenario, pool, role)
+        wanted = set(role_range(c.trainers, c.emb_ps, role))
+        hits = [
+            parse_node(c.trainers, c.emb_ps, n) in wanted for group in self.nodes for n in group
+        ]
+        return sum(hits) / len(self.nodes)
+
     def events(self, rng, scenario):
         c = scenario.cluster
         pool = role_range(c.trainers, c.emb_ps, self.role)
@@ -265,6 +312,24 @@ class TraceFailures(_Source):
                 except ValueError as exc:
                     found.append(("file", f"at time {time_s:g} s: {exc}"))
         return found
+
+    def rate_per_s(self, scenario):
+        if not self._rows:
+            return 0.0
+        return len(self._rows) / max(scenario.job.work_s, max(r[0] for r in self._rows))
+
+    def victims(self, scenario, role):
+        c = scenario.cluster
+        if not self._rows:
+            return 0.0
+        wanted = set(role_range(c.trainers, c.emb_ps, role))
+        share = 0.0
+        for _, column, value in self._rows:
+            if column == "node":
+                share += parse_node(c.trainers, c.emb_ps, value) in wanted
+            else:
+                share += _share_of_role(scenario, role_range(c.trainers, c.emb_ps, value), role)
+        return share / len(self._rows)
 
     def events(self, rng, scenario):
         c = scenario.cluster
@@ -325,20 +390,17 @@ def failure_sequence(
 def job_mtbf_s(scenario: Scenario) -> float:
     """Expected time between failures seen by the job, seconds (inf without failures).
 
-    Sum of the sources' rates; a scheduled or replayed source contributes its count over
+    The sources' rates add up; a scheduled or replayed source contributes its count over
     its time window. Used for Young/Daly intervals and CPR's interval choice.
     """
-    rate = 0.0
-    for source in scenario.failures:
-        if isinstance(source, _LifetimeSource):
-            rate += len(source._nodes(scenario)) / source.mean_lifetime_s(scenario)
-        elif isinstance(source, CorrelatedFailures):
-            n = len(role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, source.role))
-            rate += math.ceil(n / source.domain_size) / source.domain_mtbf
-        elif isinstance(source, ScheduledFailures):
-            end = source.end if source.end is not None else scenario.job.work_s
-            count = source.count if source.count is not None else len(source.times)
-            rate += count / (end - source.start)
-        elif isinstance(source, TraceFailures) and source._rows:
-            rate += len(source._rows) / max(scenario.job.work_s, max(r[0] for r in source._rows))
+    rate = sum(source.rate_per_s(scenario) for source in scenario.failures)
     return math.inf if rate == 0 else 1 / rate
+
+
+def victims_per_failure(scenario: Scenario, role: str) -> float:
+    """Expected nodes of ``role`` taken by one job failure (rate-weighted over sources)."""
+    rates = [source.rate_per_s(scenario) for source in scenario.failures]
+    if not sum(rates):
+        return 0.0
+    taken = [s.victims(scenario, role) for s in scenario.failures]
+    return sum(r * v for r, v in zip(rates, taken, strict=True)) / sum(rates)

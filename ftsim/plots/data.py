@@ -1,0 +1,79 @@
+"""What the figures read from a run folder (``run`` or ``sweep``): never a new simulation."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from ftsim.plots.style import PolicyStyle, policy_styles
+from ftsim.stats import summarize, with_point
+
+
+class Skip(Exception):
+    """A figure that this run folder cannot support; the message says why."""
+
+
+@dataclass
+class RunData:
+    """``runs.csv``, ``timeline.csv``, ``manifest.json`` and ``scenario.yaml`` of a run folder."""
+
+    root: Path
+    runs: pd.DataFrame
+    timeline: pd.DataFrame
+    manifest: dict
+    columns: list[str] = field(default_factory=list)
+    """Swept keys (point columns); empty for a plain run."""
+
+    @classmethod
+    def load(cls, root: Path) -> RunData:
+        root = Path(root)
+        manifest = json.loads((root / "manifest.json").read_text())
+        runs = with_point(pd.read_csv(root / "runs.csv"))
+        timeline_path = root / "timeline.csv"
+        timeline = pd.read_csv(timeline_path) if timeline_path.stat().st_size else pd.DataFrame()
+        if len(timeline):
+            timeline = with_point(timeline)
+        return cls(root, runs, timeline, manifest, list(manifest.get("columns", [])))
+
+    @property
+    def policies(self) -> list[str]:
+        """Policy labels in the run's order."""
+        return list(dict.fromkeys(self.runs["policy"]))
+
+    @cached_property
+    def styles(self) -> dict[str, PolicyStyle]:
+        return policy_styles(self.policies)
+
+    @cached_property
+    def summary(self) -> pd.DataFrame:
+        return summarize(self.runs, self.columns, self.manifest.get("reference"))
+
+    @property
+    def scenario_name(self) -> str:
+        return str(self.runs["scenario"].iloc[0])
+
+    def has(self, column: str) -> bool:
+        """Whether ``column`` exists with at least one value."""
+        return column in self.runs and self.runs[column].notna().any()
+
+    def describe_point(self, point: int) -> str:
+        """``key=value, …`` of a sweep point ('' for a plain run)."""
+        row = self.runs[self.runs["point"] == point].iloc[0]
+        return ", ".join(f"{c.rsplit('.', 1)[-1]}={row[c]}" for c in self.columns)
+
+    def point_scenario(self, point: int):
+        """The resolved scenario of ``point``, rebuilt from scenario.yaml and the manifest."""
+        from ftsim.scenario import read_yaml, set_path, validate_scenario
+
+        path = self.root / "scenario.yaml"
+        data = {k: v for k, v in read_yaml(path).items() if k != "sweep"}
+        for entry in self.manifest.get("points", []):
+            if entry["point"] == point:
+                for key, value in entry["values"].items():
+                    set_path(data, key.split("."), copy.deepcopy(value))
+        return validate_scenario(data, path)

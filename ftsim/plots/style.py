@@ -1,0 +1,109 @@
+"""Figure conventions: the style sheet, column widths, and one colour and marker per policy.
+
+Policy colours are Okabe–Ito (colour-blind safe) and fixed by label: the policies of the
+paper get reserved colours; any other label takes the next free colour in the order of the
+run's policies, so a policy looks the same in every figure of a run. Time categories
+(save, load, …) use Paul Tol's light palette, distinct from the policy colours.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ftsim.output import atomic_write_bytes, atomic_write_text
+
+STYLE = Path(__file__).with_name("ftsim.mplstyle")
+SINGLE_COLUMN_IN = 3.33
+DOUBLE_COLUMN_IN = 7.0
+
+OKABE_ITO = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "bluish_green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish_purple": "#CC79A7",
+}
+
+KNOWN_POLICIES = {
+    "full": (OKABE_ITO["black"], "o"),
+    "cpr": (OKABE_ITO["blue"], "^"),
+    "cpr_mfu": (OKABE_ITO["sky_blue"], "v"),
+    "cpr_ssu": (OKABE_ITO["bluish_green"], "D"),
+    "ecrm": (OKABE_ITO["vermillion"], "s"),
+    "swift": (OKABE_ITO["reddish_purple"], "P"),
+}
+"""Reserved (colour, marker) of the paper's policies, by label."""
+
+_FALLBACK_COLORS = [
+    OKABE_ITO[c]
+    for c in (
+        "orange",
+        "blue",
+        "bluish_green",
+        "vermillion",
+        "reddish_purple",
+        "sky_blue",
+        "black",
+        "yellow",
+    )
+]
+"""Colours for other labels: the unreserved one first, yellow (low contrast) last."""
+
+_FALLBACK_MARKERS = "X<>phd8*"
+
+CATEGORY_COLORS = {
+    "compute": "#DDDDDD",
+    "save": "#77AADD",
+    "load": "#99DDFF",
+    "lost": "#EE8866",
+    "reschedule": "#EEDD88",
+    "degraded": "#FFAABB",
+    "other": "#44BB99",
+    "persist": "#BBCC33",
+}
+"""Paul Tol's light palette, one colour per time category (and timeline phase)."""
+
+
+@dataclass(frozen=True)
+class PolicyStyle:
+    color: str
+    marker: str
+
+
+def policy_styles(labels: list[str]) -> dict[str, PolicyStyle]:
+    """A fixed style per label: reserved ones for known labels; other labels, in order, take
+    the colours no label of the run has reserved (cycling if there are more than 8)."""
+    styles = {
+        label: PolicyStyle(*KNOWN_POLICIES[label]) for label in labels if label in KNOWN_POLICIES
+    }
+    taken = {s.color for s in styles.values()}
+    free = [c for c in _FALLBACK_COLORS if c not in taken] or _FALLBACK_COLORS
+    others = [label for label in labels if label not in KNOWN_POLICIES]
+    for i, label in enumerate(others):
+        marker = _FALLBACK_MARKERS[i % len(_FALLBACK_MARKERS)]
+        styles[label] = PolicyStyle(free[i % len(free)], marker)
+    return styles
+
+
+def save(fig, data: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+    """Write ``name``.pdf, .png and .csv (the plotted numbers) atomically; close the figure."""
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt, metadata in (("pdf", {"CreationDate": None}), ("png", {})):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=fmt, metadata=metadata)
+        paths.append(folder / f"{name}.{fmt}")
+        atomic_write_bytes(paths[-1], buffer.getvalue())
+    plt.close(fig)
+    paths.append(folder / f"{name}.csv")
+    atomic_write_text(paths[-1], data.to_csv(index=False, float_format="%.6g"))
+    return paths

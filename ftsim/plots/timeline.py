@@ -1,0 +1,74 @@
+"""(e) Timeline (Gantt) of one replication: one lane per policy showing compute, saves,
+loads, rescheduling, degraded and background phases, and the failures (same for every
+policy: common random numbers)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
+
+from ftsim.plots.data import RunData, Skip
+from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, OKABE_ITO, save
+
+NAME = "timeline"
+LANE = 0.7
+"""Height of a lane's bar (lanes are 1 apart)."""
+
+
+def plot(data: RunData, folder, point: int | None = None):
+    t = data.timeline
+    if t.empty:
+        raise Skip("timeline.csv is empty")
+    point = _best_point(data) if point is None else point
+    t = t[(t["point"] == point) & (t["rep"] == t["rep"].min())]
+    if t.empty:
+        raise Skip(f"no timeline for point {point}")
+    policies = [p for p in data.policies if p in set(t["policy"])]
+    height = 0.9 + 0.32 * len(policies)
+    fig, ax = plt.subplots(figsize=(DOUBLE_COLUMN_IN, height))
+    for lane, policy in enumerate(reversed(policies)):
+        mine = t[t["policy"] == policy]
+        for kind, color in CATEGORY_COLORS.items():
+            phases = mine[mine["kind"] == kind]
+            if phases.empty:
+                continue
+            spans = list(zip(phases["start_h"], phases["end_h"] - phases["start_h"], strict=True))
+            if kind == "persist":  # background: a thin stripe under the lane
+                ax.broken_barh(spans, (lane - LANE / 2, LANE / 5), color=color)
+            else:
+                ax.broken_barh(spans, (lane - LANE / 2 + LANE / 5, LANE * 4 / 5), color=color)
+        failures = mine.loc[mine["kind"] == "failure", "start_h"]
+        ax.vlines(failures, lane - 0.5, lane + 0.5, color=OKABE_ITO["vermillion"], linewidth=0.9)
+        ax.plot(
+            failures,
+            [lane + 0.5] * len(failures),
+            color=OKABE_ITO["vermillion"],
+            marker="x",
+            linestyle="none",
+            markersize=4,
+        )
+    ax.set_yticks(range(len(policies)), list(reversed(policies)))
+    for tick, policy in zip(ax.get_yticklabels(), reversed(policies), strict=True):
+        tick.set_color(data.styles[policy].color)
+    ax.set_ylim(-0.6, len(policies) - 0.4)
+    ax.set_xlim(0, t["end_h"].max())
+    ax.set_xlabel("wall-clock time (h)")
+    ax.grid(axis="y", visible=False)
+    kinds = [k for k in CATEGORY_COLORS if k in set(t["kind"])]
+    handles = [Patch(color=CATEGORY_COLORS[k], label=k) for k in kinds]
+    handles.append(
+        plt.Line2D([], [], color=OKABE_ITO["vermillion"], marker="x", markersize=4, label="failure")
+    )
+    ax.legend(handles=handles, ncols=len(handles), loc="lower left", bbox_to_anchor=(0, 1.0))
+    where = data.describe_point(point)
+    rep = int(t["rep"].iloc[0])
+    ax.set_title(
+        f"{data.scenario_name}: replication {rep}" + (f", {where}" if where else ""), pad=16
+    )
+    return save(fig, t, folder, NAME)
+
+
+def _best_point(data: RunData) -> int:
+    """The point where the first policy has its lowest mean overhead."""
+    s = data.summary[data.summary["policy"] == data.policies[0]]
+    return int(s.loc[s["overhead_frac_mean"].idxmin(), "point"])

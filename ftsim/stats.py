@@ -1,0 +1,171 @@
+"""Sweep statistics: Student-t intervals per point and policy, and paired differences.
+
+Replication *i* of every policy at every point saw the same failures (common random
+numbers), so a policy is compared with the reference policy on matched replications: the
+interval of the mean difference is much narrower than the difference of two intervals.
+
+Imports pandas and scipy (1.4 s of start-up): only ``sweep`` and ``plot`` use this module.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+
+CONFIDENCE = 0.95
+"""Two-sided confidence level of every interval."""
+
+KEY = ("point", "policy")
+"""A summary row: one policy at one sweep point."""
+
+METRICS = (
+    "overhead_frac",
+    "wall_h",
+    "save_h",
+    "load_h",
+    "lost_h",
+    "reschedule_h",
+    "degraded_h",
+    "other_h",
+    "n_failures",
+    "n_checkpoints",
+    "final_logloss",
+    "final_auc",
+    "logloss_delta",
+    "auc_delta",
+    "pls",
+    "pls_predicted",
+)
+"""Columns summarised with mean, std and interval (those present in the runs)."""
+
+PAIRED = ("overhead_frac", "logloss_delta")
+"""Columns also compared with the reference policy on matched replications."""
+
+_NOT_METRICS = {"point", "rep", "seed"}
+
+
+def t_quantile(confidence: float, df: int) -> float:
+    """The two-sided Student-t critical value, e.g. 2.262 for 95% and df = 9."""
+    return float(scipy_stats.t.ppf(0.5 + confidence / 2.0, df))
+
+
+def t_interval(values, confidence: float = CONFIDENCE) -> dict[str, float]:
+    """Mean, sample std (ddof 1), n and the t-interval of the mean; NaN values are dropped.
+
+    With n < 2 the std and the interval are NaN.
+    """
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    n = len(x)
+    mean = float(x.mean()) if n else math.nan
+    std = float(x.std(ddof=1)) if n > 1 else math.nan
+    half = t_quantile(confidence, n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+    return {"mean": mean, "std": std, "n": n, "low": mean - half, "high": mean + half}
+
+
+def with_point(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with a ``point`` column (0 for the rows of a plain ``run``)."""
+    return runs if "point" in runs else runs.assign(point=0)
+
+
+def summarize(
+    runs: pd.DataFrame,
+    point_columns: list[str] = (),
+    reference: str | None = None,
+    confidence: float = CONFIDENCE,
+) -> pd.DataFrame:
+    """One row per (point, policy), in the order of ``runs``.
+
+    Columns: ``point``, the swept ``point_columns``, ``policy``, ``kind``, ``n``; for each
+    metric present, ``{m}_mean``, ``{m}_std``, ``{m}_ci95_low``, ``{m}_ci95_high``
+    (``overhead_frac`` also ``_ci95_half``); other numeric columns (policy parameters such
+    as ``interval_h``) as ``{c}_mean``; then ``reference`` and, for each paired column,
+    ``{m}_diff_mean``, ``{m}_diff_ci95_low``, ``{m}_diff_ci95_high``, ``{m}_diff_n``: the
+    difference policy − reference over the replications both have at that point.
+    ``reference`` defaults to the first policy.
+    """
+    runs = with_point(runs)
+    reference = reference or runs["policy"].iloc[0]
+    metrics = [m for m in METRICS if m in runs and _numeric(runs[m])]
+    others = [
+        c
+        for c in runs.columns
+        if c not in metrics
+        and c not in _NOT_METRICS
+        and c not in point_columns
+        and _numeric(runs[c])
+    ]
+    out = []
+    for (point, policy), group in runs.groupby(list(KEY), sort=False):
+        row = {"point": point}
+        row.update({c: group[c].iloc[0] for c in point_columns})
+        row.update(policy=policy, kind=group["kind"].iloc[0], n=len(group))
+        for m in metrics:
+            s = t_interval(group[m], confidence)
+            row.update(
+                {f"{m}_mean": s["mean"], f"{m}_std": s["std"]},
+                **{f"{m}_ci95_low": s["low"], f"{m}_ci95_high": s["high"]},
+            )
+            if m == "overhead_frac":
+                row["overhead_frac_ci95_half"] = (s["high"] - s["low"]) / 2
+        row.update({f"{c}_mean": float(group[c].mean()) for c in others})
+        row["reference"] = reference
+        ref = runs[(runs["point"] == point) & (runs["policy"] == reference)]
+        for m in (m for m in PAIRED if m in metrics):
+            d = t_interval(paired_differences(group, ref, m), confidence)
+            row.update(
+                {f"{m}_diff_mean": d["mean"], f"{m}_diff_ci95_low": d["low"]},
+                **{f"{m}_diff_ci95_high": d["high"], f"{m}_diff_n": d["n"]},
+            )
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def paired_differences(group: pd.DataFrame, reference: pd.DataFrame, metric: str) -> np.ndarray:
+    """``metric`` of ``group`` minus that of ``reference``, on the replications both have."""
+    mine = group.set_index("rep")[metric]
+    theirs = reference.set_index("rep")[metric]
+    common = mine.index.intersection(theirs.index).sort_values()
+    return (mine.loc[common] - theirs.loc[common]).to_numpy(dtype=float)
+
+
+def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
+    """The summary as a fixed-width text table: overhead ± CI and the paired difference."""
+    header = [*point_columns, "policy", "n", "overhead", "±95% CI", "Δ vs ref", "±95% CI"]
+    lines = [header]
+    for _, s in summary.iterrows():
+        diff_half = (
+            s.get("overhead_frac_diff_ci95_high", math.nan)
+            - s.get("overhead_frac_diff_ci95_low", math.nan)
+        ) / 2
+        lines.append(
+            [
+                *[str(s[c]) for c in point_columns],
+                str(s["policy"]),
+                str(s["n"]),
+                _pct(s["overhead_frac_mean"]),
+                _pct(s["overhead_frac_ci95_half"]),
+                _pct(s.get("overhead_frac_diff_mean", math.nan)),
+                _pct(diff_half),
+            ]
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text_columns = len(point_columns) + 1
+    return "\n".join(
+        "  ".join(
+            cell.ljust(w) if i < text_columns else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+        )
+        for line in lines
+    )
+
+
+def _pct(value: float) -> str:
+    return "-" if value != value else f"{100 * value:.2f}%"
+
+
+def _numeric(column: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)

@@ -1,0 +1,145 @@
+"""The run folder of a sweep: a manifest and one shard file per finished task.
+
+A task's rows are written to ``shards/<key>.csv`` atomically (temp file + rename) as soon
+as it finishes, so a killed sweep loses only the tasks in flight. The key names the point,
+the policy index and the replication range, so the folder itself records what is done;
+``--resume`` reads it back, after checking that the manifest's config hash is the one the
+command would produce. Shards hold the exact CSV text of their rows (floats in shortest
+round-trip form), and merging concatenates them in canonical order (point, policy,
+replication): the merged ``runs.csv`` is byte-identical however the work was split into
+tasks, executed or interrupted.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftsim.output import atomic_write_text, csv_text, write_json
+
+MANIFEST = "manifest.json"
+SHARDS = "shards"
+_SHARD = re.compile(r"^p(\d+)-q(\d+)-r(\d+)-(\d+)\.csv$")
+
+
+class StoreError(Exception):
+    """A run folder that cannot be created or resumed (printed as is, exit status 2)."""
+
+
+@dataclass(frozen=True, order=True)
+class TaskKey:
+    """Replications ``start`` ≤ rep < ``stop`` of policy index ``policy`` at point ``point``."""
+
+    point: int
+    policy: int
+    start: int
+    stop: int
+
+    @property
+    def name(self) -> str:
+        return f"p{self.point:05d}-q{self.policy:03d}-r{self.start:07d}-{self.stop:07d}"
+
+    @property
+    def reps(self) -> range:
+        return range(self.start, self.stop)
+
+
+class RunStore:
+    """A sweep's run folder: ``manifest.json``, ``shards/`` and the merged results."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.shards = self.root / SHARDS
+
+    @classmethod
+    def create(cls, root: Path, manifest: dict) -> RunStore:
+        """A new run folder; refuses one that already holds a sweep."""
+        store = cls(root)
+        if (store.root / MANIFEST).exists():
+            raise StoreError(
+                f"{store.root} already holds a sweep; continue it with --resume {store.root}"
+            )
+        store.shards.mkdir(parents=True, exist_ok=True)
+        write_json(store.root / MANIFEST, manifest)
+        return store
+
+    @classmethod
+    def resume(cls, root: Path, config_hash: str) -> RunStore:
+        """An existing run folder made by a sweep with the same ``config_hash``."""
+        store = cls(root)
+        try:
+            found = store.manifest()["config_hash"]
+        except (OSError, ValueError, KeyError):
+            raise StoreError(f"--resume {root}: no sweep manifest ({root / MANIFEST})") from None
+        if found != config_hash:
+            raise StoreError(
+                f"--resume {root}: the folder holds a different sweep (config hash {found}; "
+                f"this scenario, grid and options give {config_hash}); run the same command "
+                "that started it, or start a new folder"
+            )
+        store.shards.mkdir(exist_ok=True)
+        return store
+
+    def manifest(self) -> dict:
+        return json.loads((self.root / MANIFEST).read_text())
+
+    def update_manifest(self, **fields) -> None:
+        write_json(self.root / MANIFEST, {**self.manifest(), **fields})
+
+    # -- shards ------------------------------------------------------------------------
+
+    def write_shard(self, key: TaskKey, rows: list[dict], timeline: list[dict]) -> None:
+        """Store a finished task. The timeline goes first: a rows shard marks the task done."""
+        if timeline:
+            atomic_write_text(self.shards / f"{key.name}.timeline.csv", csv_text(timeline))
+        atomic_write_text(self.shards / f"{key.name}.csv", csv_text(rows))
+
+    def done(self) -> list[TaskKey]:
+        """Keys of the finished tasks, in canonical order."""
+        keys = []
+        for path in self.shards.glob("p*.csv"):
+            match = _SHARD.match(path.name)
+            if match:
+                keys.append(TaskKey(*map(int, match.groups())))
+        return sorted(keys)
+
+    def covered(self) -> dict[tuple[int, int], set[int]]:
+        """Finished replications per (point, policy index)."""
+        found: dict[tuple[int, int], set[int]] = {}
+        for key in self.done():
+            found.setdefault((key.point, key.policy), set()).update(key.reps)
+        return found
+
+    def task_rows(self) -> Iterator[tuple[TaskKey, list[dict]]]:
+        """Each finished task with its rows (values as CSV text), in canonical order."""
+        for key in self.done():
+            yield key, self._read(f"{key.name}.csv")
+
+    def rows(self) -> list[dict]:
+        """Every stored row (values as CSV text), by point, policy and replication."""
+        out, seen = [], set()
+        for key, rows in self.task_rows():
+            for row in rows:
+                ident = (key.point, key.policy, row["rep"])
+                if ident not in seen:
+                    seen.add(ident)
+                    out.append(row)
+        return out
+
+    def timeline(self) -> list[dict]:
+        """The stored timeline rows (values as CSV text), by point and policy."""
+        out, seen = [], set()
+        for key in self.done():
+            name = f"{key.name}.timeline.csv"
+            if (key.point, key.policy) not in seen and (self.shards / name).exists():
+                seen.add((key.point, key.policy))
+                out += self._read(name)
+        return out
+
+    def _read(self, name: str) -> list[dict]:
+        with open(self.shards / name, newline="") as handle:
+            return list(csv.DictReader(handle))

@@ -1,0 +1,128 @@
+"""Sweep statistics against hand-computed values on a small synthetic table."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from ftsim.stats import format_table, paired_differences, summarize, t_interval, t_quantile
+from ftsim.tdist import t_quantile as t_quantile_without_scipy
+
+T_975_DF2 = 4.302652729749462  # scipy.stats.t.ppf(0.975, 2); printed tables: 4.303
+T_975_DF3 = 3.1824463052837078  # scipy.stats.t.ppf(0.975, 3); printed tables: 3.182
+
+
+def test_t_quantile_is_scipys_and_agrees_with_the_pure_python_one():
+    for df in (1, 2, 3, 9, 30, 200):
+        assert t_quantile(0.95, df) == pytest.approx(scipy_stats.t.ppf(0.975, df), rel=1e-12)
+        assert t_quantile(0.95, df) == pytest.approx(t_quantile_without_scipy(0.975, df), rel=1e-9)
+    assert t_quantile(0.95, 2) == pytest.approx(T_975_DF2, rel=1e-12)
+
+
+def test_t_interval_by_hand():
+    s = t_interval([1.0, 2.0, 3.0, 4.0])
+    std = math.sqrt(5 / 3)  # squared deviations 2.25 + 0.25 + 0.25 + 2.25 = 5, over n - 1
+    half = T_975_DF3 * std / 2
+    assert s["mean"] == 2.5
+    assert s["n"] == 4
+    assert s["std"] == pytest.approx(std, rel=1e-12)
+    assert (s["low"], s["high"]) == pytest.approx((2.5 - half, 2.5 + half), rel=1e-12)
+
+
+def test_t_interval_drops_nan_and_is_nan_below_two_values():
+    assert t_interval([1.0, math.nan, 3.0])["n"] == 2
+    one = t_interval([5.0])
+    assert one["mean"] == 5.0 and math.isnan(one["std"]) and math.isnan(one["low"])
+    assert t_interval([])["n"] == 0
+
+
+def _runs() -> pd.DataFrame:
+    """Two points × two policies × three replications; ``b`` lacks replication 2 at point 1."""
+    rows = []
+    overhead = {
+        (0, "a"): [0.10, 0.20, 0.30],
+        (0, "b"): [0.15, 0.20, 0.40],
+        (1, "a"): [0.05, 0.07, 0.09],
+        (1, "b"): [0.04, 0.09],
+    }
+    for (point, policy), values in overhead.items():
+        for rep, value in enumerate(values):
+            rows.append(
+                {
+                    "point": point,
+                    "interval": ["1 h", "2 h"][point],
+                    "policy": policy,
+                    "kind": "full",
+                    "rep": rep,
+                    "seed": 1,
+                    "overhead_frac": value,
+                    "wall_h": 10 * (1 + value),
+                    "interval_h": point + 1.0,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_summary_means_intervals_and_paired_differences_by_hand():
+    summary = summarize(_runs(), ["interval"], reference="a")
+    assert list(summary["policy"]) == ["a", "b", "a", "b"]
+    assert list(summary["interval"]) == ["1 h", "1 h", "2 h", "2 h"]
+    assert list(summary["n"]) == [3, 3, 3, 2]
+
+    b0 = summary.iloc[1]
+    mean = (0.15 + 0.20 + 0.40) / 3
+    std = np.std([0.15, 0.20, 0.40], ddof=1)
+    assert b0["overhead_frac_mean"] == pytest.approx(mean)
+    assert b0["overhead_frac_std"] == pytest.approx(std)
+    assert b0["overhead_frac_ci95_half"] == pytest.approx(T_975_DF2 * std / math.sqrt(3))
+    assert b0["wall_h_mean"] == pytest.approx(10 * (1 + mean))
+    assert b0["interval_h_mean"] == 1.0
+    # paired: differences 0.05, 0.00, 0.10 -> mean 0.05, std 0.05
+    assert b0["reference"] == "a"
+    assert b0["overhead_frac_diff_mean"] == pytest.approx(0.05)
+    assert b0["overhead_frac_diff_n"] == 3
+    half = T_975_DF2 * 0.05 / math.sqrt(3)
+    assert b0["overhead_frac_diff_ci95_low"] == pytest.approx(0.05 - half)
+    assert b0["overhead_frac_diff_ci95_high"] == pytest.approx(0.05 + half)
+
+    # point 1: only replications 0 and 1 are matched: differences -0.01, +0.02
+    b1 = summary.iloc[3]
+    assert b1["overhead_frac_diff_n"] == 2
+    assert b1["overhead_frac_diff_mean"] == pytest.approx(0.005)
+    half = scipy_stats.t.ppf(0.975, 1) * np.std([-0.01, 0.02], ddof=1) / math.sqrt(2)
+    assert b1["overhead_frac_diff_ci95_high"] == pytest.approx(0.005 + half)
+
+    a0 = summary.iloc[0]
+    assert a0["overhead_frac_diff_mean"] == 0.0
+    assert a0["overhead_frac_diff_ci95_low"] == a0["overhead_frac_diff_ci95_high"] == 0.0
+
+
+def test_reference_defaults_to_the_first_policy_and_plain_runs_get_point_zero():
+    runs = _runs().drop(columns=["point", "interval"])
+    runs = runs[runs["interval_h"] == 1.0]
+    summary = summarize(runs)
+    assert list(summary["point"]) == [0, 0]
+    assert set(summary["reference"]) == {"a"}
+    assert "logloss_delta_mean" not in summary
+
+
+def test_accuracy_columns_are_summarised_and_paired_when_present():
+    runs = _runs().assign(logloss_delta=lambda d: d["overhead_frac"] / 10)
+    summary = summarize(runs, ["interval"], reference="a")
+    assert summary.iloc[1]["logloss_delta_mean"] == pytest.approx((0.15 + 0.20 + 0.40) / 30)
+    assert summary.iloc[1]["logloss_delta_diff_mean"] == pytest.approx(0.005)
+
+
+def test_paired_differences_align_on_replication():
+    runs = _runs()
+    a = runs[(runs.point == 1) & (runs.policy == "a")]
+    b = runs[(runs.point == 1) & (runs.policy == "b")].iloc[::-1]
+    assert paired_differences(b, a, "overhead_frac") == pytest.approx([-0.01, 0.02])
+
+
+def test_format_table_lists_every_row():
+    text = format_table(summarize(_runs(), ["interval"]), ["interval"])
+    assert len(text.splitlines()) == 5
+    assert "Δ vs ref" in text.splitlines()[0]

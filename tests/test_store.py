@@ -1,0 +1,66 @@
+"""The shard store: atomic shards, coverage, canonical merge order, resume checks."""
+
+import pytest
+
+from ftsim.store import RunStore, StoreError, TaskKey
+
+
+def _rows(point, policy, reps):
+    return [{"point": point, "policy": f"p{policy}", "rep": r, "x": r / 3} for r in reps]
+
+
+def test_task_key_names_sort_like_keys():
+    keys = [TaskKey(1, 0, 0, 10), TaskKey(0, 2, 10, 20), TaskKey(0, 2, 0, 10)]
+    assert sorted(k.name for k in keys) == [k.name for k in sorted(keys)]
+    assert TaskKey(0, 2, 10, 20).reps == range(10, 20)
+
+
+def test_merge_is_canonical_whatever_the_write_order(tmp_path):
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    for key in [TaskKey(1, 0, 0, 2), TaskKey(0, 1, 2, 4), TaskKey(0, 0, 0, 4), TaskKey(0, 1, 0, 2)]:
+        store.write_shard(key, _rows(key.point, key.policy, key.reps), [])
+    rows = store.rows()
+    assert [(r["point"], r["policy"], r["rep"]) for r in rows] == [
+        ("0", "p0", "0"),
+        ("0", "p0", "1"),
+        ("0", "p0", "2"),
+        ("0", "p0", "3"),
+        ("0", "p1", "0"),
+        ("0", "p1", "1"),
+        ("0", "p1", "2"),
+        ("0", "p1", "3"),
+        ("1", "p0", "0"),
+        ("1", "p0", "1"),
+    ]
+    assert rows[1]["x"] == repr(1 / 3)  # exact float text
+    assert store.covered() == {(0, 0): {0, 1, 2, 3}, (0, 1): {0, 1, 2, 3}, (1, 0): {0, 1}}
+
+
+def test_shards_are_atomic_and_stray_files_ignored(tmp_path):
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    (store.shards / ".p00000-q000-r0000000-0000002.csv.x.tmp").write_text("half a fi")
+    (store.shards / "notes.csv").write_text("a\n1\n")
+    key = TaskKey(0, 0, 0, 2)
+    store.write_shard(key, _rows(0, 0, key.reps), [{"rep": 0, "kind": "save"}])
+    assert store.done() == [key]
+    assert store.timeline() == [{"rep": "0", "kind": "save"}]
+    assert not [
+        p for p in store.shards.iterdir() if p.name.endswith(".tmp") and "x.tmp" not in p.name
+    ]
+
+
+def test_resume_checks_the_config_hash(tmp_path):
+    RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    assert RunStore.resume(tmp_path / "run", "abc").root == tmp_path / "run"
+    with pytest.raises(StoreError, match="different sweep"):
+        RunStore.resume(tmp_path / "run", "def")
+    with pytest.raises(StoreError, match="no sweep manifest"):
+        RunStore.resume(tmp_path / "elsewhere", "abc")
+    with pytest.raises(StoreError, match="--resume"):
+        RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+
+
+def test_update_manifest_keeps_other_fields(tmp_path):
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc", "sessions": []})
+    store.update_manifest(sessions=[{"computed_reps": 3}])
+    assert store.manifest() == {"config_hash": "abc", "sessions": [{"computed_reps": 3}]}

@@ -1,0 +1,172 @@
+"""Sweeps: points, validation, and identical results whatever the executor and batching."""
+
+import csv
+import io
+
+import pytest
+
+from ftsim.cli import main
+from ftsim.config import Sweep
+from ftsim.scenario import ScenarioError
+from ftsim.store import RunStore
+from ftsim.sweep import expand, finish, parse_grid_option, plan_sweep, run_sweep
+from tests.conftest import SCENARIOS
+
+SMOKE = SCENARIOS / "smoke.yaml"
+INTERVALS = "policies.*.interval=10 min,30 min"
+
+
+def _plan(*grid, reps=3, overrides=(), **options):
+    return plan_sweep(
+        SMOKE,
+        [f"run.replications={reps}", *overrides],
+        list(grid),
+        lambda s: list(range(len(s.policies))),
+        **options,
+    )
+
+
+def _sweep(tmp_path, plan, name, **options) -> bytes:
+    store = RunStore.create(tmp_path / name, {"config_hash": plan.config_hash})
+    run_sweep(plan, store, **options)
+    finish(plan, store)
+    return (tmp_path / name / "runs.csv").read_bytes()
+
+
+def test_grid_is_a_cartesian_product_and_zip_co_varies():
+    sweep = Sweep(grid={"a": [1, 2], "b": ["x", "y"]}, zip={"c": [10, 20], "d": [0.1, 0.2]})
+    points = expand(sweep)
+    assert len(points) == 8
+    assert points[0] == {"a": 1, "b": "x", "c": 10, "d": 0.1}
+    assert points[1] == {"a": 1, "b": "x", "c": 20, "d": 0.2}
+    assert points[-1] == {"a": 2, "b": "y", "c": 20, "d": 0.2}
+    assert expand(None) == [{}]
+    assert expand(Sweep()) == [{}]
+
+
+def test_grid_option_reads_yaml_scalars_and_lists():
+    assert parse_grid_option("policies.*.interval=15 min, 1 h", SMOKE) == (
+        "policies.*.interval",
+        ["15 min", "1 h"],
+    )
+    assert parse_grid_option("run.seed=1,2", SMOKE) == ("run.seed", [1, 2])
+    assert parse_grid_option("x.y=[1, [2, 3]]", SMOKE) == ("x.y", [1, [2, 3]])
+    with pytest.raises(ScenarioError, match="--grid"):
+        parse_grid_option("novalues", SMOKE)
+
+
+def test_points_carry_their_values_and_the_yaml_sweep_section_merges_with_grid(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        SMOKE.read_text()
+        + "sweep:\n  grid:\n    cluster.storage.write_bandwidth: [1 GB/s, 2 GB/s]\n"
+        + "  reference: checkfreq\n"
+    )
+    plan = plan_sweep(scenario, [], [INTERVALS], lambda s: [0, 2])
+    assert plan.columns == ["cluster.storage.write_bandwidth", "policies.*.interval"]
+    assert len(plan.points) == 4
+    assert plan.reference == "checkfreq"
+    assert plan.points[3].scenario.policies[1].interval == 1800.0
+    assert plan.points[3].scenario.cluster.storage.write_bandwidth == 2e9
+    assert plan.points[3].cells == {
+        "point": 3,
+        "cluster.storage.write_bandwidth": "2 GB/s",
+        "policies.*.interval": "30 min",
+    }
+
+
+def test_bad_grid_value_is_located_and_exits_2(capsys):
+    assert main(["sweep", str(SMOKE), "--grid", "policies.*.interval=10 min,soon", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "smoke.yaml: policies.0.interval:" in err
+    assert "sweep point 1: policies.*.interval=soon" in err
+    assert len(err.splitlines()) == 3  # one line per policy, not per point
+
+
+def test_unknown_grid_key_suggests_the_closest_and_exits_2(capsys):
+    assert main(["sweep", str(SMOKE), "--grid", "policies.*.intervall=1 h", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key 'intervall'; did you mean 'interval'?" in err
+    assert main(["sweep", str(SMOKE), "--grid", "policies.9.interval=1 h", "-q"]) == 2
+    assert "no list entry '9'" in capsys.readouterr().err
+
+
+def test_same_csv_for_serial_process_pool_dask_and_any_batching(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    plan = _plan(INTERVALS, reps=5)
+    serial = _sweep(tmp_path, plan, "serial", jobs=1)
+    assert serial == _sweep(tmp_path, plan, "pool", jobs=2, batch=2)
+    assert serial == _sweep(tmp_path, plan, "batch3", jobs=1, batch=3)
+    with distributed.LocalCluster(
+        n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None
+    ) as cluster:
+        dask = _sweep(
+            tmp_path, plan, "dask", executor="dask", dask_address=cluster.scheduler_address
+        )
+    assert serial == dask
+    rows = list(csv.DictReader(io.StringIO(serial.decode())))
+    assert len(rows) == 2 * 3 * 5
+    assert [r["policies.*.interval"] for r in rows[:16:5]] == ["10 min"] * 3 + ["30 min"]
+    assert (tmp_path / "pool" / "timeline.csv").read_bytes() == (
+        tmp_path / "serial" / "timeline.csv"
+    ).read_bytes()
+
+
+def test_sweep_rows_are_the_rows_of_run(tmp_path):
+    assert main(["run", str(SMOKE), "--reps", "3", "-q", "-o", str(tmp_path / "run")]) == 0
+    plan = _plan(reps=3)
+    _sweep(tmp_path, plan, "sweep", jobs=1)
+    run = list(csv.DictReader((tmp_path / "run" / "runs.csv").open()))
+    swept = list(csv.DictReader((tmp_path / "sweep" / "runs.csv").open()))
+    assert [{k: v for k, v in r.items() if k != "point"} for r in swept] == run
+
+
+def test_common_random_numbers_across_points(tmp_path):
+    plan = _plan("cluster.storage.write_bandwidth=1 GB/s,4 GB/s", reps=4)
+    _sweep(tmp_path, plan, "crn", jobs=1)
+    timeline = list(csv.DictReader((tmp_path / "crn" / "timeline.csv").open()))
+    failures = [
+        [
+            (r["start_h"], r["detail"])
+            for r in timeline
+            if r["kind"] == "failure" and r["point"] == p
+        ]
+        for p in ("0", "1")
+    ]
+    seen = min(len(f) for f in failures)
+    assert seen > 0
+    assert failures[0][:seen] == failures[1][:seen]  # the same failures at both points
+
+
+def test_target_halfwidth_adds_replications_deterministically(tmp_path):
+    plan = _plan(reps=4, target_halfwidth=0.03, max_reps=30)
+    first = _sweep(tmp_path, plan, "a", jobs=1, batch=4)
+    assert first == _sweep(tmp_path, plan, "b", jobs=2, batch=4)
+    summary = list(csv.DictReader((tmp_path / "a" / "summary.csv").open()))
+    for s in summary:
+        assert float(s["overhead_frac_ci95_half"]) <= 0.03 or int(s["n"]) == 30
+    assert max(int(s["n"]) for s in summary) > 4
+
+
+def test_cli_sweep_writes_the_run_folder_and_refuses_a_foreign_resume(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SMOKE), "--grid", INTERVALS, "--reps", "2", "--jobs", "1", "-o", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "computed 12, reused 0 (replications)" in printed
+    for name in (
+        "runs.csv",
+        "runs.parquet",
+        "summary.csv",
+        "timeline.csv",
+        "manifest.json",
+        "scenario.yaml",
+    ):
+        assert (out / name).stat().st_size > 0
+    assert main(args) == 2
+    assert "already holds a sweep" in capsys.readouterr().err
+    resume = ["sweep", str(SMOKE), "--grid", INTERVALS, "--reps", "2", "--resume", str(out)]
+    assert main([*resume, "-q"]) == 0
+    assert "computed 0, reused 12 (replications)" in capsys.readouterr().out
+    assert main([*resume[:-2], "--reps", "3", "--resume", str(out)]) == 2
+    assert "different sweep" in capsys.readouterr().err
