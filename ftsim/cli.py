@@ -117,17 +117,29 @@ def _scenario_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, help="same as --set run.seed=N")
     parser.add_argument("--reps", type=int, help="same as --set run.replications=N")
+    parser.add_argument(
+        "--no-trainer",
+        action="store_true",
+        help="timing only: do not train the embedded model (same as --set trainer.enabled=false)",
+    )
 
 
 def _load(args):
     from ftsim.scenario import load_scenario
 
+    return load_scenario(args.scenario, _overrides(args))
+
+
+def _overrides(args) -> list[str]:
+    """``--set`` assignments plus those the shorthand options stand for."""
     overrides = list(args.overrides)
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")
     if args.reps is not None:
         overrides.append(f"run.replications={args.reps}")
-    return load_scenario(args.scenario, overrides)
+    if args.no_trainer:
+        overrides.append("trainer.enabled=false")
+    return overrides
 
 
 def _selected_policies(scenario, names: list[str]) -> list[int]:
@@ -195,14 +207,9 @@ def _cmd_sweep(args, argv) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if args.resume and args.output and args.resume != args.output:
         raise UsageError("--resume RUN_DIR writes to RUN_DIR; leave out -o")
-    overrides = list(args.overrides)
-    if args.seed is not None:
-        overrides.append(f"run.seed={args.seed}")
-    if args.reps is not None:
-        overrides.append(f"run.replications={args.reps}")
     plan = sweep.plan_sweep(
         args.scenario,
-        overrides,
+        _overrides(args),
         args.grid,
         lambda scenario: _selected_policies(scenario, args.policy),
         args.reference,

@@ -25,6 +25,7 @@ from pydantic import (
 from ftsim.failures import FailureSourceConfig
 from ftsim.policies import PolicyConfig
 from ftsim.quantities import BytesPerSecond, Seconds
+from ftsim.trainer.config import TrainerConfig
 
 
 def _count(value):
@@ -263,6 +264,26 @@ class Sweep(Section):
         return self
 
 
+class TrainerSection(TrainerConfig):
+    """The embedded NumPy DLRM trained inside the simulation (co-simulation).
+
+    ``steps`` real trainer steps stand for the whole failure-free training run: simulated
+    progress p maps to step round(p / work × steps). The model's embedding shards are the
+    cluster's embedding PS (``sharding.n_shards`` is set to ``cluster.emb_ps``).
+    """
+
+    enabled: bool = Field(True, description="train the model inside the simulation")
+    steps: int = Field(1000, ge=1, description="trainer steps standing for the whole run")
+    replications: int = Field(
+        3, ge=1, description="replications (the first ones) that also train the model"
+    )
+    share_prefix: bool = Field(
+        True,
+        description="fork each policy from the failure-free run at its first divergence "
+        "instead of retraining the common prefix (results are identical)",
+    )
+
+
 class Scenario(Section):
     """A complete scenario: one job on one cluster under failures, several policies."""
 
@@ -274,6 +295,7 @@ class Scenario(Section):
     policies: list[PolicyConfig] = Field(min_length=1)
     run: Run = Run()
     sweep: Sweep | None = None
+    trainer: TrainerSection | None = None
 
     def problems(self) -> list[tuple[str, str]]:
         """Inconsistencies between sections, as (dotted path, message) pairs."""
@@ -286,9 +308,19 @@ class Scenario(Section):
             found += [(f"failures.{i}.{path}", msg) for path, msg in source.problems(self)]
         for i, policy in enumerate(self.policies):
             found += [(f"policies.{i}.{path}", msg) for path, msg in policy.problems(self)]
+        sharding = self.trainer.sharding if self.trainer else None
+        explicit = sharding is not None and "n_shards" in sharding.model_fields_set
+        if explicit and sharding.n_shards != self.cluster.emb_ps:
+            message = f"must equal cluster.emb_ps ({self.cluster.emb_ps}) or be left out"
+            found.append(("trainer.sharding.n_shards", message))
         if self.sweep and self.sweep.reference and self.sweep.reference not in labels:
             found.append(("sweep.reference", f"no policy named {self.sweep.reference!r}"))
         return found
+
+    def trains_model(self, rep: int) -> bool:
+        """Whether replication ``rep`` also trains the embedded model (co-simulation)."""
+        section = self.trainer
+        return section is not None and section.enabled and rep < section.replications
 
     @property
     def policy_labels(self) -> list[str]:

@@ -57,6 +57,27 @@ class Phase:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ModelEvent:
+    """What a policy does to the model state, at training progress ``progress_s``.
+
+    Recorded during the run and replayed on the embedded trainer afterwards
+    (:mod:`ftsim.cosim`): the time model never depends on model values, so the two can be
+    separated, and the trainer is stepped in chunks between events.
+
+    Kinds: ``checkpoint`` (save all state as checkpoint ``key``), ``snapshot`` and
+    ``commit`` (the two halves of a CheckFreq checkpoint), ``partial`` (save a ``fraction``
+    of rows, prioritized), ``restore_all`` (every node returns to checkpoint ``key``),
+    ``restore_shards`` (``shards`` return to checkpoint ``key`` plus later partial saves).
+    """
+
+    progress_s: float
+    kind: str
+    key: float = 0.0
+    shards: tuple[int, ...] = ()
+    fraction: float = 0.0
+
+
 class Simulation:
     """One replication of one policy: build, run, collect."""
 
@@ -77,6 +98,7 @@ class Simulation:
         self.charged = dict.fromkeys(CATEGORIES, 0.0)
         self.timeline: list[Phase] = []
         self.failures_seen: list[Failure] = []
+        self.model_events: list[ModelEvent] = []
         self._unrecovered: list[Failure] = []
         self._computing = False
         self._job: simpy.Process | None = None
@@ -113,6 +135,10 @@ class Simulation:
     def rollback_to(self, progress_s: float) -> None:
         """Discard training progress back to ``progress_s`` (it will be re-executed)."""
         self.progress_s = min(self.progress_s, progress_s)
+
+    def model_event(self, kind: str, **details) -> None:
+        """Record what the policy does to the model now (see :class:`ModelEvent`)."""
+        self.model_events.append(ModelEvent(self.progress_s, kind, **details))
 
     def record(self, start_s: float, end_s: float, kind: str, detail: str = "") -> None:
         """Add an interval to the timeline (for background activities)."""

@@ -9,14 +9,28 @@ from ftsim.engine import CATEGORIES, simulate
 from ftsim.tdist import mean_ci
 
 
+def simulate_replication(scenario: Scenario, policy_indices: list[int], rep: int) -> list:
+    """Simulations of one replication for these policies, with the model columns when the
+    replication trains the embedded model (the policies share one failure-free trainer)."""
+    sims = [simulate(scenario, index, rep) for index in policy_indices]
+    rows = [sim.row() for sim in sims]
+    if scenario.trains_model(rep):
+        from ftsim.cosim import cosimulate
+
+        for row, model in zip(rows, cosimulate(scenario, sims), strict=True):
+            row["pls_time_model"] = row.pop("pls", 0.0)
+            row.update(model)
+    return list(zip(sims, rows, strict=True))
+
+
 def simulate_rows(
     scenario: Scenario, policy_index: int, reps: Iterable[int], timeline_rep: int | None = None
 ) -> tuple[list[dict], list[dict]]:
     """Result rows of ``reps`` for one policy, and the timeline of replication ``timeline_rep``."""
     rows, timeline = [], []
     for rep in reps:
-        sim = simulate(scenario, policy_index, rep)
-        rows.append(sim.row())
+        [(sim, row)] = simulate_replication(scenario, [policy_index], rep)
+        rows.append(row)
         if rep == timeline_rep:
             timeline = sim.timeline_rows()
     return rows, timeline
@@ -25,16 +39,23 @@ def simulate_rows(
 def run_scenario(
     scenario: Scenario, policy_indices: list[int], progress=None
 ) -> tuple[list[dict], list[dict]]:
-    """All rows (policy-major) and replication 0's timeline of every selected policy."""
-    rows, timeline = [], []
-    for index in policy_indices:
-        for rep in range(scenario.run.replications):
-            policy_rows, policy_timeline = simulate_rows(scenario, index, [rep], timeline_rep=0)
-            rows += policy_rows
-            timeline += policy_timeline
-            if progress is not None:
-                progress(1)
-    return rows, timeline
+    """All rows (policy-major) and replication 0's timeline of every selected policy.
+
+    Replications are the outer loop so that a replication's policies share one trainer.
+    """
+    by_policy: dict[int, list[dict]] = {index: [] for index in policy_indices}
+    timeline: dict[int, list[dict]] = {}
+    for rep in range(scenario.run.replications):
+        for index, (sim, row) in zip(
+            policy_indices, simulate_replication(scenario, policy_indices, rep), strict=True
+        ):
+            by_policy[index].append(row)
+            if rep == 0:
+                timeline[index] = sim.timeline_rows()
+        if progress is not None:
+            progress(len(policy_indices))
+    rows = [row for index in policy_indices for row in by_policy[index]]
+    return rows, [event for index in policy_indices for event in timeline.get(index, [])]
 
 
 def summarize(rows: list[dict]) -> list[dict]:

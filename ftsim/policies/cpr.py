@@ -196,6 +196,7 @@ class Cpr(Policy):
             yield from sim.phase("save", self.save_s, "checkpoint")
             self.committed_s = progress
             self.n_checkpoints += 1
+            sim.model_event("checkpoint", key=progress)
             self.exposed_since = [progress] * self.n_shards
             self.partial_saved_s = progress
             self.next_full_s = progress + self.interval_s
@@ -204,6 +205,7 @@ class Cpr(Policy):
         else:
             yield from sim.phase("save", self.partial_s, f"partial save r={self.params.fraction}")
             self.partial_saved_s = progress
+            sim.model_event("partial", fraction=self.params.fraction)
             self.n_partial_saves += 1
             self.next_partial_s = progress + self.partial_period_s
 
@@ -222,11 +224,14 @@ class Cpr(Policy):
         shards = [n - trainers for n in failure.nodes if n >= trainers]
         lost_trainer = any(n < trainers for n in failure.nodes)
         if not self.partial or (lost_trainer and self.params.trainer_failure == "full"):
+            sim.model_event("restore_all", key=self.committed_s)
             sim.rollback_to(self.committed_s)
             self._rollback_pending = True
             self.exposed_since = [self.committed_s] * self.n_shards
             self.next_full_s = self.committed_s + self.interval_s
             return
+        if shards:
+            sim.model_event("restore_shards", key=self.committed_s, shards=tuple(shards))
         now = sim.progress_s
         share = self._saved_share()
         for shard in shards:
@@ -253,8 +258,13 @@ class Cpr(Policy):
 
     def result_columns(self):
         work = self.scenario.job.work_s
+        partial_gb = self.layout.shard_bytes * self.n_shards * getattr(self.params, "fraction", 0)
         return {
             "interval_h": self.interval_s / 3600.0,
+            "saved_gb": (
+                self.n_checkpoints * self.layout.total_bytes + self.n_partial_saves * partial_gb
+            )
+            / 1e9,
             "save_cost_s": self.save_s,
             "load_cost_s": self.load_lost_s,
             "cpr_decision": "partial" if self.partial else "full",

@@ -111,10 +111,12 @@ class FullCheckpoint(Policy):
         if self.params.save_mode == "sync":
             yield from sim.phase("save", self.save_s, "checkpoint")
             self._commit(progress)
+            sim.model_event("checkpoint", key=progress)
         else:
             if self._persist is not None and self._persist.is_alive:
                 yield from sim.wait("save", self._persist, "wait for persist")
             yield from sim.phase("save", self.snapshot_s, "snapshot")
+            sim.model_event("snapshot", key=progress)
             self._persist = sim.env.process(self._persist_in_background(sim, progress))
         self.next_s = progress + self.interval_s
 
@@ -129,6 +131,7 @@ class FullCheckpoint(Policy):
         try:
             yield sim.env.timeout(self.save_s)
             self._commit(progress_s)
+            sim.model_event("commit", key=progress_s)
         except simpy.Interrupt:
             pass
         sim.record(start, sim.env.now, "persist")
@@ -144,6 +147,7 @@ class FullCheckpoint(Policy):
     def on_failure(self, sim, failure) -> None:
         if self._persist is not None and self._persist.is_alive:
             self._persist.interrupt("failure")
+        sim.model_event("restore_all", key=self.committed_s)
         sim.rollback_to(self.committed_s)
         self.next_s = self.committed_s + self.interval_s
 
@@ -155,6 +159,7 @@ class FullCheckpoint(Policy):
     def result_columns(self):
         return {
             "interval_h": self.interval_s / 3600.0,
+            "saved_gb": self.n_checkpoints * self.layout.total_bytes / 1e9,
             "save_cost_s": self.stall_s,
             "load_cost_s": self.load_s,
         }

@@ -1,0 +1,268 @@
+"""Embedding tables with per-row optimizer state, sharded over embedding parameter servers.
+
+All tables are stored in one array ``weights`` of shape (R, d) (R = total rows); table ``t``
+occupies global rows ``offsets[t] : offsets[t+1]``. A (table, row) pair maps to the global row
+``offsets[table] + row``. One array makes the per-step lookup a single gather and the
+backward a single sort + segment sum over all tables.
+
+Placement (``ShardingConfig.placement``):
+
+* ``row_round_robin``: global row ``g`` lives on shard ``g % n_shards`` (every table is spread
+  over all shards; consecutive rows of a table go to consecutive shards).
+* ``table_wise``: whole tables; largest table first onto the shard with fewest rows so far
+  (ties: lowest shard index).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ftsim.trainer.config import ShardingConfig, SparseOptimizerConfig
+from ftsim.trainer.optim import SparseOptimizer
+
+
+@dataclass
+class RowData:
+    """Values and optimizer state of a set of embedding rows (a copy, not a view).
+
+    ``rows`` are sorted global row ids (n,); ``values`` (n, d); ``state[name]`` (n, ...).
+    """
+
+    rows: np.ndarray
+    values: np.ndarray
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of values plus optimizer state."""
+        return int(self.values.nbytes + sum(a.nbytes for a in self.state.values()))
+
+    def subset(self, rows: np.ndarray) -> RowData:
+        """The entries for the given global ids (each must be present)."""
+        rows = np.unique(np.asarray(rows, dtype=np.int64))
+        pos = np.searchsorted(self.rows, rows)
+        if len(rows) and (pos.max() >= len(self.rows) or np.any(self.rows[pos] != rows)):
+            raise KeyError("some requested rows are not in this RowData")
+        return RowData(rows, self.values[pos], {k: v[pos] for k, v in self.state.items()})
+
+
+@dataclass
+class SparseUpdate:
+    """What one training step changed in the embeddings (delivered to update listeners).
+
+    ``rows``: sorted unique global row ids touched (n,); ``counts``: lookups per row in the
+    batch (n,); ``grad``: summed gradient per row (n, d) before the optimizer rule;
+    ``old``/``new``: row values and optimizer state before and after the update (so the
+    update can be undone exactly, replayed, or folded into parity as ``new - old``).
+    """
+
+    step: int
+    rows: np.ndarray
+    counts: np.ndarray
+    grad: np.ndarray
+    old: RowData
+    new: RowData
+    offsets: np.ndarray
+
+    def tables(self) -> np.ndarray:
+        """Table index of every touched row (n,)."""
+        return np.searchsorted(self.offsets, self.rows, side="right") - 1
+
+    def by_table(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per table: (row ids local to the table, counts)."""
+        bounds = np.searchsorted(self.rows, self.offsets)
+        return [
+            (self.rows[a:b] - self.offsets[t], self.counts[a:b])
+            for t, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
+        ]
+
+    def by_shard(self, embeddings: ShardedEmbeddings) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per shard: (global row ids, counts) of the touched rows it holds."""
+        shard = embeddings.shard_of_global(self.rows)
+        return [
+            (self.rows[shard == s], self.counts[shard == s]) for s in range(embeddings.n_shards)
+        ]
+
+
+class ShardedEmbeddings:
+    """All embedding tables, their per-row optimizer state, and the row -> shard placement."""
+
+    def __init__(
+        self,
+        table_sizes: list[int],
+        dim: int,
+        sharding: ShardingConfig,
+        optimizer: SparseOptimizerConfig,
+        rng: np.random.Generator,
+        dtype: np.dtype = np.float32,
+    ) -> None:
+        self.table_sizes = [int(n) for n in table_sizes]
+        self.dim = dim
+        self.n_shards = sharding.n_shards
+        self.placement = sharding.placement
+        self.offsets = np.concatenate([[0], np.cumsum(self.table_sizes)]).astype(np.int64)
+        self.n_rows = int(self.offsets[-1])
+        self.dtype = np.dtype(dtype)
+        # facebookresearch/dlrm init: uniform(-sqrt(1/n), sqrt(1/n)) for a table of n rows
+        self.weights = np.empty((self.n_rows, dim), self.dtype)
+        for t, n in enumerate(self.table_sizes):
+            lim = np.sqrt(1.0 / n)
+            self.tables_view(t)[:] = rng.uniform(-lim, lim, size=(n, dim))
+        self.optimizer = SparseOptimizer(optimizer)
+        self.state = {
+            k: np.zeros(shape, self.dtype)
+            for k, shape in self.optimizer.state_shapes(self.n_rows, dim).items()
+        }
+        self.table_shard = self._table_placement() if self.placement == "table_wise" else None
+
+    # ----------------------------------------------------------------- layout
+    def tables_view(self, table: int) -> np.ndarray:
+        """Writable view (rows, d) of one table."""
+        return self.weights[self.offsets[table] : self.offsets[table + 1]]
+
+    def global_rows(self, table: int, rows: np.ndarray) -> np.ndarray:
+        """Global row ids of ``rows`` of ``table``."""
+        return np.asarray(rows, dtype=np.int64) + self.offsets[table]
+
+    def split_global(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Global ids -> (table index, row id within the table)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        tables = np.searchsorted(self.offsets, rows, side="right") - 1
+        return tables, rows - self.offsets[tables]
+
+    def _table_placement(self) -> np.ndarray:
+        load = np.zeros(self.n_shards, dtype=np.int64)
+        owner = np.empty(len(self.table_sizes), dtype=np.int64)
+        for t in sorted(range(len(self.table_sizes)), key=lambda t: (-self.table_sizes[t], t)):
+            s = int(np.argmin(load))
+            owner[t] = s
+            load[s] += self.table_sizes[t]
+        return owner
+
+    def shard_of_global(self, rows: np.ndarray) -> np.ndarray:
+        """Shard of each global row id."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.table_shard is None:
+            return rows % self.n_shards
+        return self.table_shard[np.searchsorted(self.offsets, rows, side="right") - 1]
+
+    def shard_of(self, table: int, rows: np.ndarray) -> np.ndarray:
+        """Shard of each row id of ``table``."""
+        return self.shard_of_global(self.global_rows(table, rows))
+
+    def shard_rows(self, shard: int) -> np.ndarray:
+        """Sorted global row ids held by ``shard``."""
+        if self.table_shard is None:
+            return np.arange(shard, self.n_rows, self.n_shards, dtype=np.int64)
+        parts = [
+            np.arange(self.offsets[t], self.offsets[t + 1], dtype=np.int64)
+            for t in np.flatnonzero(self.table_shard == shard)
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes per row: values plus optimizer state."""
+        per_row = self.dim + sum(int(np.prod(a.shape[1:])) for a in self.state.values())
+        return per_row * self.dtype.itemsize
+
+    def shard_n_rows(self, shard: int) -> int:
+        """Rows held by ``shard``."""
+        if self.table_shard is None:
+            return len(range(shard, self.n_rows, self.n_shards))
+        return int(sum(self.table_sizes[t] for t in np.flatnonzero(self.table_shard == shard)))
+
+    def shard_bytes(self, shard: int) -> int:
+        """Bytes of values plus optimizer state held by ``shard``."""
+        return self.shard_n_rows(shard) * self.row_bytes
+
+    # ------------------------------------------------------------ read/write
+    def read_rows(self, rows: np.ndarray) -> RowData:
+        """Copy of values and state of the given global rows (any order; result sorted, unique)."""
+        return self.read_rows_sorted(np.unique(np.asarray(rows, dtype=np.int64)))
+
+    def write_rows(self, data: RowData) -> None:
+        """Overwrite values and state of ``data.rows`` (e.g. a partial checkpoint)."""
+        self.weights[data.rows] = data.values
+        for k, v in self.state.items():
+            v[data.rows] = data.state[k]
+
+    def read_shard(self, shard: int) -> RowData:
+        """Copy of all rows and optimizer state of ``shard``."""
+        return self.read_rows_sorted(self.shard_rows(shard))
+
+    def write_shard(self, shard: int, data: RowData) -> None:
+        """Overwrite all rows of ``shard``; ``data`` must cover exactly that shard."""
+        if not np.array_equal(data.rows, self.shard_rows(shard)):
+            raise ValueError(f"data does not cover exactly the rows of shard {shard}")
+        self.write_rows(data)
+
+    def snapshot(self) -> RowData:
+        """Copy of every row and its state (rows = all global ids)."""
+        return RowData(
+            np.arange(self.n_rows, dtype=np.int64),
+            self.weights.copy(),
+            {k: v.copy() for k, v in self.state.items()},
+        )
+
+    def restore(self, snap: RowData) -> None:
+        """Inverse of :meth:`snapshot`."""
+        np.copyto(self.weights, snap.values)
+        for k, v in self.state.items():
+            np.copyto(v, snap.state[k])
+
+    # ------------------------------------------------------------- training
+    def lookup(self, global_ids: np.ndarray, out: np.ndarray) -> None:
+        """Gather rows: ``out[b, t] = weights[global_ids[b, t]]``; out is (B, T, d)."""
+        np.take(self.weights, global_ids, axis=0, out=out, mode="clip")
+
+    def apply_gradients(
+        self, rows: np.ndarray, grad: np.ndarray, record: bool
+    ) -> tuple[RowData, RowData] | None:
+        """Optimizer update of unique ``rows`` with summed ``grad`` (overwritten).
+
+        With ``record`` the values/state before and after are returned (for listeners).
+        """
+        old = self.read_rows_sorted(rows) if record else None
+        self.optimizer.apply(self.weights, self.state, rows, grad)
+        return (old, self.read_rows_sorted(rows)) if record else None
+
+    def read_rows_sorted(self, rows: np.ndarray) -> RowData:
+        """Like :meth:`read_rows` for ids already sorted and unique (no re-sorting)."""
+        state = {k: np.take(v, rows, axis=0) for k, v in self.state.items()}
+        return RowData(rows, np.take(self.weights, rows, axis=0), state)
+
+
+def segment_sum(
+    global_ids: np.ndarray, grad_rows: np.ndarray, col_of: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sum gradient rows per unique id without a dense table-sized gradient.
+
+    ``global_ids`` (N,) are the looked-up ids; the gradient of lookup ``k`` is row
+    ``col_of[k]`` of ``grad_rows`` (M, d) (this lets the gradient stay inside a larger work
+    array). Returns ``(rows, counts, sums)``: sorted unique ids (n,), multiplicities (n,),
+    and summed gradients (n, d). Sorting packs (id, position) into one int64 key, so a plain
+    (SIMD) sort replaces an argsort; the segment sum is a CSR sparse-times-dense product
+    that adds each segment in lookup order (deterministic).
+    """
+    from scipy.sparse import csr_matrix  # deferred: keeps `import ftsim.trainer` light
+
+    n = len(global_ids)
+    bits = max(1, int(n - 1).bit_length())
+    keys = np.left_shift(global_ids, bits)
+    keys |= np.arange(n, dtype=np.int64)
+    keys.sort()
+    ids = keys >> bits
+    order = keys & ((1 << bits) - 1)
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(ids[1:], ids[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    indptr = np.append(starts, n)
+    mat = csr_matrix(
+        (np.ones(n, dtype=grad_rows.dtype), col_of[order], indptr),
+        shape=(len(starts), grad_rows.shape[0]),
+    )
+    return ids[starts], np.diff(indptr), np.asarray(mat @ grad_rows)

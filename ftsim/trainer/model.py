@@ -1,0 +1,240 @@
+"""Dense part of DLRM with hand-written, vectorized forward and backward passes.
+
+Shapes: ``B`` batch size, ``T`` embedding tables, ``d`` embedding dim, ``F = T + 1`` vectors
+entering the interaction (bottom-MLP output first), ``P = F*(F-1)/2`` pairs.
+
+All work arrays are preallocated per batch size and reused (``out=``), so a training step
+allocates almost nothing. Outputs returned by ``forward``/``backward`` are views of those
+buffers: they stay valid until the next call with the same batch size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _relu_mask_(grad: np.ndarray, act: np.ndarray) -> None:
+    """In place: zero ``grad`` where the ReLU output ``act`` is 0 (derivative of ReLU)."""
+    np.multiply(grad, act > 0, out=grad)
+
+
+class MLP:
+    """Affine layers ``a_l = relu(a_{l-1} @ W_l + b_l)``; ReLU on the last layer optional.
+
+    ``W_l`` has shape (in, out) and is initialised like facebookresearch/dlrm: normal with
+    std sqrt(2/(in+out)); biases normal with std sqrt(1/out).
+    """
+
+    def __init__(
+        self, sizes: list[int], relu_last: bool, rng: np.random.Generator, dtype: np.dtype
+    ) -> None:
+        self.sizes = list(sizes)
+        self.relu_last = relu_last
+        self.dtype = np.dtype(dtype)
+        self.weights: list[np.ndarray] = []
+        self.biases: list[np.ndarray] = []
+        for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True):
+            w = rng.normal(0.0, np.sqrt(2.0 / (n_in + n_out)), size=(n_in, n_out))
+            self.weights.append(w.astype(self.dtype))
+            self.biases.append(rng.normal(0.0, np.sqrt(1.0 / n_out), size=n_out).astype(self.dtype))
+        self.grad_weights = [np.zeros_like(w) for w in self.weights]
+        self.grad_biases = [np.zeros_like(b) for b in self.biases]
+        self._acts: dict[int, list[np.ndarray]] = {}
+        self._grads: dict[int, list[np.ndarray]] = {}
+        self._last_input: np.ndarray | None = None
+
+    @property
+    def params(self) -> list[np.ndarray]:
+        """Parameter arrays in a fixed order (W_0, b_0, W_1, b_1, ...)."""
+        return [p for wb in zip(self.weights, self.biases, strict=True) for p in wb]
+
+    @property
+    def grads(self) -> list[np.ndarray]:
+        """Gradient arrays matching :attr:`params` (filled by :meth:`backward`)."""
+        return [g for gb in zip(self.grad_weights, self.grad_biases, strict=True) for g in gb]
+
+    def _relu_at(self, layer: int) -> bool:
+        return self.relu_last or layer < len(self.weights) - 1
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """(B, sizes[0]) -> (B, sizes[-1]); caches activations for :meth:`backward`."""
+        b = x.shape[0]
+        acts = self._acts.get(b)
+        if acts is None:
+            acts = [np.empty((b, n), self.dtype) for n in self.sizes[1:]]
+            self._acts[b] = acts
+        a = x
+        for layer, (w, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
+            z = np.matmul(a, w, out=acts[layer])
+            z += bias
+            if self._relu_at(layer):
+                np.maximum(z, 0, out=z)
+            a = z
+        self._last_input = x
+        return a
+
+    def backward(self, grad_out: np.ndarray, need_input_grad: bool = True) -> np.ndarray | None:
+        """Gradient of the loss w.r.t. the last output (B, sizes[-1]) -> w.r.t. the input.
+
+        Fills :attr:`grad_weights`/:attr:`grad_biases`. ``grad_out`` is overwritten.
+        """
+        b = grad_out.shape[0]
+        acts = self._acts[b]
+        grads = self._grads.get(b)
+        if grads is None:
+            grads = [np.empty((b, n), self.dtype) for n in self.sizes[:-1]]
+            self._grads[b] = grads
+        dz = grad_out
+        for layer in range(len(self.weights) - 1, -1, -1):
+            if self._relu_at(layer):
+                _relu_mask_(dz, acts[layer])
+            a_prev = acts[layer - 1] if layer > 0 else self._last_input
+            np.matmul(a_prev.T, dz, out=self.grad_weights[layer])
+            np.sum(dz, axis=0, out=self.grad_biases[layer])
+            if layer == 0 and not need_input_grad:
+                return None
+            dz = np.matmul(dz, self.weights[layer].T, out=grads[layer])
+        return dz
+
+
+class DotInteraction:
+    """Pairwise dot products of F vectors: output ``[z, <f_i, f_j> for i > j]`` (B, d + P).
+
+    The pairs are the strict lower triangle of ``Fm @ Fm^T`` in row-major order, as in
+    facebookresearch/dlrm (``arch_interaction_itself=False``).
+    """
+
+    def __init__(self, n_vectors: int, dim: int, dtype: np.dtype) -> None:
+        self.n_vectors = n_vectors
+        self.dim = dim
+        self.dtype = np.dtype(dtype)
+        li, lj = np.tril_indices(n_vectors, -1)
+        self.pair_index = (li * n_vectors + lj).astype(np.intp)
+        self.pair_index_t = (lj * n_vectors + li).astype(np.intp)  # mirrored (upper) entries
+        self.n_pairs = len(self.pair_index)
+        self.out_dim = dim + self.n_pairs
+        self._buf: dict[int, dict[str, np.ndarray]] = {}
+        self._feat: np.ndarray | None = None  # input of the last forward
+
+    def buffers(self, b: int) -> dict[str, np.ndarray]:
+        """Work arrays for batch size ``b``; ``feat`` (B, F, d) holds the interacting vectors."""
+        buf = self._buf.get(b)
+        if buf is None:
+            f, d = self.n_vectors, self.dim
+            buf = {
+                "feat": np.empty((b, f, d), self.dtype),
+                "gram": np.empty((b, f, f), self.dtype),
+                "out": np.empty((b, self.out_dim), self.dtype),
+                "dsym": np.zeros((b, f, f), self.dtype),  # diagonal stays 0
+                "dfeat": np.empty((b, f, d), self.dtype),
+            }
+            self._buf[b] = buf
+        return buf
+
+    def forward(self, feat: np.ndarray) -> np.ndarray:
+        """(B, F, d) -> (B, d + P). ``feat[:, 0]`` is the bottom-MLP output."""
+        buf = self.buffers(feat.shape[0])
+        gram = np.matmul(feat, feat.transpose(0, 2, 1), out=buf["gram"])
+        out = buf["out"]
+        out[:, : self.dim] = feat[:, 0]
+        np.take(gram.reshape(len(feat), -1), self.pair_index, axis=1, out=out[:, self.dim :])
+        self._feat = feat
+        return out
+
+    def backward(self, grad_out: np.ndarray) -> np.ndarray:
+        """(B, d + P) -> gradient w.r.t. the input vectors (B, F, d)."""
+        b = grad_out.shape[0]
+        buf = self.buffers(b)
+        # d out / d feat_i = sum_j g_ij feat_j with g symmetric: scatter each pair's gradient
+        # to both (i, j) and (j, i), then one batched matmul
+        dsym = buf["dsym"]
+        flat = dsym.reshape(b, -1)
+        g = grad_out[:, self.dim :]
+        flat[:, self.pair_index] = g
+        flat[:, self.pair_index_t] = g
+        dfeat = np.matmul(dsym, self._feat, out=buf["dfeat"])
+        dfeat[:, 0] += grad_out[:, : self.dim]
+        return dfeat
+
+
+class DenseDLRM:
+    """Bottom MLP + dot interaction + top MLP; the embedding lookups live outside (sharded).
+
+    Usage per step: fill ``feature_buffer(B)[:, 1:]`` with the looked-up embeddings, call
+    :meth:`forward` with the dense features, then :meth:`backward` with the labels; the
+    gradient w.r.t. the embeddings is ``[:, 1:]`` of the (B, T+1, d) array it returns.
+    """
+
+    def __init__(
+        self,
+        n_dense: int,
+        n_tables: int,
+        embedding_dim: int,
+        bottom_mlp: list[int],
+        top_mlp: list[int],
+        rng: np.random.Generator,
+        dtype: np.dtype = np.float32,
+    ) -> None:
+        self.dtype = np.dtype(dtype)
+        self.bottom = MLP([n_dense, *bottom_mlp], relu_last=True, rng=rng, dtype=self.dtype)
+        self.interaction = DotInteraction(n_tables + 1, embedding_dim, self.dtype)
+        self.top = MLP(
+            [self.interaction.out_dim, *top_mlp], relu_last=False, rng=rng, dtype=self.dtype
+        )
+        self._dlogit: dict[int, np.ndarray] = {}
+
+    @property
+    def params(self) -> list[np.ndarray]:
+        """All dense parameter arrays (bottom then top)."""
+        return self.bottom.params + self.top.params
+
+    @property
+    def grads(self) -> list[np.ndarray]:
+        """Gradient arrays matching :attr:`params`."""
+        return self.bottom.grads + self.top.grads
+
+    def feature_buffer(self, b: int) -> np.ndarray:
+        """(B, T+1, d) interaction input; write the embeddings into ``[:, 1:]``."""
+        return self.interaction.buffers(b)["feat"]
+
+    def forward(self, dense: np.ndarray) -> np.ndarray:
+        """Dense features (B, n_dense) -> logits (B,). Embeddings must already be in place."""
+        feat = self.feature_buffer(dense.shape[0])
+        feat[:, 0] = self.bottom.forward(dense)
+        return self.top.forward(self.interaction.forward(feat))[:, 0]
+
+    def backward(self, logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """Backward of the mean binary cross-entropy over the batch.
+
+        Fills the parameter gradients (:attr:`grads`) and returns the gradient w.r.t. the
+        interaction input (B, T+1, d): ``[:, 1:]`` is d loss / d embeddings (``[:, 0]`` was
+        consumed by the bottom MLP).
+        """
+        b = logits.shape[0]
+        dlogit = self._dlogit.get(b)
+        if dlogit is None:
+            dlogit = self._dlogit[b] = np.empty((b, 1), self.dtype)
+        d = dlogit[:, 0]
+        sigmoid(logits, out=d)
+        d -= labels
+        d *= self.dtype.type(1.0 / b)
+        dfeat = self.interaction.backward(self.top.backward(dlogit))
+        self.bottom.backward(dfeat[:, 0], need_input_grad=False)
+        return dfeat
+
+
+def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Numerically safe logistic function, elementwise."""
+    out = np.negative(np.abs(x), out=out)
+    np.exp(out, out=out)  # e = exp(-|x|) in (0, 1]
+    pos = x >= 0
+    # x >= 0: 1/(1+e);  x < 0: e/(1+e) = 1 - 1/(1+e)
+    np.divide(1.0, np.add(out, 1.0, out=out), out=out)
+    np.subtract(1.0, out, out=out, where=~pos)
+    return out
+
+
+def bce_with_logits(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Mean binary cross-entropy of logits (B,) against 0/1 labels (B,), in nats."""
+    x = logits.astype(np.float64)
+    return float(np.mean(np.logaddexp(0.0, x) - labels * x))

@@ -1,0 +1,226 @@
+"""The embedded trainer: DLRM + sharded embeddings + data stream + hooks for FT strategies.
+
+One step trains on batch ``step`` of the data stream (a pure function of the data seed and
+the index), so restoring a snapshot taken at step k and calling ``train`` replays exactly
+the batches k, k+1, ... and reproduces the parameters bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ftsim.trainer.config import TrainerConfig
+from ftsim.trainer.criteo import CriteoData
+from ftsim.trainer.data import Batch, SyntheticData
+from ftsim.trainer.embeddings import RowData, ShardedEmbeddings, SparseUpdate, segment_sum
+from ftsim.trainer.metrics import auc, log_loss
+from ftsim.trainer.model import DenseDLRM, bce_with_logits, sigmoid
+from ftsim.trainer.optim import DenseOptimizer
+from ftsim.trainer.usage import UseCounter, UseSampler
+
+UpdateListener = Callable[[SparseUpdate], None]
+_EVAL_CHUNK = 4096  # samples per forward pass in evaluate()
+
+
+@dataclass
+class TrainerSnapshot:
+    """Complete training state: dense parameters and optimizer state, every embedding row
+    with its optimizer state, and the step counter (copies)."""
+
+    step: int
+    dense: list[np.ndarray]
+    dense_state: list[np.ndarray]
+    embeddings: RowData
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the state in bytes."""
+        dense = sum(a.nbytes for a in self.dense + self.dense_state)
+        return int(dense + self.embeddings.nbytes)
+
+
+def make_data(cfg: TrainerConfig) -> SyntheticData | CriteoData:
+    """Data source selected by ``cfg.data.kind``."""
+    if cfg.data.kind == "synthetic":
+        return SyntheticData(cfg.data, cfg.batch_size)
+    return CriteoData(cfg.data, cfg.batch_size, cfg.eval_samples)
+
+
+class Trainer:
+    """Trains a DLRM on a deterministic batch stream; exposes state by shard for FT policies.
+
+    Public state: ``step`` (batches trained so far), ``model`` (dense part), ``embeddings``
+    (sharded tables), ``data`` (batch source), ``mfu`` (:class:`UseCounter` or None),
+    ``ssu`` (:class:`UseSampler` or None).
+    """
+
+    def __init__(self, cfg: TrainerConfig) -> None:
+        self.cfg = cfg
+        dtype = np.dtype(cfg.model.dtype)
+        self.data = make_data(cfg)
+        sizes = self.data.table_sizes
+        rng = np.random.default_rng([cfg.model.seed, 0])
+        self.embeddings = ShardedEmbeddings(
+            sizes, cfg.model.embedding_dim, cfg.sharding, cfg.optimizer.sparse, rng, dtype
+        )
+        self.model = DenseDLRM(
+            self.data.n_dense,
+            len(sizes),
+            cfg.model.embedding_dim,
+            cfg.model.bottom_mlp,
+            cfg.model.top_mlp,
+            rng,
+            dtype,
+        )
+        self.dense_optimizer = DenseOptimizer(cfg.optimizer.dense, self.model.params)
+        self.step = 0
+        self.mfu = UseCounter(self.embeddings.n_rows) if cfg.hooks.mfu_counters else None
+        self.ssu = (
+            UseSampler(cfg.hooks.ssu_fraction, cfg.hooks.ssu_capacity, cfg.model.seed)
+            if cfg.hooks.ssu_fraction > 0
+            else None
+        )
+        self._listeners: list[UpdateListener] = []
+        self._work: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._eval_set: Batch | None = None
+
+    # ------------------------------------------------------------------ training
+    def train(self, n_steps: int) -> float:
+        """Train on batches ``step .. step + n_steps - 1``; returns their mean training loss."""
+        total = 0.0
+        for _ in range(n_steps):
+            total += self.train_batch(self.data.batch(self.step))
+        return total / max(1, n_steps)
+
+    def train_batch(self, batch: Batch) -> float:
+        """One SGD step on ``batch`` (normally ``data.batch(step)``); returns its log loss."""
+        b = len(batch)
+        gids, col_of = self._workspace(b)
+        emb = self.embeddings
+        np.add(batch.cat, emb.offsets[:-1], out=gids)
+        feat = self.model.feature_buffer(b)
+        emb.lookup(gids, out=feat[:, 1:])
+        logits = self.model.forward(batch.dense.astype(self.model.dtype, copy=False))
+        loss = bce_with_logits(logits, batch.label)
+        dfeat = self.model.backward(logits, batch.label)
+        self.dense_optimizer.step(self.model.grads)
+        rows, counts, grad = segment_sum(gids.reshape(-1), dfeat.reshape(-1, emb.dim), col_of)
+        if self._listeners:
+            grad_in = grad.copy()
+            old, new = emb.apply_gradients(rows, grad, record=True)
+            update = SparseUpdate(self.step, rows, counts, grad_in, old, new, emb.offsets)
+        else:
+            emb.apply_gradients(rows, grad, record=False)
+        if self.mfu is not None:
+            self.mfu.add(rows, counts)
+        if self.ssu is not None:
+            self.ssu.observe(self.step, rows, counts)
+        self.step += 1
+        if self._listeners:
+            for fn in self._listeners:
+                fn(update)
+        return loss
+
+    def _workspace(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Global-id buffer (B, T) and the map lookup k -> row of the (B*(T+1), d) gradient."""
+        work = self._work.get(b)
+        if work is None:
+            t = len(self.embeddings.table_sizes)
+            k = np.arange(b * t, dtype=np.int64)
+            work = (np.empty((b, t), np.int64), k + k // t + 1)
+            self._work[b] = work
+        return work
+
+    # ---------------------------------------------------------------- evaluation
+    @property
+    def eval_set(self) -> Batch:
+        """The fixed held-out set (``cfg.eval_samples`` samples, built on first use)."""
+        if self._eval_set is None:
+            self._eval_set = self.data.eval_set(self.cfg.eval_samples)
+        return self._eval_set
+
+    def predict(self, batch: Batch) -> np.ndarray:
+        """Click probabilities (n,) float64 for the samples of ``batch`` (no state change)."""
+        out = np.empty(len(batch), dtype=np.float64)
+        for a in range(0, len(batch), _EVAL_CHUNK):
+            dense = batch.dense[a : a + _EVAL_CHUNK].astype(self.model.dtype, copy=False)
+            gids = batch.cat[a : a + _EVAL_CHUNK] + self.embeddings.offsets[:-1]
+            feat = self.model.feature_buffer(len(gids))
+            self.embeddings.lookup(gids, out=feat[:, 1:])
+            out[a : a + len(gids)] = sigmoid(self.model.forward(dense).astype(np.float64))
+        return out
+
+    def evaluate(self) -> dict[str, float]:
+        """Held-out ``logloss`` (nats, clipped) and ``auc`` of the current model."""
+        ev = self.eval_set
+        p = self.predict(ev)
+        return {"logloss": log_loss(ev.label, p), "auc": auc(ev.label, p)}
+
+    # ----------------------------------------------------------- whole state
+    def snapshot(self) -> TrainerSnapshot:
+        """Copy of the complete training state (see :class:`TrainerSnapshot`)."""
+        return TrainerSnapshot(
+            step=self.step,
+            dense=[p.copy() for p in self.model.params],
+            dense_state=[s.copy() for s in self.dense_optimizer.state],
+            embeddings=self.embeddings.snapshot(),
+        )
+
+    def restore(self, snap: TrainerSnapshot) -> None:
+        """Return to the state of ``snap`` (the snapshot stays usable)."""
+        for dst, src in zip(self.model.params, snap.dense, strict=True):
+            np.copyto(dst, src)
+        for dst, src in zip(self.dense_optimizer.state, snap.dense_state, strict=True):
+            np.copyto(dst, src)
+        self.embeddings.restore(snap.embeddings)
+        self.step = snap.step
+
+    @property
+    def dense_bytes(self) -> int:
+        """Bytes of dense parameters plus their optimizer state."""
+        return int(sum(a.nbytes for a in self.model.params + self.dense_optimizer.state))
+
+    # ------------------------------------------------------------- by shard
+    @property
+    def n_shards(self) -> int:
+        """Number of embedding parameter servers."""
+        return self.embeddings.n_shards
+
+    def shard_of(self, table: int, rows: np.ndarray) -> np.ndarray:
+        """Shard of each row id (local to ``table``)."""
+        return self.embeddings.shard_of(table, rows)
+
+    def shard_bytes(self, shard: int) -> int:
+        """Bytes (rows + per-row optimizer state) held by ``shard``."""
+        return self.embeddings.shard_bytes(shard)
+
+    def read_shard(self, shard: int) -> RowData:
+        """Copy of all rows and optimizer state of ``shard`` (global row ids)."""
+        return self.embeddings.read_shard(shard)
+
+    def write_shard(self, shard: int, data: RowData) -> None:
+        """Overwrite every row (and state) of ``shard`` with ``data``."""
+        self.embeddings.write_shard(shard, data)
+
+    snapshot_shard = read_shard
+    restore_shard = write_shard
+
+    def read_rows(self, rows: np.ndarray) -> RowData:
+        """Copy of the given global rows and their state (any shards)."""
+        return self.embeddings.read_rows(rows)
+
+    def write_rows(self, data: RowData) -> None:
+        """Overwrite only ``data.rows`` (partial restore, e.g. ``snap.subset(rows)``)."""
+        self.embeddings.write_rows(data)
+
+    # ----------------------------------------------------------------- hooks
+    def add_update_listener(self, fn: UpdateListener) -> None:
+        """Call ``fn(SparseUpdate)`` after every step (records are built only if any)."""
+        self._listeners.append(fn)
+
+    def remove_update_listener(self, fn: UpdateListener) -> None:
+        """Stop calling ``fn``."""
+        self._listeners.remove(fn)
