@@ -56,8 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     config.set_defaults(handler=_cmd_show_config)
     policies = show_what.add_parser("policies", help="registered policies and their parameters")
     policies.set_defaults(handler=_cmd_show_policies)
+    reference = show_what.add_parser(
+        "reference", help="the scenario file reference (Markdown), generated from the schema"
+    )
+    reference.set_defaults(handler=_cmd_show_reference)
     _sweep_parser(commands)
     _plot_parser(commands)
+    _validate_parser(commands)
     return parser
 
 
@@ -104,6 +109,23 @@ def _plot_parser(commands) -> None:
         "--point", type=int, help="sweep point of the breakdown and timeline (default: best)"
     )
     plot.set_defaults(handler=_cmd_plot)
+
+
+def _validate_parser(commands) -> None:
+    validate = commands.add_parser(
+        "validate", help="run the validation suite and write a report with figures"
+    )
+    validate.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("docs") / "validation.md",
+        help="report path (default docs/validation.md; figures in docs/validation/)",
+    )
+    validate.add_argument(
+        "--quick", action="store_true", help="fewer replications (statistical checks may fail)"
+    )
+    validate.set_defaults(handler=_cmd_validate)
 
 
 def _scenario_options(parser: argparse.ArgumentParser) -> None:
@@ -312,3 +334,24 @@ def _cmd_show_policies(args, argv) -> int:
             default = "required" if field.is_required() else f"default {field.default!r}"
             print(f"    {name}: {field.description or ''} ({default})")
     return 0
+
+
+def _cmd_show_reference(args, argv) -> int:
+    from ftsim.reference import scenario_reference
+
+    sys.stdout.write(scenario_reference())
+    return 0
+
+
+def _cmd_validate(args, argv) -> int:
+    from ftsim.validate import all_passed, results_table, validate
+
+    def progress(section) -> None:
+        for check in section.checks:
+            verdict = "PASS" if check.passed else "FAIL"
+            print(f"{verdict}  {check.name}: {check.measured}", flush=True)
+
+    sections = validate(args.output, quick=args.quick, progress=progress)
+    print(results_table(sections))
+    print(f"report: {args.output}")
+    return 0 if all_passed(sections) else 1

@@ -55,7 +55,7 @@ class Section(BaseModel):
 class TableGroup(Section):
     """``count`` embedding tables of ``rows`` × ``dim`` values each."""
 
-    name: str = "emb"
+    name: str = Field("emb", description="label of the group")
     count: Count = Field(1, ge=1, description="number of identical tables in this group")
     rows: Count = Field(ge=1, description="rows per table")
     dim: Count = Field(ge=1, description="values per row (embedding dimension)")
@@ -144,10 +144,12 @@ class Distribution(Section):
     [``low``, ``high``]. ``lognormal``: mean ``mean`` and coefficient of variation ``cv``.
     """
 
-    kind: Literal["constant", "exponential", "uniform", "lognormal"] = "constant"
-    mean: Seconds | None = None
-    low: Seconds | None = None
-    high: Seconds | None = None
+    kind: Literal["constant", "exponential", "uniform", "lognormal"] = Field(
+        "constant", description="shape of the distribution"
+    )
+    mean: Seconds | None = Field(None, description="mean (constant, exponential, lognormal)")
+    low: Seconds | None = Field(None, description="lower bound (uniform)")
+    high: Seconds | None = Field(None, description="upper bound (uniform)")
     cv: float | None = Field(None, gt=0, description="std / mean, for lognormal")
 
     @model_validator(mode="after")
@@ -228,8 +230,8 @@ class Cluster(Section):
 class Run(Section):
     """Seed, replications and output location."""
 
-    seed: Count = Field(0, ge=0)
-    replications: Count = Field(1, ge=1)
+    seed: Count = Field(0, ge=0, description="root of every random stream of the run")
+    replications: Count = Field(1, ge=1, description="independent replications per policy")
     output: str = Field("results", description="folder under which run folders are created")
     max_wall_factor: float = Field(
         100.0,
@@ -247,8 +249,12 @@ class Sweep(Section):
     whole scenario.
     """
 
-    grid: dict[str, list] = Field(default_factory=dict)
-    zip: dict[str, list] = Field(default_factory=dict)
+    grid: dict[str, list] = Field(
+        default_factory=dict, description="dotted key → values; all combinations are run"
+    )
+    zip: dict[str, list] = Field(
+        default_factory=dict, description="dotted key → values; lists of equal length co-vary"
+    )
     reference: str | None = Field(
         None, description="policy that paired differences are taken against (default: first)"
     )
@@ -287,12 +293,16 @@ class TrainerSection(TrainerConfig):
 class Scenario(Section):
     """A complete scenario: one job on one cluster under failures, several policies."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    description: str = ""
-    job: Job
-    cluster: Cluster
-    failures: list[FailureSourceConfig] = Field(default_factory=list)
-    policies: list[PolicyConfig] = Field(min_length=1)
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="names the results folder")
+    description: str = Field("", description="free text, kept in the results")
+    job: Job = Field(description="the model and the amount of work")
+    cluster: Cluster = Field(description="nodes, network, storage, rescheduling")
+    failures: list[FailureSourceConfig] = Field(
+        default_factory=list, description="failure processes, merged (none: no failures)"
+    )
+    policies: list[PolicyConfig] = Field(
+        min_length=1, description="fault-tolerance policies to compare, each by kind"
+    )
     run: Run = Run()
     sweep: Sweep | None = None
     trainer: TrainerSection | None = None

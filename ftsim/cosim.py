@@ -200,8 +200,20 @@ def run_models(scenario: Scenario, sims: list[Simulation]) -> tuple[Trainer, lis
 
 
 def cosimulate(scenario: Scenario, sims: list[Simulation]) -> list[dict]:
-    """Accuracy columns for finished simulations of one replication (any policies)."""
-    base, models = run_models(scenario, sims)
+    """Accuracy columns for finished simulations of one replication (any policies).
+
+    The trainer runs on one BLAS thread: results then do not depend on how many threads a
+    machine offers, so serial runs, process pools and Dask workers agree bit for bit, and
+    parallel sweep workers do not oversubscribe the cores (which slows OpenBLAS tenfold).
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _columns(*run_models(scenario, sims))
+
+
+def _columns(base: Trainer, models: list[PolicyModel]) -> list[dict]:
+    """Result columns per policy model, against the failure-free trainer ``base``."""
     baseline = base.evaluate()
     total_lookups = base.step * base.cfg.batch_size * len(base.embeddings.table_sizes)
     out = []

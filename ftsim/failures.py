@@ -84,7 +84,7 @@ def _share_of_role(scenario: Scenario, pool: range, role: str) -> float:
 
 
 class _LifetimeSource(_Source):
-    role: Role = "any"
+    role: Role = Field("any", description="nodes that can fail: trainer, emb_ps or any")
     node_mtbf: Seconds | None = Field(None, description="mean time between failures of a node")
     job_mtbf: Seconds | None = Field(
         None, description="MTBF of the whole role group; node_mtbf = job_mtbf × nodes"
@@ -159,7 +159,7 @@ class CorrelatedFailures(_Source):
     """Failure domains: ``domain_size`` consecutive nodes of ``role`` share a fate."""
 
     kind: Literal["correlated"]
-    role: Role = "any"
+    role: Role = Field("any", description="nodes grouped into domains: trainer, emb_ps or any")
     domain_size: int = Field(ge=1, description="nodes per failure domain (e.g. a rack)")
     domain_mtbf: Seconds = Field(description="mean time between failures of one domain")
     nodes_per_failure: int | None = Field(
@@ -208,15 +208,17 @@ class ScheduledFailures(_Source):
     failures in ``[start, end]`` (default: the failure-free training time)."""
 
     kind: Literal["scheduled"]
-    times: list[Seconds] | None = None
+    times: list[Seconds] | None = Field(None, description="failure instants (wall clock)")
     nodes: list[list[str]] | None = Field(
         None, description="victims per time, e.g. [[emb_ps0, emb_ps3]]; default random"
     )
-    count: int | None = Field(None, ge=1)
-    role: Role = "emb_ps"
-    nodes_per_failure: int = Field(1, ge=1)
-    start: Seconds = 0.0
-    end: Seconds | None = None
+    count: int | None = Field(None, ge=1, description="failures at random times (instead of times)")
+    role: Role = Field("emb_ps", description="role of the random victims")
+    nodes_per_failure: int = Field(1, ge=1, description="distinct random victims per failure")
+    start: Seconds = Field(0.0, description="start of the window for count failures")
+    end: Seconds | None = Field(
+        None, description="end of the window (default: the failure-free training time)"
+    )
     spacing: Literal["uniform", "even"] = Field(
         "uniform", description="uniform: random times; even: end/(count+1) apart"
     )
@@ -287,7 +289,7 @@ class TraceFailures(_Source):
     """Replay of a failure trace CSV (path relative to the scenario file)."""
 
     kind: Literal["trace"]
-    file: str
+    file: str = Field(description="CSV path, relative to the scenario file")
     _rows: list[tuple[float, str, str]] = PrivateAttr(default_factory=list)
 
     @field_validator("file")

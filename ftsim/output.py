@@ -16,6 +16,9 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 DEPENDENCIES = ("simpy", "numpy", "scipy", "pandas", "matplotlib", "pyyaml", "pydantic", "pyarrow")
 
 
@@ -25,6 +28,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file normal permissions
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

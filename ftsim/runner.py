@@ -69,6 +69,13 @@ def summarize(rows: list[dict]) -> list[dict]:
             summary[f"{category}_h"] = sum(r[f"{category}_h"] for r in mine) / n
         summary["wall_h"] = sum(r["wall_h"] for r in mine) / n
         summary["n_failures"] = sum(r["n_failures"] for r in mine) / n
+        trained = [r for r in mine if "logloss_delta" in r]
+        if trained:
+            for column in ("logloss_delta", "auc_delta", "pls"):
+                mean, half, count = mean_ci([r[column] for r in trained])
+                summary[f"{column}_mean"] = mean
+                summary[f"{column}_ci95"] = half
+            summary["n_trained"] = count
         out.append(summary)
     return out
 
@@ -82,14 +89,21 @@ def format_summary(summary: list[dict]) -> str:
             [
                 s["policy"],
                 f"{100 * s['overhead_mean']:.2f}%",
-                "-"
-                if s["overhead_ci95"] != s["overhead_ci95"]
-                else f"{100 * s['overhead_ci95']:.2f}%",
+                _ci(100 * s["overhead_ci95"], "{:.2f}%"),
                 str(s["n"]),
                 *[f"{s[f'{c}_h']:.3f}" for c in CATEGORIES],
                 f"{s['n_failures']:.1f}",
             ]
         )
+    if any("n_trained" in s for s in summary):
+        header += ["logloss_delta", "±95% CI", "pls", "n_trained"]
+        for line, s in zip(lines[1:], summary, strict=True):
+            line += [
+                f"{s['logloss_delta_mean']:+.2e}",
+                _ci(s["logloss_delta_ci95"], "{:.1e}"),
+                f"{s['pls_mean']:.4f}",
+                str(s["n_trained"]),
+            ]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join(
         "  ".join(
@@ -98,3 +112,7 @@ def format_summary(summary: list[dict]) -> str:
         )
         for line in lines
     )
+
+
+def _ci(half_width: float, form: str) -> str:
+    return "-" if half_width != half_width else form.format(half_width)

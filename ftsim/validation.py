@@ -37,7 +37,7 @@ class DalyPoint:
         return abs(self.simulated_h - self.predicted_h) / self.ci95_h
 
 
-def _daly_inputs(scenario) -> tuple[float, float, float, float]:
+def daly_inputs(scenario) -> tuple[float, float, float, float]:
     """(solve T_s, checkpoint δ, restart R, MTBF M) in seconds for a ``full`` scenario."""
     sim = simulate(scenario, 0, 0)
     delta = sim.policy.save_s
@@ -48,7 +48,7 @@ def _daly_inputs(scenario) -> tuple[float, float, float, float]:
 def daly_optimum_s(path: Path = DALY_SCENARIO) -> float:
     """Daly's higher-order optimum interval for the scenario, seconds."""
     scenario = load_scenario(path)
-    _, delta, _, mtbf = _daly_inputs(scenario)
+    _, delta, _, mtbf = daly_inputs(scenario)
     return daly_interval_s(delta, mtbf)
 
 
@@ -60,7 +60,7 @@ def daly_points(
     points = []
     for factor in factors:
         scenario = load_scenario(path, [*overrides, f"policies.0.interval={tau * factor} s"])
-        solve, delta, restart, mtbf = _daly_inputs(scenario)
+        solve, delta, restart, mtbf = daly_inputs(scenario)
         walls = [simulate(scenario, 0, rep).wall_s / 3600 for rep in range(reps)]
         mean, half, n = mean_ci(walls)
         predicted = daly_wall_s(solve, tau * factor, delta, restart, mtbf) / 3600

@@ -114,3 +114,47 @@ def test_mfu_saves_the_most_used_rows_of_each_shard():
     fraction = s.policies[2].fraction
     per_shard = np.bincount(emb.shard_of_global(saved.rows), minlength=emb.n_shards)
     assert per_shard.max() <= np.ceil(fraction * emb.n_rows / emb.n_shards)
+
+
+def test_measured_pls_agrees_with_the_prediction_on_average_over_seeds():
+    # Single-shard exponential failures every 5 h over 200 h; CPR's interval for PLS 0.05 is
+    # T_save = 2 · 18 · 5 h · 0.05 = 9 h. Tolerance: 15% of the prediction, about twice the
+    # standard error of the mean over 12 replications × ~40 failures.
+    s = load_scenario(
+        SCENARIOS / "prod50h.yaml",
+        [
+            "trainer={steps: 400, batch_size: 32, replications: 12, eval_samples: 256,"
+            " model: {embedding_dim: 4, bottom_mlp: [8, 4], top_mlp: [8, 1]},"
+            " data: {kind: synthetic, row_cap: 300}}",
+            "failures=[{kind: exponential, role: emb_ps, job_mtbf: 5 h}]",
+            "job.training=200 h",
+            "policies.1.target_pls=0.05",
+        ],
+    )
+    measured, predicted = [], []
+    for rep in range(12):
+        sim = simulate(s, 1, rep)
+        [cols] = cosimulate(s, [sim])
+        measured.append(cols["pls"])
+        predicted.append(sim.row()["pls_predicted"])
+    assert predicted[0] == pytest.approx(0.05)
+    assert np.mean(measured) == pytest.approx(np.mean(predicted), rel=0.15)
+
+
+def test_cosimulated_run_is_identical_across_processes(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    outputs = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / hash_seed
+        subprocess.run(
+            [sys.executable, "-m", "ftsim", "run", str(SCENARIOS / "prod50h.yaml"), "-q",
+             "-o", str(out), "--reps", "2", "--set", SMALL_TRAINER.replace("replications: 1",
+             "replications: 2")],
+            check=True, env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )  # fmt: skip
+        outputs.append((out / "runs.csv").read_bytes())
+    assert outputs[0] == outputs[1]
+    assert b"logloss_delta" in outputs[0]

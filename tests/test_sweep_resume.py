@@ -37,13 +37,14 @@ def test_sigkill_then_resume_gives_the_rows_of_an_uninterrupted_run(tmp_path):
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group: the kill takes the workers too
     )
     deadline = time.monotonic() + 60
     while not (killed / "shards").exists() or not _shards(killed):
         assert process.poll() is None, "the sweep ended before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.005)
-    os.kill(process.pid, signal.SIGKILL)
+    os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     stored = len(_shards(killed))
     total_tasks = POINTS * POLICIES * REPS // BATCH

@@ -17,9 +17,10 @@ A policy has two parts:
                                  arrives meanwhile;
   ``result_columns()``           extra columns for the result row.
 
-Time is charged only through ``sim.phase(category, seconds)`` and ``sim.compute(...)``,
-so the accounting identity ``wall = ideal + save + load + lost + reschedule + degraded +
-other`` holds by construction. Adding a policy is one new module defining both classes,
+Time is charged only through ``sim.phase(category, seconds)`` and ``sim.wait(category,
+event)`` (training time is charged by the simulator itself), so the accounting identity
+``wall = ideal + save + load + lost + reschedule + degraded + other`` holds by
+construction. Adding a policy is one new module defining both classes,
 decorated with :func:`register`, plus its import line in ``ftsim/policies/__init__.py``.
 """
 

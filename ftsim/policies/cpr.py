@@ -61,7 +61,9 @@ class CprParams(PolicyParams):
         None, gt=0, description="log-loss increase per unit PLS (from a cpr_pls sweep)"
     )
     fallback: bool = Field(True, description="use full recovery when predicted cheaper")
-    trainer_failure: Literal["full", "replica"] = "full"
+    trainer_failure: Literal["full", "replica"] = Field(
+        "full", description="a trainer failure: everyone rolls back, or copy from a replica"
+    )
 
     @model_validator(mode="after")
     def _one_interval_rule(self):
@@ -173,6 +175,15 @@ class Cpr(Policy):
             return 0.0
         return self.shards_per_failure * interval_s / (2.0 * self.n_shards * self.mtbf_s)
 
+    def predicted_prioritized_pls(self) -> float:
+        """PLS with partial saves: the share c of updates carried by the rows a partial
+        save writes is exposed for T_p/2 on average, the rest for T_save/2."""
+        share = self._saved_share()
+        period = min(self.partial_period_s, self.interval_s)
+        return (1 - share) * self.predicted_pls(self.interval_s) + share * self.predicted_pls(
+            period
+        )
+
     def _predict_overheads(self) -> dict[str, float]:
         restart = self.scenario.cluster.reschedule.expected_s
         mtbf, delta = self.mtbf_s, self.save_s
@@ -271,7 +282,7 @@ class Cpr(Policy):
             "predicted_overhead_full": self.predicted["full"],
             "predicted_overhead_partial": self.predicted["partial"],
             "pls": self.lost_update_s / (work * self.n_shards),
-            "pls_predicted": self.predicted_pls(self.interval_s) if self.partial else 0.0,
+            "pls_predicted": self.predicted_prioritized_pls() if self.partial else 0.0,
             "n_partial_saves": self.n_partial_saves,
         }
 

@@ -63,7 +63,9 @@ class FullParams(PolicyParams):
 
     kind: Literal["full"]
     interval: Interval = Field("daly", description="compute between checkpoints, or young/daly")
-    save_mode: Literal["sync", "checkfreq"] = "sync"
+    save_mode: Literal["sync", "checkfreq"] = Field(
+        "sync", description="sync: stall for the write; checkfreq: snapshot, persist behind"
+    )
     snapshot_bandwidth: BytesPerSecond = Field(
         "10 GB/s",
         description="per-node in-memory snapshot copy rate (checkfreq); assumption: DRAM copy",

@@ -1,0 +1,626 @@
+"""The validation suite (``python -m ftsim validate``): the simulator against closed forms,
+exact replay, and the published numbers of the CPR paper.
+
+Each check is a function registered with :func:`check`; it returns one :class:`Check` (or a
+list of them: one table row each) saying what was claimed, what was measured, what was
+expected, with which tolerance and from which source, and whether it passed, optionally
+with a figure. :func:`run_checks` runs them all and :func:`write_report` writes a Markdown
+report (a pass/fail table, then one section per check with its figure) whose figures go to
+a folder next to it (``docs/validation.md`` → ``docs/validation/*.png``).
+
+The checks reuse the code the tests use (:mod:`ftsim.validation`, :mod:`ftsim.engine`,
+:mod:`ftsim.runner`, :mod:`ftsim.cosim`); nothing is re-implemented here. ``quick`` runs
+fewer replications (for the tests); the statistical checks may then fail by chance, the
+exact ones may not. Matplotlib is imported only when a figure is drawn.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from ftsim.validation import DALY_SCENARIO
+
+SCENARIOS = DALY_SCENARIO.parent
+DEFAULT_REPORT = Path("docs") / "validation.md"
+FIGURE_DPI = 120
+
+DALY = "Daly 2006, FGCS 22(3):303–312"
+CPR = "Maeng et al., CPR, MLSys 2021"
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one validation claim (one row of the report's table)."""
+
+    name: str
+    claim: str
+    measured: str
+    expected: str
+    tolerance: str
+    passed: bool
+    source: str
+    figure: Path | None = None
+    """PNG drawn for this check (several rows of one check may share it)."""
+
+
+@dataclass
+class Context:
+    """What a check may use: the mode, the figure folder, and a cache shared by checks."""
+
+    quick: bool
+    figures: Path
+    cache: dict = field(default_factory=dict)
+
+    def reps(self, full: int, quick: int) -> int:
+        return quick if self.quick else full
+
+    def cached(self, key: str, compute: Callable[[], object]):
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A registered check function's results, for the report."""
+
+    name: str
+    title: str
+    method: str
+    checks: list[Check]
+    seconds: float
+
+
+CheckFunction = Callable[[Context], "Check | list[Check]"]
+REGISTRY: dict[str, tuple[str, CheckFunction]] = {}
+"""name → (section title, function), in report order."""
+
+
+def check(name: str, title: str):
+    """Decorator: register a check function under ``name`` (its docstring is the method)."""
+
+    def add(function: CheckFunction) -> CheckFunction:
+        if name in REGISTRY:
+            raise ValueError(f"validation check {name!r} registered twice")
+        REGISTRY[name] = (title, function)
+        return function
+
+    return add
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _pct(x: float) -> str:
+    """A fraction in percent: two decimals, or two significant digits below 0.01%."""
+    return f"{100 * x:.2f}%" if abs(x) >= 1e-4 or x == 0 else f"{100 * x:.2g}%"
+
+
+def _mean_ci(values) -> tuple[float, float, int]:
+    from ftsim.tdist import mean_ci
+
+    return mean_ci(list(values))
+
+
+def _figure(ctx: Context, name: str, draw: Callable) -> Path:
+    """Draw with ``draw(plt)`` (returns the figure) in the paper style; write ``name``.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ftsim.output import atomic_write_bytes
+    from ftsim.plots.style import STYLE
+
+    with plt.style.context(STYLE):
+        fig = draw(plt)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=FIGURE_DPI)
+        plt.close(fig)
+    path = ctx.figures / f"{name}.png"
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
+
+
+def _load(name: str, *overrides: str):
+    from ftsim.scenario import load_scenario
+
+    return load_scenario(SCENARIOS / f"{name}.yaml", list(overrides))
+
+
+# -- 1–3: Daly ------------------------------------------------------------------------------
+
+
+@check("daly_example", "Daly's published example")
+def daly_example(ctx: Context) -> Check:
+    """`scenarios/daly.yaml` is Daly's worked example: job MTBF M = 24 h, checkpoint cost
+    δ = 5 min, restart R = 10 min. The optimum interval computed from the scenario (δ as
+    the simulator's storage model gives it, M from the failure process) by Daly's
+    higher-order formula must be the published τ* = 116.7 min."""
+    from ftsim.validation import daly_optimum_s
+
+    tau_min = daly_optimum_s() / 60
+    return Check(
+        name="daly_example",
+        claim="τ* of the Daly scenario is Daly's published example",
+        measured=f"{tau_min:.3f} min",
+        expected="116.7 min",
+        tolerance="± 0.05 min (rounding)",
+        passed=abs(tau_min - 116.7) <= 0.05,
+        source=f"{DALY}, closed form",
+    )
+
+
+@check("daly_wall_time", "Mean wall time against Daly's T_w")
+def daly_wall_time(ctx: Context) -> Check:
+    """Full checkpointing (`full`) under exponential failures that also strike checkpoints
+    and restarts, at intervals from τ*/4 to 4τ*: the simulated mean wall time over the
+    replications (common random numbers across intervals) against Daly's expected wall time
+    T_w = M e^{R/M} (e^{(τ+δ)/M} − 1) T_s / τ. The check passes if every mean is within
+    three 95% confidence half-widths of T_w."""
+    from ftsim.theory import daly_wall_s
+    from ftsim.validation import daly_inputs, daly_optimum_s, daly_points
+
+    reps = ctx.reps(40, 10)
+    factors = [0.25, 0.5, 1.0, 2.0, 4.0]
+    points = daly_points(factors, reps=reps)
+    worst = max(points, key=lambda p: p.within)
+    tau = daly_optimum_s()
+    solve, delta, restart, mtbf = daly_inputs(_load("daly"))
+
+    def draw(plt):
+        fig, ax = plt.subplots()
+        grid = tau * np.geomspace(0.2, 5.0, 120)
+        daly = [daly_wall_s(solve, t, delta, restart, mtbf) / 3600 for t in grid]
+        ax.plot(grid / 60, daly, color="0.45", linestyle="--", label="Daly $T_w$")
+        ax.errorbar(
+            [p.interval_s / 60 for p in points],
+            [p.simulated_h for p in points],
+            yerr=[p.ci95_h for p in points],
+            fmt="o",
+            color="black",
+            label=f"simulated, 95% CI (n = {reps})",
+        )
+        ax.axvline(tau / 60, color="0.7", linewidth=0.6, linestyle=":")
+        ax.set_xscale("log")
+        ticks = [p.interval_s / 60 for p in points]
+        ax.set_xticks(ticks, [f"{t:.0f}" for t in ticks])
+        ax.set_xticks([], minor=True)
+        ax.set_xlabel("checkpoint interval τ (min)")
+        ax.set_ylabel("mean wall time (h)")
+        ax.set_title(
+            f"δ = {delta / 60:.0f} min, R = {restart / 60:.0f} min, M = {mtbf / 3600:.0f} h, "
+            f"$T_s$ = {solve / 3600:.0f} h"
+        )
+        ax.legend(loc="upper center")
+        return fig
+
+    return Check(
+        name="daly_wall_time",
+        claim="simulated mean wall time = Daly's T_w at τ*/4 … 4τ*",
+        measured=f"worst {worst.within:.2f} half-widths (at {worst.interval_s / tau:g}τ*; "
+        f"{len(points)} intervals × {reps} reps)",
+        expected="Daly's T_w",
+        tolerance="3 × 95% CI half-width",
+        passed=all(p.within < 3 for p in points),
+        source=f"{DALY}, closed form",
+        figure=_figure(ctx, "daly_wall_time", draw),
+    )
+
+
+@check("daly_optimum", "Simulated optimum interval against Daly's τ*")
+def daly_optimum(ctx: Context) -> Check:
+    """The interval minimizing the simulated mean wall time (a quadratic in log τ fitted to
+    nine intervals in [τ*/2, 2τ*], 100 h of training, common random numbers) must be
+    within 5% of Daly's τ*."""
+    from ftsim.validation import daly_optimum_s, simulated_optimum_s
+
+    reps = ctx.reps(400, 50)
+    simulated = simulated_optimum_s(reps=reps)
+    tau = daly_optimum_s()
+    error = simulated / tau - 1
+    return Check(
+        name="daly_optimum",
+        claim="simulated optimum interval = Daly's τ*",
+        measured=f"{simulated / 60:.1f} min ({error:+.1%}; {reps} reps)",
+        expected=f"{tau / 60:.1f} min",
+        tolerance="± 5%",
+        passed=abs(error) <= 0.05,
+        source=f"{DALY}, closed form",
+    )
+
+
+# -- 4, 6: prod50h --------------------------------------------------------------------------
+
+
+def _prod50h(ctx: Context) -> tuple[object, list[dict]]:
+    """prod50h timing-only (no embedded trainer): every policy, the scenario's replications
+    (at least 50, also in quick mode). Rows of :func:`ftsim.runner.simulate_replication`."""
+
+    def compute():
+        from ftsim.runner import simulate_replication
+
+        scenario = _load("prod50h")
+        if scenario.trainer is not None:
+            scenario = _load("prod50h", "trainer.enabled=false")
+        reps = max(50, scenario.run.replications)  # cheap: quick mode runs them all too
+        indices = list(range(len(scenario.policies)))
+        rows = [
+            row for rep in range(reps) for _, row in simulate_replication(scenario, indices, rep)
+        ]
+        return scenario, rows
+
+    return ctx.cached("prod50h", compute)
+
+
+@check("accounting_identity", "Accounting identity on prod50h")
+def accounting_identity(ctx: Context) -> Check:
+    """Every wall-clock second is charged to exactly one category, so for every result row
+    wall = ideal + save + load + lost + reschedule + degraded + other. Checked on every row
+    of prod50h (all policies, all replications); the figure shows the mean breakdown per
+    policy and, as a cross, the mean wall − ideal it must add up to."""
+    from ftsim.engine import CATEGORIES
+
+    scenario, rows = _prod50h(ctx)
+    errors = [abs(r["wall_h"] - r["ideal_h"] - sum(r[f"{c}_h"] for c in CATEGORIES)) for r in rows]
+    worst = max(errors)
+    labels = scenario.policy_labels
+
+    def draw(plt):
+        from ftsim.plots.style import CATEGORY_COLORS
+
+        fig, ax = plt.subplots()
+        x = np.arange(len(labels))
+        bottom = np.zeros(len(labels))
+        for category in CATEGORIES:
+            heights = np.array(
+                [np.mean([r[f"{category}_h"] for r in rows if r["policy"] == p]) for p in labels]
+            )
+            if heights.any():
+                ax.bar(
+                    x, heights, 0.6, bottom=bottom, color=CATEGORY_COLORS[category], label=category
+                )
+            bottom += heights
+        extra = [
+            np.mean([r["wall_h"] - r["ideal_h"] for r in rows if r["policy"] == p]) for p in labels
+        ]
+        ax.plot(x, extra, "x", color="black", label="wall − ideal")
+        ax.set_xticks(x, labels)
+        ax.set_ylabel("mean time beyond ideal (h)")
+        ax.set_title(f"prod50h, {len(rows) // len(labels)} replications per policy")
+        ax.legend(loc="upper right", ncols=2)
+        return fig
+
+    return Check(
+        name="accounting_identity",
+        claim="wall = ideal + save + load + lost + reschedule + degraded + other",
+        measured=f"max error {worst:.1e} h over {len(rows)} rows",
+        expected="0",
+        tolerance="1e-9 h",
+        passed=worst <= 1e-9,
+        source="time accounting of ftsim.engine (by construction)",
+        figure=_figure(ctx, "accounting_identity", draw),
+    )
+
+
+CPR_PUBLISHED = {"full": (0.082, 0.085), "cpr_mfu": (0.0053, 0.0068), "cpr_ssu": (0.0053, 0.0068)}
+"""Mean overhead ranges of CPR's 50-hour production-scale emulation, by policy label."""
+
+
+@check("cpr_prod50h", "CPR's production-scale figures (prod50h)")
+def cpr_prod50h(ctx: Context) -> list[Check]:
+    """CPR's emulation of production-scale training (50 h, 18 embedding PS, 5 failures of 4
+    embedding PS each) reports a mean overhead of 8.2–8.5% for full recovery and of
+    0.53–0.68% for CPR with MFU and SSU prioritized saves. `scenarios/prod50h.yaml`,
+    timing only (as `--no-trainer`), over its replications: a check passes if the mean
+    overhead lies in the published range (the 95% interval is reported, not required to
+    lie inside it)."""
+    scenario, rows = _prod50h(ctx)
+    results = {}
+    for label in CPR_PUBLISHED:
+        values = [r["overhead_frac"] for r in rows if r["policy"] == label]
+        results[label] = _mean_ci(values) if values else None
+    present = [label for label in scenario.policy_labels if label in results or label == "cpr"]
+
+    def draw(plt):
+        from ftsim.plots.style import policy_styles
+
+        styles = policy_styles(scenario.policy_labels)
+        fig, axes = plt.subplots(1, 2, width_ratios=[1, len(present) - 1 or 1])
+        for ax, group in zip(axes, (present[:1], present[1:]), strict=True):
+            for i, label in enumerate(group):
+                values = [r["overhead_frac"] for r in rows if r["policy"] == label]
+                mean, half, _ = _mean_ci(values)
+                style = styles[label]
+                if label in CPR_PUBLISHED:
+                    low, high = CPR_PUBLISHED[label]
+                    ax.fill_between(
+                        [i - 0.3, i + 0.3], 100 * low, 100 * high, color="0.85", linewidth=0
+                    )
+                ax.errorbar(
+                    [i], [100 * mean], yerr=[100 * half], fmt=style.marker, color=style.color
+                )
+            ax.set_xticks(range(len(group)), group)
+            ax.set_xlim(-0.6, len(group) - 0.4)
+        axes[0].set_ylabel("mean overhead (%)")
+        axes[0].set_title("grey: published range; bars: 95% CI")
+        return fig
+
+    figure = _figure(ctx, "cpr_prod50h", draw)
+    out = []
+    for label, (low, high) in CPR_PUBLISHED.items():
+        found = results[label]
+        if found is None:
+            measured, passed = "no such policy in prod50h", False
+        else:
+            mean, half, n = found
+            measured, passed = f"{_pct(mean)} ± {_pct(half)} (n = {n})", low <= mean <= high
+        out.append(
+            Check(
+                name=f"cpr_prod50h.{label}",
+                claim=f"mean overhead of {label} on prod50h is CPR's",
+                measured=measured,
+                expected=f"{100 * low:.2f}–{100 * high:.2f}%",
+                tolerance="mean in the published range",
+                passed=passed,
+                source=f"{CPR}, production-scale emulation",
+                figure=figure,
+            )
+        )
+    return out
+
+
+# -- 5: exact recovery ----------------------------------------------------------------------
+
+SMALL_TRAINER = (
+    "trainer={steps: 120, batch_size: 64, replications: 1, eval_samples: 2048,"
+    " share_prefix: false,"
+    " model: {embedding_dim: 8, bottom_mlp: [16, 8], top_mlp: [16, 1]},"
+    " data: {kind: synthetic, row_cap: 500}}"
+)
+EXACT_SETUP = (
+    SMALL_TRAINER,
+    "failures=[{kind: scheduled, times: [14 h, 31 h], nodes: [[emb_ps1, emb_ps5], [trainer3]]}]",
+    "policies.0.interval=5 h",
+)
+"""prod50h with a small embedded trainer, two failures after checkpoints, ``full`` every 5 h."""
+
+
+def _snapshot_arrays(trainer) -> list[np.ndarray]:
+    snap = trainer.snapshot()
+    emb = snap.embeddings
+    return [*snap.dense, *snap.dense_state, emb.values, *(emb.state[k] for k in sorted(emb.state))]
+
+
+@check("exact_recovery", "Exactness of full recovery")
+def exact_recovery(ctx: Context) -> Check:
+    """`full` on prod50h with a small embedded trainer and two failures (one of two embedding
+    PS, one of a trainer) is co-simulated with `trainer.share_prefix: false`, so its model is
+    really trained from step 0, rolled back to the checkpoint at each failure and trained on
+    over the same batches. Its final state (dense parameters and optimizer state, every
+    embedding row and its optimizer state, step) must be bit-identical to the failure-free
+    model's."""
+    from ftsim.cosim import run_models
+    from ftsim.engine import simulate
+
+    scenario = _load("prod50h", *EXACT_SETUP)
+    sim = simulate(scenario, 0, 0)
+    restores = sum(e.kind == "restore_all" for e in sim.model_events)
+    base, [model] = run_models(scenario, [sim])
+    a, b = _snapshot_arrays(base), _snapshot_arrays(model.trainer)
+    differing = sum(
+        x.shape != y.shape or not np.array_equal(x, y) for x, y in zip(a, b, strict=True)
+    )
+    same_step = base.step == model.trainer.step
+    return Check(
+        name="exact_recovery",
+        claim="full recovery replays to the failure-free model bit for bit",
+        measured=f"{differing} of {len(a)} state arrays differ after {restores} rollbacks "
+        f"(step {model.trainer.step} vs {base.step})",
+        expected="bit-identical state",
+        tolerance="0 (exact)",
+        passed=differing == 0 and same_step and len(a) == len(b) and restores > 0,
+        source="deterministic replay in ftsim.cosim",
+    )
+
+
+# -- 7: PLS ---------------------------------------------------------------------------------
+
+PLS_SETUP = (
+    "failures=[{kind: exponential, role: emb_ps, job_mtbf: 5 h}]",
+    "job.training=500 h",
+    "policies.1.target_pls=0.02",
+)
+"""prod50h: single-shard exponential failures on a long run, where CPR's formula holds."""
+
+
+@check("pls_prediction", "PLS against CPR's prediction")
+def pls_prediction(ctx: Context) -> Check:
+    """CPR chooses its full-save interval T_save so that the predicted portion of lost
+    samples PLS = m·T_save / (2·N_emb·T_fail) equals a target (here 2%). On prod50h with
+    exponential single-shard failures (job MTBF 5 h) over 500 h of training, where the
+    stationary argument behind the formula holds, the PLS measured by `cpr` (updates of
+    failed shards lost since their last save, over all updates) must equal the prediction
+    on average within 10%."""
+    from ftsim.engine import simulate
+
+    scenario = _load("prod50h", *PLS_SETUP)
+    index = scenario.policy_labels.index("cpr")
+    reps = ctx.reps(40, 20)
+    rows = [simulate(scenario, index, rep).row() for rep in range(reps)]
+    measured = [r["pls"] for r in rows]
+    mean, half, n = _mean_ci(measured)
+    predicted = rows[0]["pls_predicted"]
+    error = mean / predicted - 1
+
+    def draw(plt):
+        from ftsim.plots.style import policy_styles
+
+        style = policy_styles(["cpr"])["cpr"]
+        fig, ax = plt.subplots()
+        ax.axhspan(100 * predicted * 0.9, 100 * predicted * 1.1, color="0.9", linewidth=0)
+        ax.axhline(100 * predicted, color="0.45", linestyle="--", label="predicted (±10%)")
+        ax.plot(
+            range(n), [100 * v for v in measured], style.marker, color=style.color,
+            label="measured, per replication", alpha=0.6,
+        )  # fmt: skip
+        ax.axhline(100 * mean, color=style.color, label=f"measured mean ({error:+.1%})")
+        ax.set_xlabel("replication")
+        ax.set_ylabel("PLS (%)")
+        ax.set_title("cpr, prod50h, single-shard failures, M = 5 h, 500 h")
+        ax.legend(loc="upper right")
+        return fig
+
+    return Check(
+        name="pls_prediction",
+        claim="measured PLS of cpr = predicted PLS, on average",
+        measured=f"{_pct(mean)} ± {_pct(half)} (n = {n}; {error:+.1%})",
+        expected=f"{_pct(predicted)}",
+        tolerance="± 10%",
+        passed=abs(error) <= 0.10,
+        source=f"{CPR}, PLS formula",
+        figure=_figure(ctx, "pls_prediction", draw),
+    )
+
+
+# -- running and reporting ------------------------------------------------------------------
+
+
+def run_checks(
+    quick: bool, figures: Path, names: list[str] | None = None, progress=None
+) -> list[Section]:
+    """Run the registered checks (or those named); a check that raises is a failed check."""
+    ctx = Context(quick=quick, figures=Path(figures))
+    sections = []
+    for name, (title, function) in REGISTRY.items():
+        if names and name not in names:
+            continue
+        start = time.perf_counter()
+        try:
+            result = function(ctx)
+            checks = result if isinstance(result, list) else [result]
+        except Exception as exc:  # a crashing check is reported, not fatal
+            last = traceback.extract_tb(exc.__traceback__)[-1]
+            where = f"{Path(last.filename).name}:{last.lineno}"
+            measured = f"error: {type(exc).__name__}: {exc} ({where})"
+            checks = [Check(name, title, measured, "", "", False, "")]
+        seconds = time.perf_counter() - start
+        method = " ".join((function.__doc__ or "").split())
+        sections.append(Section(name, title, method, checks, seconds))
+        if progress is not None:
+            progress(sections[-1])
+    return sections
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _result(passed: bool) -> str:
+    return "PASS" if passed else "**FAIL**"
+
+
+def results_table(sections: list[Section]) -> str:
+    """The pass/fail table, Markdown."""
+    lines = [
+        "| check | claim | measured | expected | tolerance | source | result |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for section in sections:
+        for c in section.checks:
+            cells = [f"`{c.name}`", c.claim, c.measured, c.expected, c.tolerance, c.source]
+            lines.append("| " + " | ".join(map(_cell, cells)) + f" | {_result(c.passed)} |")
+    return "\n".join(lines)
+
+
+def _provenance() -> str:
+    from ftsim import __version__
+    from ftsim.output import git_commit
+
+    commit = git_commit()
+    if commit is None:
+        return f"ftsim {__version__}"
+    try:
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        dirty = ""
+    state = " with uncommitted changes" if dirty else ""
+    return f"ftsim {__version__}, git commit `{commit[:12]}`{state}"
+
+
+def report_markdown(
+    sections: list[Section], report: Path, quick: bool, seconds: float, when: datetime
+) -> str:
+    """The whole report; figure links are relative to ``report``'s folder."""
+    checks = [c for s in sections for c in s.checks]
+    passed = sum(c.passed for c in checks)
+    mode = (
+        "quick mode (fewer replications: statistical checks may fail by chance)"
+        if quick
+        else "full run"
+    )
+    out = [
+        "# Validation",
+        "",
+        "Generated by `python -m ftsim validate` — do not edit by hand; run it again to "
+        "update this page and its figures.",
+        "",
+        f"{_provenance()}; {when:%Y-%m-%d %H:%M} UTC; {mode}, {seconds:.1f} s.",
+        "",
+        f"**{passed} of {len(checks)} checks pass.**",
+        "",
+        results_table(sections),
+    ]
+    shown: set[Path] = set()
+    for number, section in enumerate(sections, 1):
+        out += ["", f"## {number}. {section.title}", "", section.method, ""]
+        for c in section.checks:
+            out.append(
+                f"- `{c.name}`: {_result(c.passed)} — measured {c.measured}; expected "
+                f"{c.expected or '—'}; tolerance {c.tolerance or '—'}"
+            )
+        out.append(f"- time: {section.seconds:.1f} s")
+        for figure in dict.fromkeys(c.figure for c in section.checks if c.figure):
+            if figure in shown:
+                continue
+            shown.add(figure)
+            link = Path(os.path.relpath(figure, report.parent)).as_posix()
+            out += ["", f"![{section.title}]({link})"]
+    return "\n".join(out) + "\n"
+
+
+def figures_folder(report: Path) -> Path:
+    """Where the report's figures go: ``docs/validation.md`` → ``docs/validation/``."""
+    return report.with_suffix("")
+
+
+def validate(report: Path = DEFAULT_REPORT, quick: bool = False, progress=None) -> list[Section]:
+    """Run every check, write ``report`` and its figures; returns the sections."""
+    from ftsim.output import atomic_write_text
+
+    report = Path(report)
+    start, when = time.perf_counter(), datetime.now(UTC)
+    sections = run_checks(quick, figures_folder(report), progress=progress)
+    seconds = time.perf_counter() - start
+    atomic_write_text(report, report_markdown(sections, report, quick, seconds, when))
+    return sections
+
+
+def all_passed(sections: list[Section]) -> bool:
+    return all(c.passed for s in sections for c in s.checks)

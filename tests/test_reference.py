@@ -1,0 +1,117 @@
+"""The generated scenario reference, and the worked example of docs/adding_a_policy.md."""
+
+import re
+import sys
+import types
+import typing
+from typing import Annotated, Union
+
+import pytest
+from pydantic import Field, create_model
+
+import ftsim.scenario
+from ftsim.cli import main
+from ftsim.config import Scenario
+from ftsim.failures import FailureSourceConfig
+from ftsim.policies import REGISTRY
+from ftsim.reference import GENERATED_BY, scenario_reference
+from tests.conftest import ROOT
+
+REFERENCE = ROOT / "docs" / "scenario_reference.md"
+ADDING = ROOT / "docs" / "adding_a_policy.md"
+
+
+def test_committed_reference_is_up_to_date():
+    assert REFERENCE.read_text() == scenario_reference(), f"regenerate it: {GENERATED_BY}"
+
+
+def test_show_reference_prints_it(capsys):
+    assert main(["show", "reference"]) == 0
+    assert capsys.readouterr().out == scenario_reference()
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+def test_every_section_kind_and_field_is_listed_with_units():
+    text = scenario_reference()
+    for kind in REGISTRY:
+        assert f"`policies[]` with `kind: {kind}`" in text
+        body = _section(text, f"`policies[]` with `kind: {kind}`")
+        for name in REGISTRY[kind].Params.model_fields:
+            assert f"| `{name}` |" in body, (kind, name)
+    sources = typing.get_args(typing.get_args(FailureSourceConfig)[0])
+    for source in sources:
+        kind = typing.get_args(source.model_fields["kind"].annotation)[0]
+        assert f"## `failures[]` with `kind: {kind}`" in text
+    for name in Scenario.model_fields:
+        assert f"| `{name}` |" in _section(text, "Top level")
+    assert "| `steps` | integer, ≥ 1 | `1000` |" in _section(text, "`trainer`")
+    cluster = _section(text, "`cluster`")
+    assert "| `network_latency` | duration, e.g. `'30 min'` | `0 s` |" in cluster
+    assert "| `nic_bandwidth` | bandwidth, e.g. `'25 Gbit/s'` | **required** |" in cluster
+    job = _section(text, "`job`")
+    assert "| `iteration_time` | duration, e.g. `'30 min'` | none |" in job  # Optional[Seconds]
+    full = _section(text, "`policies[]` with `kind: full`")
+    assert "`young` / `daly` | `daly` |" in full
+
+
+# -- docs/adding_a_policy.md -----------------------------------------------------------------
+
+
+def _files(text: str) -> dict[str, str]:
+    """Code blocks announced by ``<!-- file: PATH -->``, by path."""
+    return dict(re.findall(r"<!-- file: (\S+) -->\n```python\n(.*?)```", text, flags=re.S))
+
+
+@pytest.fixture
+def doc_policy(monkeypatch):
+    """The doc's policy module imported as ``ftsim.policies.restart_penalty``, with the
+    scenario schema rebuilt to accept it (as its import in ``ftsim/policies/__init__.py``
+    would); the registry and the schema are restored afterwards."""
+    code = _files(ADDING.read_text())["ftsim/policies/restart_penalty.py"]
+    module = types.ModuleType("ftsim.policies.restart_penalty")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    before = dict(REGISTRY)
+    try:
+        exec(compile(code, f"{ADDING} (ftsim/policies/restart_penalty.py)", "exec"), vars(module))
+        members = tuple(cls.Params for cls in REGISTRY.values())
+        policy = Annotated[Union[members], Field(discriminator="kind")]  # noqa: UP007
+        extended = create_model(
+            "Scenario", __base__=Scenario, policies=(list[policy], Field(min_length=1))
+        )
+        monkeypatch.setattr(ftsim.scenario, "Scenario", extended)
+        yield module
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(before)
+
+
+def test_the_worked_example_and_its_tests_run_as_written(doc_policy):
+    assert REGISTRY["restart_penalty"] is doc_policy.RestartPenalty
+    code = _files(ADDING.read_text())["tests/test_restart_penalty.py"]
+    namespace: dict = {"__name__": "test_restart_penalty"}
+    exec(compile(code, f"{ADDING} (tests/test_restart_penalty.py)", "exec"), namespace)
+    tests = [f for name, f in namespace.items() if name.startswith("test_")]
+    assert len(tests) == 5
+    for test in tests:
+        test()
+
+
+def test_the_doc_names_the_real_hooks_and_helpers(smoke):
+    from ftsim.engine import ModelEvent, Simulation
+    from ftsim.policies.base import Policy
+
+    text = ADDING.read_text()
+    for hook in re.findall(r"^\| `(\w+)\(", text, flags=re.M):
+        assert hasattr(Policy, hook), hook
+    sim = Simulation(smoke, 0, 0)
+    for helper in re.findall(r"`sim\.(\w+)", text):
+        assert hasattr(sim, helper), helper
+    kinds = re.findall(r"^\| `(\w+)`(?:, `(\w+)`)? \| ", text.split("## 4.")[1], flags=re.M)
+    documented = {k for pair in kinds for k in pair if k}
+    assert {"checkpoint", "snapshot", "commit", "partial", "restore_all"} <= documented
+    assert set(re.findall(r"`(\w+)`", ModelEvent.__doc__.split("Kinds:")[1])) >= documented

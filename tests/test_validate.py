@@ -1,0 +1,88 @@
+"""``python -m ftsim validate``: the report, its figures and the exit status (quick mode)."""
+
+import re
+
+import pytest
+
+import ftsim.validate
+from ftsim.cli import main
+from ftsim.validate import Check, check
+
+PNG = b"\x89PNG\r\n\x1a\n"
+EXACT = ("daly_example", "accounting_identity", "exact_recovery")
+"""Checks with no sampling error: they may not fail even in quick mode."""
+
+
+def _rows(text: str) -> dict[str, str]:
+    """Table rows of the report by check name."""
+    return {
+        m.group(1): line for line in text.splitlines() if (m := re.match(r"^\| `([^`]+)` \|", line))
+    }
+
+
+def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
+    report = tmp_path / "docs" / "validation.md"
+    status = main(["validate", "--quick", "-o", str(report)])
+    text = report.read_text()
+    rows = _rows(text)
+    assert list(rows) == [
+        "daly_example",
+        "daly_wall_time",
+        "daly_optimum",
+        "accounting_identity",
+        "cpr_prod50h.full",
+        "cpr_prod50h.cpr_mfu",
+        "cpr_prod50h.cpr_ssu",
+        "exact_recovery",
+        "pls_prediction",
+    ]
+    assert all(r.endswith(("| PASS |", "| **FAIL** |")) for r in rows.values())
+    for name in EXACT:
+        assert rows[name].endswith("| PASS |"), rows[name]
+    failed = [name for name, row in rows.items() if row.endswith("**FAIL** |")]
+    assert status == (1 if failed else 0)
+    assert "quick mode" in text and "ftsim 0." in text
+    assert f"**{len(rows) - len(failed)} of {len(rows)} checks pass.**" in text
+    # One section per check function, each figure linked relative to the report, PNG only.
+    assert len(re.findall(r"^## \d+\. ", text, flags=re.M)) == len(ftsim.validate.REGISTRY)
+    links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
+    assert links == [f"validation/{name}.png" for name in (
+        "daly_wall_time", "accounting_identity", "cpr_prod50h", "pls_prediction"
+    )]  # fmt: skip
+    for link in links:
+        assert (report.parent / link).read_bytes()[:8] == PNG
+    assert sorted(p.suffix for p in (report.parent / "validation").iterdir()) == [".png"] * 4
+    out = capsys.readouterr().out
+    assert "PASS  daly_example" in out and f"report: {report}" in out
+
+
+def test_a_failing_or_crashing_check_fails_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(ftsim.validate, "REGISTRY", {})
+
+    @check("always", "A check that passes")
+    def always(ctx):
+        return Check("always", "true", "1", "1", "0", True, "logic")
+
+    @check("never", "A check that fails")
+    def never(ctx):
+        return [Check("never", "false", "0", "1", "0", False, "logic")]
+
+    @check("crashes", "A check that raises")
+    def crashes(ctx):
+        raise RuntimeError("boom")
+
+    with pytest.raises(ValueError, match="registered twice"):
+        check("never", "again")(never)
+    report = tmp_path / "v.md"
+    assert main(["validate", "-o", str(report)]) == 1
+    rows = _rows(report.read_text())
+    assert rows["always"].endswith("| PASS |")
+    assert rows["never"].endswith("| **FAIL** |")
+    assert "error: RuntimeError: boom" in rows["crashes"] and rows["crashes"].endswith("FAIL** |")
+    assert "**1 of 3 checks pass.**" in report.read_text()
+
+
+def test_all_passing_checks_exit_zero(tmp_path, monkeypatch):
+    monkeypatch.setattr(ftsim.validate, "REGISTRY", {})
+    check("ok", "fine")(lambda ctx: Check("ok", "c", "m", "e", "t", True, "s"))
+    assert main(["validate", "-o", str(tmp_path / "v.md")]) == 0

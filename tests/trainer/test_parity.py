@@ -1,0 +1,291 @@
+"""ECRM parity: layout, overhead, incremental consistency, exact decoding, failure detection."""
+
+import functools
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ftsim.trainer import ShardedEmbeddings, ShardingConfig, SparseOptimizerConfig, Trainer, parity
+from ftsim.trainer.parity import ParityCode, UnrecoverableError
+
+OPTIMIZERS = ["sgd", "momentum", "rowwise_adagrad"]
+TOL = 1e-5  # relative, float32 storage
+
+
+def make_trainer(make_config, kind: str, n_shards: int, seed: int = 0) -> Trainer:
+    cfg = make_config(sparse=kind, dense="momentum", seed=seed)
+    return Trainer(cfg.model_copy(update={"sharding": ShardingConfig(n_shards=n_shards)}))
+
+
+def rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| / max |want| (inf-norm over the whole array)."""
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+def lose(tr: Trainer, code: ParityCode, shards) -> None:
+    """Simulate the loss of ``shards``: their rows, state and parity rows become NaN."""
+    emb = tr.embeddings
+    for s in shards:
+        rows = emb.shard_rows(s)
+        emb.weights[rows] = np.nan
+        for a in emb.state.values():
+            a[rows] = np.nan
+        stripes, slot = code.parity_slots(s)
+        code.values[stripes, slot] = np.nan
+        for a in code.state.values():
+            a[stripes, slot] = np.nan
+
+
+def assert_rows_close(got, want) -> None:
+    np.testing.assert_array_equal(got.rows, want.rows)
+    assert rel_err(got.values, want.values) <= TOL
+    assert got.state.keys() == want.state.keys()
+    for name in want.state:
+        assert rel_err(got.state[name], want.state[name]) <= TOL
+
+
+# ---------------------------------------------------------------------------- layout
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(2, 12),
+    r=st.integers(1, 2),
+    data=st.data(),
+)
+def test_layout_distinct_shards_and_balanced_parity(n, r, data):
+    if r >= n:
+        r = 1
+    k = data.draw(st.integers(1, n - r))
+    n_rows = data.draw(st.integers(1, 400))
+    emb = ShardedEmbeddings(
+        [n_rows], 2, ShardingConfig(n_shards=n), SparseOptimizerConfig(), np.random.default_rng(0)
+    )
+    code = ParityCode(emb, k, r)
+    assert code.n_stripes == math.ceil(n_rows / k)
+    stripes = np.arange(code.n_stripes)
+    rows, present = code.stripe_rows(stripes)
+    np.testing.assert_array_equal(rows[present], np.arange(n_rows))
+    np.testing.assert_array_equal(code.stripe_of(rows[present]), np.repeat(stripes, k)[:n_rows])
+    np.testing.assert_array_equal(code.offset_of(rows[present]), np.arange(n_rows) % k)
+    members = np.concatenate([rows % n, code.parity_shards(stripes)], axis=1)  # (stripes, k + r)
+    assert all(len(set(m)) == k + r for m in members.tolist())  # k + r distinct shards
+    held = np.bincount(code.parity_shards(stripes).ravel(), minlength=n)
+    assert held.max() - held.min() <= r  # within one stripe's worth of parity (+-1 for r = 1)
+    g = math.gcd(n, k)
+    cycle = (n // g) * g // math.gcd(g, r)
+    full = np.bincount(code.parity_shards(np.arange(3 * cycle)).ravel(), minlength=n)
+    assert np.all(full == full[0])  # exact balance over whole rotation cycles
+
+
+def test_layout_example():
+    emb = ShardedEmbeddings(
+        [8], 2, ShardingConfig(n_shards=3), SparseOptimizerConfig(), np.random.default_rng(0)
+    )
+    code = ParityCode(emb, 2)
+    # stripe j = rows 2j, 2j+1 on shards 2j % 3, (2j+1) % 3; parity on the third shard
+    np.testing.assert_array_equal(code.parity_shards(np.arange(4)).ravel(), [2, 1, 0, 2])
+    stripes, slot = code.parity_slots(2)
+    np.testing.assert_array_equal(stripes, [0, 3])
+    np.testing.assert_array_equal(slot, [0, 0])
+    assert [list(x) for x in code.ranges(1, 2)] == [[1, 4], [7]]
+
+
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+@pytest.mark.parametrize(
+    "n_rows, k, r", [(12, 3, 1), (12, 4, 2), (12, 2, 2), (13, 3, 1), (13, 4, 2)]
+)
+def test_memory_overhead(kind, n_rows, k, r):
+    emb = ShardedEmbeddings(
+        [n_rows], 4, ShardingConfig(n_shards=6), SparseOptimizerConfig(kind=kind),
+        np.random.default_rng(0),
+    )  # fmt: skip
+    code = ParityCode(emb, k, r)
+    data_bytes = n_rows * emb.row_bytes
+    assert code.parity_bytes_total == math.ceil(n_rows / k) * r * emb.row_bytes
+    if n_rows % k == 0:
+        assert code.memory_overhead == r / k
+    else:  # the short last stripe still has r full parity rows
+        assert code.memory_overhead == r * math.ceil(n_rows / k) / n_rows > r / k
+    assert code.parity_bytes_per_shard.sum() == code.parity_bytes_total
+    assert code.parity_bytes_total / data_bytes == code.memory_overhead
+
+
+def test_refusals():
+    def emb(placement="row_round_robin", kind="sgd", n_shards=4):
+        return ShardedEmbeddings(
+            [10, 20], 2, ShardingConfig(n_shards=n_shards, placement=placement),
+            SparseOptimizerConfig(kind=kind), np.random.default_rng(0),
+        )  # fmt: skip
+
+    with pytest.raises(ValueError, match="row_round_robin"):
+        ParityCode(emb("table_wise"), 2)
+    with pytest.raises(ValueError, match="k \\+ r"):
+        ParityCode(emb(), 3, 2)
+    with pytest.raises(ValueError, match="r in"):
+        ParityCode(emb(n_shards=8), 3, 3)
+    for kind in ("momentum", "rowwise_adagrad"):
+        with pytest.raises(ValueError, match="exact only for sgd"):
+            ParityCode(emb(kind=kind), 2, mode="gradient")
+    with pytest.raises(ValueError, match="unknown mode"):
+        ParityCode(emb(), 2, mode="xor")
+
+
+# ---------------------------------------------------------------- consistency
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+def test_parity_consistent_after_many_steps(make_config, kind):
+    tr = make_trainer(make_config, kind, 5)
+    tr.train(3)  # encode a state that already has optimizer state
+    code = ParityCode.attach(tr, 3, 2)
+    assert max(code.consistency_error().values()) < 1e-7  # fresh encoding: rounding only
+    tr.train(500)
+    errors = code.consistency_error()
+    assert errors.keys() == {"values", *tr.embeddings.state}
+    assert max(errors.values()) <= TOL
+    code.rebuild_parity()  # scrubbing resets the drift
+    assert max(code.consistency_error().values()) < 1e-7
+
+
+def test_gradient_mode_matches_delta_mode_for_sgd(make_config):
+    tr = make_trainer(make_config, "sgd", 4)
+    delta = ParityCode.attach(tr, 2, 2)
+    grad = ParityCode.attach(tr, 2, 2, mode="gradient")
+    seen = []
+    tr.add_update_listener(seen.append)
+    tr.train(200)
+    assert rel_err(grad.values, delta.values) <= TOL
+    assert max(grad.consistency_error().values()) <= TOL
+    update = seen[-1]
+    n_stripes = len(np.unique(update.rows // 2))
+    assert delta.traffic_bytes(update) == len(update.rows) * 16 * 2  # dim 4, float32, r = 2
+    assert grad.traffic_bytes(update) == n_stripes * 2 * 16
+
+
+# ---------------------------------------------------------------------- decoding
+@functools.cache
+def trained(make_config, kind: str, n_shards: int, k: int, r: int) -> tuple[Trainer, ParityCode]:
+    """A trainer with parity after 120 steps, shared by the examples of one layout."""
+    tr = make_trainer(make_config, kind, n_shards, seed=1)
+    code = ParityCode.attach(tr, k, r)
+    tr.train(120)
+    return tr, code
+
+
+CODES = [(3, 2, 1), (5, 4, 1), (5, 3, 2), (6, 3, 2)]
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    kind=st.sampled_from(OPTIMIZERS),
+    layout=st.sampled_from(CODES),
+    data=st.data(),
+)
+def test_decode_exact_for_any_tolerated_failure(make_config, kind, layout, data):
+    n_shards, k, r = layout
+    tr, code = trained(make_config, kind, n_shards, k, r)  # restored after each example
+    failed = data.draw(st.lists(st.integers(0, n_shards - 1), min_size=1, max_size=r, unique=True))
+    emb = tr.embeddings
+    before = emb.snapshot()
+    parity = (code.values.copy(), {n: a.copy() for n, a in code.state.items()})
+    truth = before.subset(np.concatenate([emb.shard_rows(s) for s in failed]))
+    try:
+        lose(tr, code, failed)
+        assert len(code.unrecoverable_stripes(failed)) == 0
+        assert_rows_close(code.decode(failed), truth)
+    finally:
+        emb.restore(before)
+        code.values[:] = parity[0]
+        for name, a in code.state.items():
+            a[:] = parity[1][name]
+
+
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+def test_decode_every_pattern_and_rebuild_parity(make_config, kind, monkeypatch):
+    monkeypatch.setattr(parity, "_BLOCK", 7)  # many blocks: exercises the block seams
+    tr = make_trainer(make_config, kind, 5)
+    code = ParityCode.attach(tr, 3, 2)
+    tr.train(150)
+    reference = tr.embeddings.snapshot()
+    for failed in itertools.chain(
+        itertools.combinations(range(5), 1), itertools.combinations(range(5), 2)
+    ):
+        lose(tr, code, failed)
+        decoded = code.decode(failed)
+        assert_rows_close(decoded, reference.subset(decoded.rows))
+        tr.write_rows(decoded)
+        code.rebuild_parity(failed)
+        assert max(code.consistency_error().values()) <= TOL
+
+
+def test_unrecoverable_detected(make_config):
+    tr = make_trainer(make_config, "momentum", 6)
+    code = ParityCode.attach(tr, 3, 2)
+    tr.train(20)
+    assert len(code.unrecoverable_stripes([0, 4])) == 0
+    failed = [0, 2, 5]
+    rows, present = code.stripe_rows(np.arange(code.n_stripes))
+    members = np.concatenate(
+        [np.where(present, rows % 6, -1), code.parity_shards(np.arange(code.n_stripes))], axis=1
+    )
+    brute = np.flatnonzero(np.isin(members, failed).sum(axis=1) > 2)
+    bad = code.unrecoverable_stripes(failed)
+    np.testing.assert_array_equal(bad, brute)
+    assert 0 < len(bad) < code.n_stripes  # some stripes avoid one of the three shards
+    with pytest.raises(UnrecoverableError) as info:
+        code.decode(failed)
+    np.testing.assert_array_equal(info.value.stripes, bad)
+    lost = rows[bad][present[bad] & np.isin(rows[bad] % 6, failed)]
+    np.testing.assert_array_equal(info.value.rows, np.sort(lost))
+    with pytest.raises(UnrecoverableError):  # r = 1: any two shards share a stripe
+        ParityCode(tr.embeddings, 4, 1).decode([1, 3])
+
+
+def test_degraded_reads_and_range_rebuild(make_config):
+    tr = make_trainer(make_config, "rowwise_adagrad", 4)
+    code = ParityCode.attach(tr, 3)
+    tr.train(80)
+    reference = tr.embeddings.snapshot()
+    lose(tr, code, [2])
+    for part in code.ranges(2, 4):
+        asked = np.concatenate([part, [0, 1, 5]])  # lost rows and rows of surviving shards
+        read = code.degraded_read(asked, [2])
+        assert_rows_close(read, reference.subset(asked))
+        tr.write_rows(read.subset(part))  # rebuild this range
+    assert rel_err(tr.embeddings.weights, reference.values) <= TOL
+    code.rebuild_parity([2])
+    assert max(code.consistency_error().values()) <= TOL
+
+
+def test_rebuild_read_bytes(make_config):
+    tr = make_trainer(make_config, "sgd", 3)  # 390 rows, row = 16 bytes
+    code = ParityCode(tr.embeddings, 2)
+    # shard 0 holds 130 data rows, each in its own full stripe (1 survivor + 1 parity read)
+    # and parity of 65 stripes (2 data rows read each)
+    assert code.rebuild_read_bytes(0, include_parity=False) == 130 * 2 * 16
+    assert code.rebuild_read_bytes(0) == (130 * 2 + 65 * 2) * 16
+    assert code.parity_bytes_per_shard.tolist() == [65 * 16] * 3
+
+
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+def test_training_after_recovery_matches_failure_free(make_config, kind):
+    clean = make_trainer(make_config, kind, 5)
+    clean.train(200)
+    tr = make_trainer(make_config, kind, 5)
+    code = ParityCode.attach(tr, 3, 2)
+    tr.train(150)
+    lose(tr, code, [1, 3])
+    tr.write_rows(code.decode([1, 3]))
+    code.rebuild_parity([1, 3])
+    tr.train(50)
+    assert rel_err(tr.embeddings.weights, clean.embeddings.weights) <= TOL
+    for name, a in clean.embeddings.state.items():
+        assert rel_err(tr.embeddings.state[name], a) <= TOL
+    for got, want in zip(tr.model.params, clean.model.params, strict=True):
+        assert rel_err(got, want) <= TOL
+    assert max(code.consistency_error().values()) <= TOL
