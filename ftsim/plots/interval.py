@@ -16,10 +16,12 @@ from ftsim.plots.style import SINGLE_COLUMN_IN, save
 
 NAME = "overhead_vs_interval"
 MODEL_POLICY = "full"
+INTERVAL_KEYS = {"interval", "target_pls", "target_accuracy_loss", "pls_slope"}
+"""Swept fields that set a policy's checkpoint interval (the x axis, not a separate figure)."""
 
 
 def _groups(data: RunData) -> list[tuple[str, pd.DataFrame]]:
-    """Summary rows per combination of the swept keys other than the interval."""
+    """Summary rows per combination of the swept keys other than those setting the interval."""
     s = data.summary
     if "interval_h_mean" not in s:
         raise Skip("no policy has an interval_h column")
@@ -28,7 +30,7 @@ def _groups(data: RunData) -> list[tuple[str, pd.DataFrame]]:
         raise Skip(
             "needs a sweep over the checkpoint interval (e.g. --grid 'policies.*.interval=…')"
         )
-    others = [c for c in data.columns if c.rsplit(".", 1)[-1] != "interval"]
+    others = [c for c in data.columns if c.rsplit(".", 1)[-1] not in INTERVAL_KEYS]
     if not others:
         return [("", s)]
     return [
