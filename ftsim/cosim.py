@@ -32,8 +32,9 @@ from ftsim.engine import ModelEvent, Simulation
 from ftsim.rng import Purpose, stream
 from ftsim.trainer import ShardingConfig, Trainer, TrainerConfig, UseSampler
 from ftsim.trainer.embeddings import SparseUpdate
+from ftsim.trainer.parity import ParityCode
 
-RESTORES = ("restore_all", "restore_shards")
+RESTORES = ("restore_all", "restore_shards", "decode_shards")
 
 
 def trainer_config(scenario: Scenario, rep: int) -> TrainerConfig:
@@ -72,7 +73,7 @@ class PolicyModel:
         self.needed = {e.key for e in self.events if e.kind in RESTORES}
         """Checkpoint keys that a restore will read: only these are kept."""
         kinds = {e.kind for e in self.events}
-        self.lazy = "restore_shards" not in kinds and "partial" not in kinds
+        self.lazy = kinds <= {"checkpoint", "snapshot", "commit", "restore_all"}
         """Only full rollbacks: the model never leaves the failure-free trajectory."""
         restores = [i for i, e in enumerate(self.events) if e.kind in RESTORES]
         self.divergence = restores[0] if restores and not self.lazy else None
@@ -84,6 +85,9 @@ class PolicyModel:
         self.mfu_reset: np.ndarray | None = None
         self.lost_lookups = 0
         self.sampler: UseSampler | None = None
+        self.parity: ParityCode | None = None
+        self.decode_error = 0.0
+        """Largest relative error of decoded rows and state against the lost ones."""
 
     def step_of(self, event: ModelEvent) -> int:
         return min(self.steps, round(event.progress_s / self.work_s * self.steps))
@@ -93,7 +97,10 @@ class PolicyModel:
         self.sampler.observe(update.step, update.rows, update.counts)
 
     def follow(self, trainer: Trainer) -> None:
-        """Start receiving ``trainer``'s updates (SSU) and take its counters as reference."""
+        """Start receiving ``trainer``'s updates (SSU, parity) and take its counters as
+        reference. Parity is encoded when the policy gets a trainer of its own (at step 0
+        or at its fork: before that its rows are the baseline's) and kept current from each
+        step's updates."""
         if self.saved_lookups is None:  # first call, at step 0
             if 0.0 in self.needed:  # a restore before the first checkpoint: the initial model
                 self.checkpoints[0.0] = trainer.snapshot()
@@ -106,6 +113,9 @@ class PolicyModel:
                 self.sampler = UseSampler(params.sampling_rate, capacity, self.sim.rep)
         if self.sampler is not None:
             trainer.add_update_listener(self.observe)
+        params = self.sim.policy.params
+        if params.kind == "ecrm" and trainer is self.trainer:
+            self.parity = ParityCode.attach(trainer, params.k, params.r)
 
     def unfollow(self, trainer: Trainer) -> None:
         if self.sampler is not None:
@@ -115,6 +125,7 @@ class PolicyModel:
         """Leave the baseline: continue on a trainer of our own with the baseline's state."""
         self.unfollow(base)
         own = Trainer(self.cfg)
+        own.data = base.data  # the same batches: share the generated ones
         own.restore(base.snapshot())
         own.mfu.counts[:] = base.mfu.counts
         self.trainer = own
@@ -149,6 +160,28 @@ class PolicyModel:
                         trainer.write_rows(saved.subset(mine))
                 self.lost_lookups += int((lookups[rows] - self.saved_lookups[rows]).sum())
                 self.saved_lookups[rows] = lookups[rows]
+        elif event.kind == "decode_shards":
+            self._decode(event.shards, trainer)
+        if self.parity is not None and event.kind in ("restore_all", "restore_shards"):
+            self.parity.rebuild_parity()  # restores bypass the update listeners
+
+    def _decode(self, shards: tuple[int, ...], trainer: Trainer) -> None:
+        """ECRM: lose the shards' rows (overwritten with NaN), decode them from the
+        survivors and the parity, write them back, and record the decoding error."""
+        emb = trainer.embeddings
+        rows = np.concatenate([emb.shard_rows(shard) for shard in shards])
+        truth = trainer.read_rows(rows)
+        emb.weights[rows] = np.nan
+        for array in emb.state.values():
+            array[rows] = np.nan
+        decoded = self.parity.decode(list(shards))
+        trainer.write_rows(decoded)
+        self.parity.rebuild_parity(list(shards))  # parity rows the failed servers held
+        for got, want in [(decoded.values, truth.values)] + [
+            (decoded.state[k], truth.state[k]) for k in truth.state
+        ]:
+            scale = max(float(np.abs(want).max()), 1e-30)
+            self.decode_error = max(self.decode_error, float(np.abs(got - want).max()) / scale)
 
     def _prioritized_rows(self, fraction: float, trainer: Trainer) -> np.ndarray:
         """Rows a partial save writes: MFU's most used per shard, or SSU's sampled ids."""
@@ -228,15 +261,35 @@ def _columns(base: Trainer, models: list[PolicyModel]) -> list[dict]:
                 "logloss_delta": final["logloss"] - baseline["logloss"],
                 "auc_delta": final["auc"] - baseline["auc"],
                 "pls": model.lost_lookups / total_lookups,
+                "decode_max_rel_err": model.decode_error,
                 "trainer_steps": base.step,
             }
         )
     return out
 
 
+class _BatchCache:
+    """A data source whose batches are generated once per replication: the baseline and
+    every forked trainer read the same batch ``i`` (a pure function of seed and index)."""
+
+    def __init__(self, data):
+        self._data = data
+        self._batches: dict[int, object] = {}
+
+    def batch(self, index: int):
+        found = self._batches.get(index)
+        if found is None:
+            found = self._batches[index] = self._data.batch(index)
+        return found
+
+    def __getattr__(self, name):
+        return getattr(self._data, name)
+
+
 def _shared_run(models: list[PolicyModel], cfg: TrainerConfig, steps: int) -> Trainer:
     """One failure-free trainer serves every policy until it forks; returns that trainer."""
     base = Trainer(cfg)
+    base.data = _BatchCache(base.data)
     queue = []
     for order, model in enumerate(models):
         if model.lazy:

@@ -64,10 +64,12 @@ class ModelConfig(_Strict):
 class DenseOptimizerConfig(_Strict):
     """Optimizer of the MLP parameters (replicated on trainers in the simulated system)."""
 
-    kind: Literal["sgd", "momentum", "adagrad"] = Field("sgd", description="Update rule.")
+    kind: Literal["sgd", "momentum", "adagrad", "adam"] = Field("sgd", description="Update rule.")
     lr: float = Field(0.1, gt=0, description="Learning rate.")
     momentum: float = Field(0.9, ge=0, lt=1, description="Momentum coefficient (kind=momentum).")
-    eps: float = Field(1e-8, gt=0, description="Adagrad denominator epsilon.")
+    eps: float = Field(1e-8, gt=0, description="Adagrad / Adam denominator epsilon.")
+    beta1: float = Field(0.9, ge=0, lt=1, description="Adam first-moment decay (kind=adam).")
+    beta2: float = Field(0.999, ge=0, lt=1, description="Adam second-moment decay (kind=adam).")
 
 
 class SparseOptimizerConfig(_Strict):

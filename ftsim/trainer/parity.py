@@ -50,6 +50,32 @@ VALUES = "values"  # key of the row values among the coded arrays (the others: s
 _BLOCK = 1 << 16  # stripes encoded per block by rebuild_parity / consistency_error
 
 
+def parity_shards_of(n_shards: int, k: int, r: int, stripes: np.ndarray) -> np.ndarray:
+    """Shard of every parity slot of ``stripes`` (n,) under the rotation above: (n, r)."""
+    stripes = np.asarray(stripes, dtype=np.int64)
+    start = (stripes * k) % n_shards
+    rot = (stripes // (n_shards // math.gcd(n_shards, k))) * r
+    slot = (rot[:, None] + np.arange(r)) % (n_shards - k)
+    return (start[:, None] + k + slot) % n_shards
+
+
+def survives(n_shards: int, k: int, r: int, failed: set[int]) -> bool:
+    """Whether losing the shards ``failed`` leaves every stripe decodable (≤ r members lost).
+
+    Depends on the layout only, so the time model can decide without a trainer: the stripe
+    pattern repeats every P·(N − k)/gcd(N − k, r) stripes (P = N / gcd(N, k)), so checking one
+    period checks them all.
+    """
+    if len(failed) <= r:
+        return True
+    period = (n_shards // math.gcd(n_shards, k)) * ((n_shards - k) // math.gcd(n_shards - k, r))
+    stripes = np.arange(period)
+    data = (stripes[:, None] * k + np.arange(k)) % n_shards
+    members = np.concatenate([data, parity_shards_of(n_shards, k, r, stripes)], axis=1)
+    lost = np.isin(members, sorted(failed)).sum(axis=1)
+    return bool(lost.max() <= r)
+
+
 class UnrecoverableError(RuntimeError):
     """More than r members of some stripes were lost: fall back to a checkpoint.
 
@@ -103,7 +129,6 @@ class ParityCode:
         self.k, self.r, self.mode = k, r, mode
         self.n_stripes = -(-embeddings.n_rows // k)
         self.coeffs = np.stack([np.ones(k), np.arange(k) - k // 2 + 0.5])[:r]
-        self._period = n // math.gcd(n, k)
         self.values = np.zeros((self.n_stripes, r, embeddings.dim), embeddings.dtype)
         self.state = {
             name: np.zeros((self.n_stripes, r, *a.shape[1:]), embeddings.dtype)
@@ -140,12 +165,7 @@ class ParityCode:
 
     def parity_shards(self, stripes: np.ndarray) -> np.ndarray:
         """Shard of every parity slot of ``stripes`` (n,): (n, r), distinct from the data shards."""
-        n, k = self.emb.n_shards, self.k
-        stripes = np.asarray(stripes, dtype=np.int64)
-        start = (stripes * k) % n
-        rot = (stripes // self._period) * self.r
-        slot = (rot[:, None] + np.arange(self.r)) % (n - k)
-        return (start[:, None] + k + slot) % n
+        return parity_shards_of(self.emb.n_shards, self.k, self.r, stripes)
 
     def parity_slots(self, shard: int) -> tuple[np.ndarray, np.ndarray]:
         """Parity rows held by ``shard``: (stripe ids, slot m), each (n_held,)."""

@@ -1,0 +1,205 @@
+"""SWIFT logging for embedding shards: log pushed sparse updates, replay them after a failure.
+
+Embedding shards have no replica, so SWIFT's undo cannot recover them. Instead every trainer
+logs what it pushes to each embedding parameter server (asynchronously, to storage): per
+step, the shard's touched rows and their summed gradients. When a shard fails, its last
+checkpoint is reloaded and the log since that checkpoint is replayed with the same sparse
+optimizer code. The row-wise rules (``sgd``, ``momentum``, ``rowwise_adagrad``) update each
+row from its own gradient and state only, with the same float operations in the same order,
+so replay reproduces the rows bit for bit.
+
+**Selective logging** (``budget_bytes``, per shard and per checkpoint interval): the log of
+a shard is a *prefix* of the steps since its checkpoint. A step's record is written only if
+it fits in the remaining budget; once one does not fit, nothing more is logged for that
+shard until its next checkpoint (a later, smaller record would leave a gap that replay could
+not bridge). Replay then restores the shard as it was at the end of the logged prefix: the
+updates of the unlogged steps are **lost** (``ReplayReport.lost_lookups`` counts their
+lookups, as CPR's PLS does). They cannot be recomputed from the log: recomputing a row's
+gradient of step ``s`` needs the dense model and every other row of that batch as of step
+``s``, which exist only if the whole job rolls back to a checkpoint (a full rollback, whose
+cost the time model charges instead). A smaller budget thus means fewer bytes written and a
+shorter replay, at the cost of lost updates or of a full rollback.
+
+**Going back.** If the trainer goes back (SWIFT's undo of the last step, or a restore of an
+older snapshot), the records of the steps it un-did are dropped (on the next query or update):
+the log always describes the trainer's current trajectory. Their bytes stay counted in
+:meth:`UpdateLog.written_bytes` (the traffic was spent).
+
+Bytes: a record of ``n`` rows costs ``RECORD_HEADER_BYTES + n * (ROW_ID_BYTES + d * itemsize)``
+(16 B for the step index and row count; 8 B row id; the ``d`` gradient floats).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ftsim.trainer.embeddings import SparseUpdate
+
+if TYPE_CHECKING:
+    from ftsim.trainer.trainer import Trainer
+
+RECORD_HEADER_BYTES = 16  # step index and row count (int64 each) per logged record
+ROW_ID_BYTES = 8  # global row id (int64)
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """The update one step pushed to one shard: ``rows`` sorted global ids (n,) and their
+    summed gradients ``grad`` (n, d), as received by the parameter server."""
+
+    step: int
+    rows: np.ndarray
+    grad: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the record in the log (header, row ids, gradients)."""
+        return int(RECORD_HEADER_BYTES + len(self.rows) * ROW_ID_BYTES + self.grad.nbytes)
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """What :meth:`UpdateLog.replay` re-applied and what it could not.
+
+    ``replayed_steps``: records re-applied; ``replayed_row_updates``: row updates they held;
+    ``replayed_bytes``: log bytes read; ``lost_steps``: steps since the checkpoint whose
+    update to the shard was not logged; ``lost_rows``: sorted global ids updated in those
+    steps (left as at the end of the logged prefix); ``lost_lookups``: lookups of the shard's
+    rows in those steps (samples x lookups whose embedding update is lost).
+    """
+
+    shard: int
+    replayed_steps: int
+    replayed_row_updates: int
+    replayed_bytes: int
+    lost_steps: int
+    lost_rows: np.ndarray
+    lost_lookups: int
+
+
+class UpdateLog:
+    """Per-shard log of the sparse updates since each shard's last checkpoint.
+
+    Attaches itself to ``trainer`` as an update listener. ``budget_bytes``: log capacity per
+    shard and checkpoint interval (None: log everything); see the module docstring for the
+    policy. Call :meth:`checkpoint` whenever a shard's checkpoint is taken (between steps).
+    """
+
+    def __init__(self, trainer: Trainer, budget_bytes: int | None = None) -> None:
+        if budget_bytes is not None and budget_bytes < 0:
+            raise ValueError("budget_bytes must be >= 0 or None")
+        self.trainer = trainer
+        self.budget_bytes = budget_bytes
+        emb = trainer.embeddings
+        n = emb.n_shards
+        self._records: list[list[LogRecord]] = [[] for _ in range(n)]
+        # per shard, the steps not logged (budget exhausted): (step, rows, lookups)
+        self._lost: list[list[tuple[int, np.ndarray, int]]] = [[] for _ in range(n)]
+        self._bytes = np.zeros(n, dtype=np.int64)  # size of _records[s]
+        self._written = np.zeros(n, dtype=np.int64)
+        self._checkpoint_step = np.zeros(n, dtype=np.int64)
+        trainer.add_update_listener(self._on_update)
+
+    # -------------------------------------------------------------------- logging
+    def _drop_from(self, step: int) -> None:
+        """Forget records and losses of steps >= ``step`` (the trainer went back)."""
+        for s, (recs, lost) in enumerate(zip(self._records, self._lost, strict=True)):
+            if (recs and recs[-1].step >= step) or (lost and lost[-1][0] >= step):
+                self._records[s] = [r for r in recs if r.step < step]
+                self._bytes[s] = sum(r.nbytes for r in self._records[s])
+                self._lost[s] = [x for x in lost if x[0] < step]
+
+    def _on_update(self, update: SparseUpdate) -> None:
+        self._drop_from(update.step)
+        shard_of = self.trainer.embeddings.shard_of_global(update.rows)
+        for s in range(len(self._records)):
+            sel = np.flatnonzero(shard_of == s)
+            if len(sel) == 0:
+                continue
+            if not self._lost[s]:  # the prefix is still being logged
+                rec = LogRecord(update.step, update.rows[sel], update.grad[sel])
+                nb = rec.nbytes
+                if self.budget_bytes is None or self._bytes[s] + nb <= self.budget_bytes:
+                    self._records[s].append(rec)
+                    self._bytes[s] += nb
+                    self._written[s] += nb
+                    continue
+            self._lost[s].append((update.step, update.rows[sel], int(update.counts[sel].sum())))
+
+    def checkpoint(self, shard: int) -> None:
+        """A checkpoint of ``shard`` was just taken: truncate its log, reset its losses."""
+        self._records[shard] = []
+        self._bytes[shard] = 0
+        self._lost[shard] = []
+        self._checkpoint_step[shard] = self.trainer.step
+
+    def close(self) -> None:
+        """Stop logging (removes the listener)."""
+        self.trainer.remove_update_listener(self._on_update)
+
+    # ----------------------------------------------------------- sizes (time model)
+    def nbytes(self, shard: int) -> int:
+        """Bytes of the shard's log since its checkpoint (what a replay reads)."""
+        self._drop_from(self.trainer.step)
+        return int(self._bytes[shard])
+
+    def written_bytes(self, shard: int) -> int:
+        """Bytes written to storage for ``shard`` since creation (log traffic; never reset)."""
+        return int(self._written[shard])
+
+    def replay_steps(self, shard: int) -> int:
+        """Logged steps (records) a replay of ``shard`` re-applies."""
+        self._drop_from(self.trainer.step)
+        return len(self._records[shard])
+
+    def steps_since_checkpoint(self, shard: int) -> int:
+        """Steps trained since the shard's checkpoint (what a full rollback recomputes)."""
+        return int(self.trainer.step - self._checkpoint_step[shard])
+
+    def spread(self, shard: int, k: int) -> np.ndarray:
+        """Log bytes (k,) int64 read by each of ``k`` machines replaying ``shard`` together.
+
+        Rows replay independently, so the shard's rows are dealt to machines by their position
+        in the shard (``position % k``); a machine reads, per record, the header and its rows.
+        """
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        self._drop_from(self.trainer.step)
+        emb = self.trainer.embeddings
+        on_shard = emb.shard_rows(shard)
+        row_bytes = ROW_ID_BYTES + emb.dim * emb.dtype.itemsize
+        out = np.zeros(k, dtype=np.int64)
+        for rec in self._records[shard]:
+            n = np.bincount(np.searchsorted(on_shard, rec.rows) % k, minlength=k)
+            out += np.where(n > 0, RECORD_HEADER_BYTES + n * row_bytes, 0)
+        return out
+
+    # ------------------------------------------------------------------- recovery
+    def replay(self, shard: int) -> ReplayReport:
+        """Re-apply the shard's logged updates in step order with the sparse optimizer.
+
+        Precondition: the shard's rows and optimizer state were just restored from the
+        checkpoint taken at the last :meth:`checkpoint` call. With full logging the shard
+        then equals its failure-free state bit for bit; otherwise see ``lost_*``.
+        """
+        if self.trainer.step < self._checkpoint_step[shard]:
+            raise ValueError(f"the trainer went back past the checkpoint of shard {shard}")
+        self._drop_from(self.trainer.step)
+        emb = self.trainer.embeddings
+        records, lost = self._records[shard], self._lost[shard]
+        for rec in records:
+            emb.optimizer.apply(emb.weights, emb.state, rec.rows, rec.grad.copy())
+        return ReplayReport(
+            shard=shard,
+            replayed_steps=len(records),
+            replayed_row_updates=sum(len(r.rows) for r in records),
+            replayed_bytes=self.nbytes(shard),
+            lost_steps=len(lost),
+            lost_rows=np.unique(np.concatenate([rows for _, rows, _ in lost]))
+            if lost
+            else np.zeros(0, dtype=np.int64),
+            lost_lookups=sum(n for _, _, n in lost),
+        )
