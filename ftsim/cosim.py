@@ -33,8 +33,10 @@ from ftsim.rng import Purpose, stream
 from ftsim.trainer import ShardingConfig, Trainer, TrainerConfig, UseSampler
 from ftsim.trainer.embeddings import SparseUpdate
 from ftsim.trainer.parity import ParityCode
+from ftsim.trainer.undo import Undoer
+from ftsim.trainer.update_log import UpdateLog
 
-RESTORES = ("restore_all", "restore_shards", "decode_shards")
+RESTORES = ("restore_all", "restore_shards", "decode_shards", "replay_shards", "undo_step")
 
 
 def trainer_config(scenario: Scenario, rep: int) -> TrainerConfig:
@@ -77,6 +79,8 @@ class PolicyModel:
         """Only full rollbacks: the model never leaves the failure-free trajectory."""
         restores = [i for i, e in enumerate(self.events) if e.kind in RESTORES]
         self.divergence = restores[0] if restores and not self.lazy else None
+        self.own_from_start = sim.policy.params.kind == "swift"
+        """SWIFT's update log covers the whole run: it trains on its own from step 0."""
         self.trainer: Trainer | None = None
         self.checkpoints: dict[float, object] = {}
         self.partials = []
@@ -86,6 +90,10 @@ class PolicyModel:
         self.lost_lookups = 0
         self.sampler: UseSampler | None = None
         self.parity: ParityCode | None = None
+        self.log: UpdateLog | None = None
+        self.undoer: Undoer | None = None
+        self.shard_bases: dict[int, object] = {}
+        """SWIFT: per shard, the state a replay starts from (checkpoint or last recovery)."""
         self.decode_error = 0.0
         """Largest relative error of decoded rows and state against the lost ones."""
 
@@ -116,6 +124,10 @@ class PolicyModel:
         params = self.sim.policy.params
         if params.kind == "ecrm" and trainer is self.trainer:
             self.parity = ParityCode.attach(trainer, params.k, params.r)
+        if params.kind == "swift" and trainer is self.trainer:
+            interval_steps = params.checkpoint_interval / self.work_s * self.steps
+            self.log = UpdateLog(trainer, budget_steps=round(params.log_budget * interval_steps))
+            self.undoer = Undoer(trainer)
 
     def unfollow(self, trainer: Trainer) -> None:
         if self.sampler is not None:
@@ -137,6 +149,10 @@ class PolicyModel:
         if event.kind in ("checkpoint", "snapshot") and event.key in self.needed:
             self.checkpoints[event.key] = trainer.snapshot()
         if event.kind == "checkpoint":
+            if self.log is not None:
+                for shard in range(trainer.n_shards):
+                    self.shard_bases[shard] = trainer.read_shard(shard)
+                    self.log.checkpoint(shard)
             self.partials.clear()
             self.saved_lookups[:] = lookups
             self.mfu_reset[:] = lookups
@@ -162,6 +178,20 @@ class PolicyModel:
                 self.saved_lookups[rows] = lookups[rows]
         elif event.kind == "decode_shards":
             self._decode(event.shards, trainer)
+        elif event.kind == "replay_shards":
+            for shard in event.shards:
+                base = self.shard_bases.get(shard)
+                if base is None:  # no checkpoint yet: the initial rows
+                    base = self.checkpoints[0.0].embeddings.subset(
+                        trainer.embeddings.shard_rows(shard)
+                    )
+                trainer.write_shard(shard, base)
+                report = self.log.replay(shard)
+                self.lost_lookups += report.lost_lookups
+                self.shard_bases[shard] = trainer.read_shard(shard)
+                self.log.checkpoint(shard)
+        elif event.kind == "undo_step" and self.undoer.can_undo:
+            self.undoer.undo_last_step()
         if self.parity is not None and event.kind in ("restore_all", "restore_shards"):
             self.parity.rebuild_parity()  # restores bypass the update listeners
 
@@ -291,7 +321,11 @@ def _shared_run(models: list[PolicyModel], cfg: TrainerConfig, steps: int) -> Tr
     base = Trainer(cfg)
     base.data = _BatchCache(base.data)
     queue = []
+    own = []
     for order, model in enumerate(models):
+        if model.own_from_start:
+            own.append(model)
+            continue
         if model.lazy:
             continue
         model.follow(base)
@@ -313,4 +347,9 @@ def _shared_run(models: list[PolicyModel], cfg: TrainerConfig, steps: int) -> Tr
             model.unfollow(base)  # saved rows but never restored: the final model is the base's
     for model in forked:
         model.run_rest(model.divergence + 1)
+    for model in own:
+        model.trainer = Trainer(cfg)
+        model.trainer.data = base.data
+        model.follow(model.trainer)
+        model.run_rest(0)
     return base

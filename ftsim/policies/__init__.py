@@ -9,7 +9,7 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
-from ftsim.policies import cpr, ecrm, full
+from ftsim.policies import cpr, ecrm, full, swift
 from ftsim.policies.base import REGISTRY, Policy, PolicyParams, register
 
 PolicyConfig = Annotated[
@@ -18,4 +18,14 @@ PolicyConfig = Annotated[
 ]
 """Any registered policy's parameters, selected by ``kind``."""
 
-__all__ = ["REGISTRY", "Policy", "PolicyConfig", "PolicyParams", "cpr", "ecrm", "full", "register"]
+__all__ = [
+    "REGISTRY",
+    "Policy",
+    "PolicyConfig",
+    "PolicyParams",
+    "cpr",
+    "ecrm",
+    "full",
+    "register",
+    "swift",
+]

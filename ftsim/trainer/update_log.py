@@ -84,15 +84,22 @@ class UpdateLog:
     """Per-shard log of the sparse updates since each shard's last checkpoint.
 
     Attaches itself to ``trainer`` as an update listener. ``budget_bytes``: log capacity per
-    shard and checkpoint interval (None: log everything); see the module docstring for the
-    policy. Call :meth:`checkpoint` whenever a shard's checkpoint is taken (between steps).
+    shard and checkpoint interval (None: log everything); ``budget_steps``: the same budget
+    counted in steps (the prefix of that many steps after each checkpoint; how the simulator
+    scales a budget between the simulated job and the small trainer). See the module
+    docstring for the policy. Call :meth:`checkpoint` whenever a shard's checkpoint is taken.
     """
 
-    def __init__(self, trainer: Trainer, budget_bytes: int | None = None) -> None:
+    def __init__(
+        self, trainer: Trainer, budget_bytes: int | None = None, budget_steps: int | None = None
+    ) -> None:
         if budget_bytes is not None and budget_bytes < 0:
             raise ValueError("budget_bytes must be >= 0 or None")
+        if budget_steps is not None and budget_steps < 0:
+            raise ValueError("budget_steps must be >= 0 or None")
         self.trainer = trainer
         self.budget_bytes = budget_bytes
+        self.budget_steps = budget_steps
         emb = trainer.embeddings
         n = emb.n_shards
         self._records: list[list[LogRecord]] = [[] for _ in range(n)]
@@ -122,7 +129,12 @@ class UpdateLog:
             if not self._lost[s]:  # the prefix is still being logged
                 rec = LogRecord(update.step, update.rows[sel], update.grad[sel])
                 nb = rec.nbytes
-                if self.budget_bytes is None or self._bytes[s] + nb <= self.budget_bytes:
+                fits = self.budget_bytes is None or self._bytes[s] + nb <= self.budget_bytes
+                in_prefix = (
+                    self.budget_steps is None
+                    or update.step - self._checkpoint_step[s] < self.budget_steps
+                )
+                if fits and in_prefix:
                     self._records[s].append(rec)
                     self._bytes[s] += nb
                     self._written[s] += nb

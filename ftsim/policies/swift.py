@@ -1,0 +1,175 @@
+"""``swift``: SWIFT-style recovery (Zhong et al., PPoPP 2023): replicas + undo, and logging.
+
+No extra copy of the model for the trainers: they are data-parallel replicas. When a trainer
+fails, the survivors agree on the iteration to recover to (one behind the furthest if some
+worker lags), those that already applied the next update **undo** it exactly (SGD-momentum
+and Adam are invertible; ``ftsim.trainer.undo``), and the replacement receives parameters
+and optimizer state from a replica over the NIC. At most the in-flight iteration is redone.
+
+Embedding shards have no replica. Every trainer **logs** the sparse updates it pushes to
+each shard (asynchronously, to checkpoint storage), and shards are checkpointed every
+``checkpoint_interval``. When a shard fails, its replacement reloads the shard's checkpoint
+and **replays** the log since then, optionally spread over ``replay_machines``.
+
+Time model:
+
+- log rate: per shard and iteration, U/E rows × (8 B id + gradient bytes) + 16 B, with
+  U = samples × lookups per sample × ``unique_lookup_fraction``; all shards together write
+  E × that per iteration time to storage. The log shares the storage write bandwidth with
+  checkpoint saves (saves get what the log leaves) and, if it needs more than the storage
+  offers, training is throttled to it (charged to ``other``);
+- selective logging (``log_budget``, a fraction of each interval): a shard's log is the
+  prefix of that share of the iterations after its checkpoint; the updates of the rest of
+  the interval are **lost** when the shard fails (counted in ``pls``) — recomputing them
+  would need a full rollback, since a logged gradient needs the dense model of its
+  iteration;
+- recovery of shards: rescheduling, reading the shard checkpoint, then replaying the logged
+  iterations at max(log bytes / node read bandwidth, ``replay_compute_frac`` × iteration
+  time) per iteration, divided by ``replay_machines``; training waits (``load``);
+- recovery of a trainer: rescheduling, ``undo_iterations`` × ``undo_compute_frac`` ×
+  iteration time to undo, the dense state over the NIC from a replica, and the in-flight
+  iteration redone (``lost``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field
+
+from ftsim.cluster import transfer_time_s
+from ftsim.policies.base import Policy, PolicyParams, register
+from ftsim.quantities import Seconds
+
+
+class SwiftParams(PolicyParams):
+    """Parameters of ``swift``."""
+
+    kind: Literal["swift"]
+    checkpoint_interval: Seconds = Field("1 h", description="compute between shard checkpoints")
+    log_budget: float = Field(
+        1.0, ge=0, le=1, description="share of each interval's iterations whose updates are logged"
+    )
+    replay_machines: int = Field(1, ge=1, description="machines a shard's replay is spread over")
+    replay_compute_frac: float = Field(
+        0.05,
+        gt=0,
+        description="time to apply one logged iteration to a shard, in iterations (assumption)",
+    )
+    unique_lookup_fraction: float = Field(
+        1.0, gt=0, le=1, description="touched rows per lookup in an iteration (assumption)"
+    )
+    undo_iterations: int = Field(1, ge=0, le=1, description="iterations survivors undo (≤ 1)")
+    undo_compute_frac: float = Field(
+        0.1, ge=0, description="time to undo one iteration, in iterations (assumption)"
+    )
+
+
+@register
+class Swift(Policy):
+    """Replica + undo for trainers; checkpoint + log replay for embedding shards."""
+
+    Params = SwiftParams
+
+    def __init__(self, params, scenario, layout, rng):
+        super().__init__(params, scenario, layout, rng)
+        job, cluster = scenario.job, scenario.cluster
+        self.n_shards = cluster.emb_ps
+        self.iteration_s = job.iteration_s
+        lookups = sum(group.count for group in job.tables)
+        rows = job.samples_per_iteration * lookups * params.unique_lookup_fraction / self.n_shards
+        values = sum(group.count * group.rows * group.dim for group in job.tables)
+        grad_bytes = values * job.bytes_per_value / job.embedding_rows
+        self.log_step_bytes = 16 + rows * (8 + grad_bytes)
+        """Log bytes one iteration adds for one shard."""
+        storage = cluster.storage
+        log_rate = self.n_shards * self.log_step_bytes * params.log_budget / job.iteration_s
+        self.log_slowdown = max(0.0, log_rate / storage.write_bandwidth - 1.0)
+        left = max(storage.write_bandwidth - log_rate, 0.01 * storage.write_bandwidth)
+        node_write = min(cluster.nic_bandwidth, storage.write_bandwidth_per_node or math.inf)
+        self.save_s = transfer_time_s(
+            [layout.shard_bytes] * self.n_shards, node_write, left, cluster.network_latency
+        )
+        node_read = min(cluster.nic_bandwidth, storage.read_bandwidth_per_node or math.inf)
+        self.replay_iteration_s = max(
+            self.log_step_bytes / node_read, params.replay_compute_frac * job.iteration_s
+        )
+        self.undo_s = params.undo_iterations * params.undo_compute_frac * job.iteration_s
+        self.interval_s = params.checkpoint_interval
+        self.next_s = self.interval_s
+        self.checkpoint_s = [0.0] * self.n_shards
+        """Progress of each shard's last checkpoint (or of its last recovery)."""
+        self.log_bytes = 0.0
+        self.replay_s: list[float] = []
+        self.recovery_s: list[float] = []
+        self.lost_update_s = 0.0
+        self._pending: dict[int, float] = {}
+        """Failed shards → compute seconds of logged iterations to replay."""
+        self._trainer_failed = False
+
+    def next_action_at(self) -> float:
+        return self.next_s
+
+    def act(self, sim):
+        progress = sim.progress_s
+        yield from sim.phase("save", self.save_s, "shard checkpoints (log shares storage)")
+        self.n_checkpoints += 1
+        sim.model_event("checkpoint", key=progress)
+        self.checkpoint_s = [progress] * self.n_shards
+        self.next_s = progress + self.interval_s
+
+    def slowdown(self) -> dict[str, float]:
+        return {"other": self.log_slowdown} if self.log_slowdown else {}
+
+    def on_failure(self, sim, failure) -> None:
+        trainers = self.scenario.cluster.trainers
+        shards = tuple(sorted(n - trainers for n in failure.nodes if n >= trainers))
+        now = sim.progress_s
+        if any(n < trainers for n in failure.nodes):
+            self._trainer_failed = True
+            sim.model_event("undo_step")
+            sim.rollback_to(now - min(self.iteration_s / 2, now))  # the in-flight iteration
+        if shards:
+            sim.model_event("replay_shards", key=self.checkpoint_s[shards[0]], shards=shards)
+        for shard in shards:
+            since = now - self.checkpoint_s[shard]
+            logged = min(since, self.params.log_budget * self.interval_s)
+            self.lost_update_s += since - logged
+            self._pending[shard] = max(self._pending.get(shard, 0.0), logged)
+            self.checkpoint_s[shard] = now  # recovered to now: later losses count from here
+
+    def recover(self, sim, failures):
+        start = min(f.time_s for f in failures)
+        ready_s = max(f.time_s + f.reschedule_s for f in failures)
+        yield from sim.phase("reschedule", ready_s - sim.env.now, "replace failed nodes")
+        if self._trainer_failed:
+            load = self.undo_s + self.layout.nic_s(self.layout.dense_bytes)
+            yield from sim.phase("load", load, "undo and copy from a replica")
+            self._trainer_failed = False
+        if self._pending:
+            shard_load = self.layout.read_s([self.layout.shard_bytes] * len(self._pending))
+            yield from sim.phase("load", shard_load, "reload shard checkpoints")
+            longest = max(self._pending.values())
+            replay = longest / self.iteration_s * self.replay_iteration_s
+            replay /= self.params.replay_machines
+            yield from sim.phase("load", replay, "replay logs")
+            self.replay_s.append(replay)
+            self._pending.clear()
+        self.recovery_s.append(sim.env.now - start)
+
+    def result_columns(self):
+        work = self.scenario.job.work_s
+        iterations = work / self.iteration_s
+        logged_share = self.params.log_budget
+        self.log_bytes = iterations * self.log_step_bytes * self.n_shards * logged_share
+        return {
+            "interval_h": self.interval_s / 3600.0,
+            "log_bytes": self.log_bytes,
+            "replay_s": sum(self.replay_s) / len(self.replay_s) if self.replay_s else 0.0,
+            "undo_s": self.undo_s,
+            "recovery_s": (
+                sum(self.recovery_s) / len(self.recovery_s) if self.recovery_s else math.nan
+            ),
+            "pls": self.lost_update_s / (work * self.n_shards),
+        }

@@ -1,0 +1,88 @@
+"""SWIFT: undo + replica for trainers, checkpoint + log replay for shards; logging budget."""
+
+import numpy as np
+import pytest
+
+from ftsim.cosim import cosimulate, run_models
+from ftsim.engine import simulate
+from tests.conftest import scenario
+from tests.test_cosim import SMALL_TRAINER
+
+FAILURES = (
+    "failures=[{kind: scheduled, times: [5 h, 20 h, 33 h],"
+    " nodes: [[emb_ps1, emb_ps2], [trainer3], [emb_ps2]]}]"
+)
+SWIFT = "policies=[{kind: full}, {kind: swift, checkpoint_interval: 9 h}]"
+
+
+def _swift(*extra):
+    return scenario("prod50h", SWIFT, FAILURES, *extra)
+
+
+def test_shard_recovery_reloads_and_replays_the_log():
+    sim = simulate(_swift(), 1, 0)
+    row = sim.row()
+    policy = sim.policy
+    # First failure at 5 h (before any checkpoint): 5 h of iterations logged, replayed.
+    first_replay = policy.replay_s[0]
+    logged_iterations = 5 * 3600 / 0.1
+    expected = logged_iterations * policy.replay_iteration_s
+    assert first_replay == pytest.approx(expected, rel=1e-3)
+    assert row["pls"] == 0 and row["lost_h"] < 1e-3  # full log: nothing lost, no rollback
+    assert row["log_bytes"] == pytest.approx(18 * policy.log_step_bytes * 50 * 3600 / 0.1)
+
+
+def test_replay_spread_over_machines_is_faster():
+    one = simulate(_swift(), 1, 0).policy
+    four = simulate(_swift("policies.1.replay_machines=4"), 1, 0).policy
+    # The first failure finds the same log (later ones differ: recovery shifts progress).
+    assert four.replay_s[0] == pytest.approx(one.replay_s[0] / 4)
+
+
+def test_smaller_budget_writes_less_replays_faster_and_loses_updates():
+    rows = [simulate(_swift(f"policies.1.log_budget={b}"), 1, 0).row() for b in (1, 0.5, 0.1)]
+    assert rows[0]["log_bytes"] > rows[1]["log_bytes"] > rows[2]["log_bytes"]
+    assert rows[0]["replay_s"] >= rows[1]["replay_s"] > rows[2]["replay_s"]
+    assert rows[0]["pls"] == 0 < rows[1]["pls"] < rows[2]["pls"]
+
+
+def test_logging_competes_with_checkpoint_writes():
+    quiet = simulate(_swift("policies.1.unique_lookup_fraction=0.01"), 1, 0).policy
+    busy = simulate(_swift("policies.1.unique_lookup_fraction=1"), 1, 0).policy
+    assert busy.save_s > quiet.save_s
+
+
+def test_trainer_failure_costs_an_undo_and_a_replica_copy():
+    s = _swift("failures=[{kind: scheduled, times: [20 h], nodes: [[trainer3]]}]")
+    sim = simulate(s, 1, 0)
+    row = sim.row()
+    copy_s = sim.layout.nic_s(sim.layout.dense_bytes)
+    assert row["load_h"] * 3600 == pytest.approx(sim.policy.undo_s + copy_s)
+    assert row["lost_h"] * 3600 == pytest.approx(0.05)  # half an iteration redone
+
+
+def test_full_logging_reproduces_the_failure_free_model():
+    s = _swift(
+        SMALL_TRAINER, "trainer.optimizer={dense: {kind: momentum}, sparse: {kind: momentum}}"
+    )
+    sims = [simulate(s, i, 0) for i in range(2)]
+    kinds = [e.kind for e in sims[1].model_events]
+    assert kinds.count("replay_shards") == 2 and kinds.count("undo_step") == 1
+    base, [_, model] = run_models(s, sims)
+    for a, b in zip(base.model.params, model.trainer.model.params, strict=True):
+        assert np.abs(a - b).max() <= 1e-5 * max(np.abs(a).max(), 1e-12)
+    a, b = base.embeddings.weights, model.trainer.embeddings.weights
+    assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
+    _, swift = cosimulate(s, sims)
+    assert swift["pls"] == 0 and abs(swift["logloss_delta"]) < 1e-5
+
+
+def test_a_reduced_budget_loses_exactly_what_the_model_says():
+    s = _swift(SMALL_TRAINER, "policies.1.log_budget=0.3")
+    sims = [simulate(s, i, 0) for i in range(2)]
+    _, swift = cosimulate(s, sims)
+    row = sims[1].row()
+    assert swift["pls"] > 0
+    # The trainer loses the updates of the unlogged steps; the time model's estimate is the
+    # unlogged share of compute on the failed shards (a proxy for lookups): same order.
+    assert swift["pls"] == pytest.approx(row["pls"], rel=0.35)
