@@ -1,4 +1,4 @@
-"""Engine speed on prod50h, timing only (no trainer).
+"""Engine speed on prod50h, timing only (``--no-trainer``).
 
 Reports (1) the wall time of the whole command ``python -m ftsim run scenarios/prod50h.yaml
 --reps 1`` (median of several runs, as a user would see it), (2) replications per second
@@ -32,7 +32,19 @@ def command_seconds(runs: int = 7) -> float:
         for _ in range(runs):
             start = time.perf_counter()
             subprocess.run(
-                [sys.executable, "-m", "ftsim", "run", str(PROD), "--reps", "1", "-q", "-o", out],
+                [
+                    sys.executable,
+                    "-m",
+                    "ftsim",
+                    "run",
+                    str(PROD),
+                    "--reps",
+                    "1",
+                    "-q",
+                    "--no-trainer",
+                    "-o",
+                    out,
+                ],
                 check=True,
             )
             times.append(time.perf_counter() - start)
@@ -41,7 +53,7 @@ def command_seconds(runs: int = 7) -> float:
 
 def per_replication_ms(overrides: list[str], reps: int = 1000) -> tuple[float, int]:
     """Median over 5 batches of the in-process cost of one replication, and its event count."""
-    scenario = load_scenario(PROD, overrides)
+    scenario = load_scenario(PROD, [*overrides, "trainer.enabled=false"])
     simulate(scenario, 0, 0)  # warm-up
     batches = []
     for batch in range(5):

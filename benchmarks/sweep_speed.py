@@ -1,10 +1,11 @@
 """Time the acceptance sweep: prod50h, 6 policies × 10 checkpoint intervals × 10 replications.
 
-prod50h has one policy (``full``); this benchmark writes a copy with six variants of it
-(synchronous saves, and CheckFreq-style two-phase saves with several persist slowdowns and
-snapshot rates) and runs ``python -m ftsim sweep`` on it, end to end in a subprocess, with
-``--jobs 1`` and ``--jobs 2``. It prints both wall times (seconds, including start-up) and
-checks that the two runs.csv files are byte-identical.
+Timing only (``--no-trainer``). So that one ``interval`` key applies to every policy, the
+benchmark writes a copy of prod50h with six variants of ``full`` (synchronous saves, and
+CheckFreq-style two-phase saves with several persist slowdowns and snapshot rates) and runs
+``python -m ftsim sweep`` on it, end to end in a subprocess, with ``--jobs 1`` and
+``--jobs 2``. It prints both wall times (seconds, including start-up) and checks that the
+two runs.csv files are byte-identical.
 
     python benchmarks/sweep_speed.py [--jobs 1 2 4]
 """
@@ -53,7 +54,7 @@ def time_sweep(scenario: Path, out: Path, jobs: int) -> tuple[float, float]:
     command = [
         sys.executable, "-m", "ftsim", "sweep", str(scenario),
         "--grid", f"policies.*.interval={INTERVALS}",
-        "--reps", "10", "--jobs", str(jobs), "-q", "-o", str(out),
+        "--reps", "10", "--jobs", str(jobs), "--no-trainer", "-q", "-o", str(out),
     ]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()

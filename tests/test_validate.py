@@ -34,6 +34,7 @@ def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
         "cpr_prod50h.cpr_mfu",
         "cpr_prod50h.cpr_ssu",
         "exact_recovery",
+        "exact_recovery_ecrm_swift",
         "pls_prediction",
     ]
     assert all(r.endswith(("| PASS |", "| **FAIL** |")) for r in rows.values())
