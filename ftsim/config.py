@@ -127,6 +127,17 @@ class Job(Section):
         )
 
     @property
+    def lookups_per_sample(self) -> int:
+        """Embedding lookups one sample makes: one per table."""
+        return sum(g.count for g in self.tables)
+
+    @property
+    def mean_value_bytes(self) -> float:
+        """Bytes of one row's values (what a lookup reads; no optimizer state), averaged."""
+        values = sum(g.count * g.rows * g.dim for g in self.tables)
+        return values * self.bytes_per_value / self.embedding_rows
+
+    @property
     def mean_row_bytes(self) -> float:
         """Bytes of one embedding row with its optimizer state, averaged over rows."""
         return self.embedding_bytes / self.embedding_rows

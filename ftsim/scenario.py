@@ -101,9 +101,8 @@ def set_path(node, parts: list[str], value, done: str = "") -> None:
         raise ValueError(f"{here}: cannot set a key inside a {type(node).__name__}")
 
 
-def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
-    """Read, override and validate a scenario file; ScenarioError lists every problem."""
-    path = Path(path)
+def read_with_overrides(path: Path, overrides: Sequence[str]) -> tuple[dict, list]:
+    """The scenario file as a mapping with ``--set`` overrides applied, and their problems."""
     data = read_yaml(path)
     problems = []
     for assignment in overrides:
@@ -111,6 +110,13 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
             apply_override(data, assignment)
         except ValueError as exc:
             problems.append(("--set", str(exc)))
+    return data, problems
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read, override and validate a scenario file; ScenarioError lists every problem."""
+    path = Path(path)
+    data, problems = read_with_overrides(path, overrides)
     if problems:
         raise ScenarioError(path, problems)
     return validate_scenario(data, path)

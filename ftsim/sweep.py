@@ -35,9 +35,8 @@ from ftsim.config import Scenario, Sweep
 from ftsim.runner import simulate_rows
 from ftsim.scenario import (
     ScenarioError,
-    apply_override,
     config_hash,
-    read_yaml,
+    read_with_overrides,
     set_path,
     validate_scenario,
 )
@@ -138,13 +137,7 @@ def plan_sweep(
     first point it occurs at).
     """
     path = Path(path)
-    data = read_yaml(path)
-    problems = []
-    for assignment in overrides:
-        try:
-            apply_override(data, assignment)
-        except ValueError as exc:
-            problems.append(("--set", str(exc)))
+    data, problems = read_with_overrides(path, overrides)
     if data.get("sweep") is None:
         data["sweep"] = {}
     section = data["sweep"]

@@ -84,12 +84,11 @@ class Ecrm(Policy):
         job, cluster = scenario.job, scenario.cluster
         self.n_shards = cluster.emb_ps
         nic = cluster.nic_bandwidth
-        lookups = sum(group.count for group in job.tables)
-        rows_per_iteration = job.samples_per_iteration * lookups * params.unique_lookup_fraction
+        rows_per_iteration = (
+            job.samples_per_iteration * job.lookups_per_sample * params.unique_lookup_fraction
+        )
         row_bytes = job.mean_row_bytes
-        values = sum(group.count * group.rows * group.dim for group in job.tables)
-        value_bytes = values * job.bytes_per_value / job.embedding_rows
-        """Bytes of one row's values (what a lookup reads), averaged over rows."""
+        value_bytes = job.mean_value_bytes
         per_server = rows_per_iteration / self.n_shards
         self.parity_slowdown = (
             (1 - params.parity_overlap) * per_server * row_bytes * params.r / nic / job.iteration_s

@@ -77,11 +77,13 @@ class Swift(Policy):
         job, cluster = scenario.job, scenario.cluster
         self.n_shards = cluster.emb_ps
         self.iteration_s = job.iteration_s
-        lookups = sum(group.count for group in job.tables)
-        rows = job.samples_per_iteration * lookups * params.unique_lookup_fraction / self.n_shards
-        values = sum(group.count * group.rows * group.dim for group in job.tables)
-        grad_bytes = values * job.bytes_per_value / job.embedding_rows
-        self.log_step_bytes = 16 + rows * (8 + grad_bytes)
+        rows = (
+            job.samples_per_iteration
+            * job.lookups_per_sample
+            * params.unique_lookup_fraction
+            / self.n_shards
+        )
+        self.log_step_bytes = 16 + rows * (8 + job.mean_value_bytes)  # id + gradient per row
         """Log bytes one iteration adds for one shard."""
         storage = cluster.storage
         log_rate = self.n_shards * self.log_step_bytes * params.log_budget / job.iteration_s
