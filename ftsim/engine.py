@@ -119,6 +119,12 @@ class Simulation:
         finally:
             self._charge(category, start, detail)
 
+    def await_replacements(self, failures: list[Failure]):
+        """Reschedule phase: until the last failed node's replacement is ready (each failure's
+        nodes are replaced ``reschedule_s`` after it)."""
+        ready_s = max(f.time_s + f.reschedule_s for f in failures)
+        yield from self.phase("reschedule", ready_s - self.env.now, "replace failed nodes")
+
     def wait(self, category: str, event: simpy.Event, detail: str = ""):
         """Stall until ``event`` (e.g. a background transfer) completes, charged to ``category``."""
         start = self.env.now

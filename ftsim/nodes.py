@@ -37,3 +37,13 @@ def parse_node(trainers: int, emb_ps: int, name: str) -> int:
     if number >= limit:
         raise ValueError(f"{name!r} does not exist: the cluster has {limit} {role} nodes")
     return number if role == "trainer" else trainers + number
+
+
+def failed_shards(trainers: int, nodes) -> tuple[int, ...]:
+    """Embedding-PS (shard) indices among the global node indices ``nodes``, sorted."""
+    return tuple(sorted({n - trainers for n in nodes if n >= trainers}))
+
+
+def any_trainer(trainers: int, nodes) -> bool:
+    """Whether the global node indices ``nodes`` include a trainer."""
+    return any(n < trainers for n in nodes)

@@ -42,6 +42,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ftsim.failures import job_mtbf_s, victims_per_failure
+from ftsim.nodes import any_trainer, failed_shards
 from ftsim.policies.base import Policy, PolicyParams, register
 from ftsim.policies.full import Interval, resolve_interval_s
 from ftsim.quantities import Seconds
@@ -232,8 +233,8 @@ class Cpr(Policy):
 
     def on_failure(self, sim, failure) -> None:
         trainers = self.scenario.cluster.trainers
-        shards = [n - trainers for n in failure.nodes if n >= trainers]
-        lost_trainer = any(n < trainers for n in failure.nodes)
+        shards = failed_shards(trainers, failure.nodes)
+        lost_trainer = any_trainer(trainers, failure.nodes)
         if not self.partial or (lost_trainer and self.params.trainer_failure == "full"):
             sim.model_event("restore_all", key=self.committed_s)
             sim.rollback_to(self.committed_s)
@@ -242,7 +243,7 @@ class Cpr(Policy):
             self.next_full_s = self.committed_s + self.interval_s
             return
         if shards:
-            sim.model_event("restore_shards", key=self.committed_s, shards=tuple(shards))
+            sim.model_event("restore_shards", key=self.committed_s, shards=shards)
         now = sim.progress_s
         share = self._saved_share()
         for shard in shards:
@@ -252,18 +253,17 @@ class Cpr(Policy):
             self.exposed_since[shard] = now
 
     def recover(self, sim, failures):
-        ready_s = max(f.time_s + f.reschedule_s for f in failures)
-        yield from sim.phase("reschedule", ready_s - sim.env.now, "replace failed nodes")
+        yield from sim.await_replacements(failures)
         if self._rollback_pending:
             yield from sim.phase("load", self.load_all_s, "restore all state")
             self._rollback_pending = False
             return
         trainers = self.scenario.cluster.trainers
         failed = {n for f in failures for n in f.nodes}
-        shards = sum(1 for n in failed if n >= trainers)
+        shards = len(failed_shards(trainers, failed))
         flows = [self.layout.shard_bytes] * shards
         load_s = self.layout.read_s(flows) if flows else 0.0
-        if any(n < trainers for n in failed):
+        if any_trainer(trainers, failed):
             load_s = max(load_s, self.layout.nic_s(self.layout.dense_bytes))
         yield from sim.phase("load", load_s, f"reload {shards} shard(s)")
 

@@ -38,6 +38,7 @@ from typing import Literal
 import simpy
 from pydantic import Field
 
+from ftsim.nodes import any_trainer, failed_shards
 from ftsim.policies.base import Policy, PolicyParams, register
 from ftsim.quantities import Seconds
 from ftsim.trainer.parity import survives
@@ -140,7 +141,7 @@ class Ecrm(Policy):
 
     def on_failure(self, sim, failure) -> None:
         trainers = self.scenario.cluster.trainers
-        shards = {n - trainers for n in failure.nodes if n >= trainers}
+        shards = set(failed_shards(trainers, failure.nodes))
         if not shards:
             return
         lost = self.degraded | shards
@@ -187,10 +188,9 @@ class Ecrm(Policy):
 
     def recover(self, sim, failures):
         trainers = self.scenario.cluster.trainers
-        lost_trainer = any(n < trainers for f in failures for n in f.nodes)
+        lost_trainer = any(any_trainer(trainers, f.nodes) for f in failures)
         if self._rollback_pending or self._reload_shards or lost_trainer:
-            ready_s = max(f.time_s + f.reschedule_s for f in failures)
-            yield from sim.phase("reschedule", ready_s - sim.env.now, "replace failed nodes")
+            yield from sim.await_replacements(failures)
         if self._rollback_pending:
             yield from sim.phase("load", self.load_all_s, "restore all from fall-back")
             self._rollback_pending = False

@@ -154,8 +154,7 @@ class FullCheckpoint(Policy):
         self.next_s = self.committed_s + self.interval_s
 
     def recover(self, sim, failures):
-        ready_s = max(f.time_s + f.reschedule_s for f in failures)
-        yield from sim.phase("reschedule", ready_s - sim.env.now, "replace failed nodes")
+        yield from sim.await_replacements(failures)
         yield from sim.phase("load", self.load_s, "restore all state")
 
     def result_columns(self):

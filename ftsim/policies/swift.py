@@ -39,6 +39,7 @@ from typing import Literal
 from pydantic import Field
 
 from ftsim.cluster import transfer_time_s
+from ftsim.nodes import any_trainer, failed_shards
 from ftsim.policies.base import Policy, PolicyParams, register
 from ftsim.quantities import Seconds
 
@@ -126,9 +127,9 @@ class Swift(Policy):
 
     def on_failure(self, sim, failure) -> None:
         trainers = self.scenario.cluster.trainers
-        shards = tuple(sorted(n - trainers for n in failure.nodes if n >= trainers))
+        shards = failed_shards(trainers, failure.nodes)
         now = sim.progress_s
-        if any(n < trainers for n in failure.nodes):
+        if any_trainer(trainers, failure.nodes):
             self._trainer_failed = True
             sim.model_event("undo_step")
             sim.rollback_to(now - min(self.iteration_s / 2, now))  # the in-flight iteration
@@ -143,8 +144,7 @@ class Swift(Policy):
 
     def recover(self, sim, failures):
         start = min(f.time_s for f in failures)
-        ready_s = max(f.time_s + f.reschedule_s for f in failures)
-        yield from sim.phase("reschedule", ready_s - sim.env.now, "replace failed nodes")
+        yield from sim.await_replacements(failures)
         if self._trainer_failed:
             load = self.undo_s + self.layout.nic_s(self.layout.dense_bytes)
             yield from sim.phase("load", load, "undo and copy from a replica")
