@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ftsim.engine import simulate
-from ftsim.scenario import load_scenario
+from ftsim.scenario.loader import load_scenario
+from ftsim.sim.engine import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 PROD = ROOT / "scenarios" / "prod50h.yaml"

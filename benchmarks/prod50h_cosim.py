@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ftsim.tdist import mean_ci
+from ftsim.experiments.tdist import mean_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 

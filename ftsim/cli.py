@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = _parser()
     args = parser.parse_args(argv)
-    from ftsim.scenario import ScenarioError
+    from ftsim.scenario.loader import ScenarioError
 
     try:
         return args.handler(args, argv)
@@ -147,7 +147,7 @@ def _scenario_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args):
-    from ftsim.scenario import load_scenario
+    from ftsim.scenario.loader import load_scenario
 
     return load_scenario(args.scenario, _overrides(args))
 
@@ -176,9 +176,15 @@ def _selected_policies(scenario, names: list[str]) -> list[int]:
 
 
 def _cmd_run(args, argv) -> int:
-    from ftsim.output import git_commit, versions, write_csv, write_csv_and_parquet, write_json
-    from ftsim.runner import format_summary, run_scenario, summarize
-    from ftsim.scenario import config_hash
+    from ftsim.experiments.output import (
+        git_commit,
+        versions,
+        write_csv,
+        write_csv_and_parquet,
+        write_json,
+    )
+    from ftsim.experiments.runner import format_summary, run_scenario, summarize
+    from ftsim.scenario.loader import config_hash
 
     scenario = _load(args)
     indices = _selected_policies(scenario, args.policy)
@@ -221,8 +227,8 @@ def _cmd_run(args, argv) -> int:
 
 
 def _cmd_sweep(args, argv) -> int:
-    from ftsim import sweep
-    from ftsim.store import RunStore, StoreError
+    from ftsim.experiments import sweep
+    from ftsim.experiments.store import RunStore, StoreError
 
     for name in ("jobs", "batch", "max_reps"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -279,7 +285,7 @@ def _cmd_sweep(args, argv) -> int:
         finished_utc=session["finished_utc"], sessions=[*store.manifest()["sessions"], session]
     )
     if not args.quiet:
-        from ftsim.stats import format_table
+        from ftsim.experiments.stats import format_table
 
         print(format_table(summary, plan.columns))
     print(f"computed {computed}, reused {reused} (replications)")
@@ -309,7 +315,7 @@ def _progress(total: int, quiet: bool):
 def _write_resolved(path: Path, scenario) -> None:
     import yaml
 
-    from ftsim.output import atomic_write_text
+    from ftsim.experiments.output import atomic_write_text
 
     atomic_write_text(path, yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
 
@@ -337,14 +343,14 @@ def _cmd_show_policies(args, argv) -> int:
 
 
 def _cmd_show_reference(args, argv) -> int:
-    from ftsim.reference import scenario_reference
+    from ftsim.scenario.reference import scenario_reference
 
     sys.stdout.write(scenario_reference())
     return 0
 
 
 def _cmd_validate(args, argv) -> int:
-    from ftsim.validate import all_passed, results_table, validate
+    from ftsim.validation.suite import all_passed, results_table, validate
 
     def progress(section) -> None:
         for check in section.checks:

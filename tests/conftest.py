@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from ftsim.scenario import load_scenario
+from ftsim.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"

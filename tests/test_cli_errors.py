@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
-from ftsim.scenario import read_yaml, set_path
+from ftsim.scenario.loader import read_yaml, set_path
 from tests.conftest import SCENARIOS
 
 SMOKE = read_yaml(SCENARIOS / "smoke.yaml")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ftsim.cluster import StateLayout, transfer_time_s
+from ftsim.sim.cluster import StateLayout, transfer_time_s
 
 
 def test_single_flow_limited_by_node():

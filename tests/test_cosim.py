@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from ftsim.cosim import PolicyModel, cosimulate, run_models, trainer_config
-from ftsim.engine import simulate
-from ftsim.scenario import load_scenario
+from ftsim.cosim.replay import PolicyModel, cosimulate, run_models, trainer_config
+from ftsim.scenario.loader import load_scenario
+from ftsim.sim.engine import simulate
 from ftsim.trainer import Trainer
 from tests.conftest import SCENARIOS
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ftsim.engine import simulate
 from ftsim.policies.cpr import zipf_top_share
+from ftsim.sim.engine import simulate
 from tests.conftest import scenario
 
 CPR, MFU, SSU = 1, 2, 3  # policy indices in prod50h

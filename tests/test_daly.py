@@ -2,7 +2,7 @@
 
 import pytest
 
-from ftsim.validation import daly_optimum_s, daly_points, simulated_optimum_s
+from ftsim.validation.daly import daly_optimum_s, daly_points, simulated_optimum_s
 
 
 def test_daly_optimum_of_the_scenario_is_the_published_example():

@@ -5,8 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from ftsim.cosim import cosimulate, run_models
-from ftsim.engine import CATEGORIES, simulate
+from ftsim.cosim.replay import cosimulate, run_models
+from ftsim.sim.accounting import CATEGORIES
+from ftsim.sim.engine import simulate
 from ftsim.trainer.parity import survives
 from tests.conftest import scenario
 from tests.test_cosim import SMALL_TRAINER

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ftsim.engine import CATEGORIES, simulate
+from ftsim.sim.accounting import CATEGORIES
+from ftsim.sim.engine import simulate
 from tests.conftest import scenario
 
 IDENTITY_TOL = 1e-9

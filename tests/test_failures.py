@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import yaml
 
-from ftsim.failures import failure_sequence, job_mtbf_s
-from ftsim.rng import Purpose, stream
-from ftsim.scenario import load_scenario, read_yaml
+from ftsim.scenario.loader import load_scenario, read_yaml
+from ftsim.sim.failures import failure_sequence, job_mtbf_s
+from ftsim.sim.rng import Purpose, stream
 from tests.conftest import SCENARIOS, scenario
 
 

@@ -9,12 +9,12 @@ from typing import Annotated, Union
 import pytest
 from pydantic import Field, create_model
 
-import ftsim.scenario
+import ftsim.scenario.loader
 from ftsim.cli import main
-from ftsim.config import Scenario
-from ftsim.failures import FailureSourceConfig
 from ftsim.policies import REGISTRY
-from ftsim.reference import GENERATED_BY, scenario_reference
+from ftsim.scenario.reference import GENERATED_BY, scenario_reference
+from ftsim.scenario.schema import Scenario
+from ftsim.sim.failures import FailureSourceConfig
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "scenario_reference.md"
@@ -83,7 +83,7 @@ def doc_policy(monkeypatch):
         extended = create_model(
             "Scenario", __base__=Scenario, policies=(list[policy], Field(min_length=1))
         )
-        monkeypatch.setattr(ftsim.scenario, "Scenario", extended)
+        monkeypatch.setattr(ftsim.scenario.loader, "Scenario", extended)
         yield module
     finally:
         REGISTRY.clear()
@@ -102,8 +102,8 @@ def test_the_worked_example_and_its_tests_run_as_written(doc_policy):
 
 
 def test_the_doc_names_the_real_hooks_and_helpers(smoke):
-    from ftsim.engine import ModelEvent, Simulation
     from ftsim.policies.base import Policy
+    from ftsim.sim.engine import ModelEvent, Simulation
 
     text = ADDING.read_text()
     for hook in re.findall(r"^\| `(\w+)\(", text, flags=re.M):

@@ -7,8 +7,14 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from ftsim.stats import format_table, paired_differences, summarize, t_interval, t_quantile
-from ftsim.tdist import t_quantile as t_quantile_without_scipy
+from ftsim.experiments.stats import (
+    format_table,
+    paired_differences,
+    summarize,
+    t_interval,
+    t_quantile,
+)
+from ftsim.experiments.tdist import t_quantile as t_quantile_without_scipy
 
 T_975_DF2 = 4.302652729749462  # scipy.stats.t.ppf(0.975, 2); printed tables: 4.303
 T_975_DF3 = 3.1824463052837078  # scipy.stats.t.ppf(0.975, 3); printed tables: 3.182

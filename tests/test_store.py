@@ -2,7 +2,7 @@
 
 import pytest
 
-from ftsim.store import RunStore, StoreError, TaskKey
+from ftsim.experiments.store import RunStore, StoreError, TaskKey
 
 
 def _rows(point, policy, reps):

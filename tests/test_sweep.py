@@ -6,10 +6,10 @@ import io
 import pytest
 
 from ftsim.cli import main
-from ftsim.config import Sweep
-from ftsim.scenario import ScenarioError
-from ftsim.store import RunStore
-from ftsim.sweep import expand, finish, parse_grid_option, plan_sweep, run_sweep
+from ftsim.experiments.store import RunStore
+from ftsim.experiments.sweep import expand, finish, parse_grid_option, plan_sweep, run_sweep
+from ftsim.scenario.loader import ScenarioError
+from ftsim.scenario.schema import Sweep
 from tests.conftest import SCENARIOS
 
 SMOKE = SCENARIOS / "smoke.yaml"

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from ftsim.cosim import cosimulate, run_models
-from ftsim.engine import simulate
+from ftsim.cosim.replay import cosimulate, run_models
+from ftsim.sim.engine import simulate
 from tests.conftest import scenario
 from tests.test_cosim import SMALL_TRAINER
 

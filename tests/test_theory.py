@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from ftsim.tdist import mean_ci, t_quantile
-from ftsim.theory import daly_interval_s, daly_wall_s, first_order_waste, young_interval_s
+from ftsim.experiments.tdist import mean_ci, t_quantile
+from ftsim.sim.theory import daly_interval_s, daly_wall_s, first_order_waste, young_interval_s
 
 
 def test_daly_published_example():

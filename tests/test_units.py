@@ -1,6 +1,6 @@
 import pytest
 
-from ftsim.units import (
+from ftsim.scenario.units import (
     UnitError,
     format_bandwidth,
     format_duration,

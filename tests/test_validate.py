@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-import ftsim.validate
+import ftsim.validation.suite
 from ftsim.cli import main
-from ftsim.validate import Check, check
+from ftsim.validation.suite import Check, check
 
 PNG = b"\x89PNG\r\n\x1a\n"
 EXACT = ("daly_example", "accounting_identity", "exact_recovery")
@@ -45,7 +45,7 @@ def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
     assert "quick mode" in text and "ftsim 0." in text
     assert f"**{len(rows) - len(failed)} of {len(rows)} checks pass.**" in text
     # One section per check function, each figure linked relative to the report, PNG only.
-    assert len(re.findall(r"^## \d+\. ", text, flags=re.M)) == len(ftsim.validate.REGISTRY)
+    assert len(re.findall(r"^## \d+\. ", text, flags=re.M)) == len(ftsim.validation.suite.REGISTRY)
     links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
     assert links == [f"validation/{name}.png" for name in (
         "daly_wall_time", "accounting_identity", "cpr_prod50h", "pls_prediction"
@@ -58,7 +58,7 @@ def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
 
 
 def test_a_failing_or_crashing_check_fails_the_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(ftsim.validate, "REGISTRY", {})
+    monkeypatch.setattr(ftsim.validation.suite, "REGISTRY", {})
 
     @check("always", "A check that passes")
     def always(ctx):
@@ -84,6 +84,6 @@ def test_a_failing_or_crashing_check_fails_the_run(tmp_path, monkeypatch):
 
 
 def test_all_passing_checks_exit_zero(tmp_path, monkeypatch):
-    monkeypatch.setattr(ftsim.validate, "REGISTRY", {})
+    monkeypatch.setattr(ftsim.validation.suite, "REGISTRY", {})
     check("ok", "fine")(lambda ctx: Check("ok", "c", "m", "e", "t", True, "s"))
     assert main(["validate", "-o", str(tmp_path / "v.md")]) == 0

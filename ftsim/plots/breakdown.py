@@ -7,9 +7,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ftsim.engine import CATEGORIES
 from ftsim.plots.data import RunData
 from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, SINGLE_COLUMN_IN, save
+from ftsim.sim.accounting import CATEGORIES
 
 NAME = "breakdown"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ftsim.experiments.stats import summarize, with_point
 from ftsim.plots.style import PolicyStyle, policy_styles
-from ftsim.stats import summarize, with_point
 
 
 class Skip(Exception):
@@ -68,7 +68,7 @@ class RunData:
 
     def point_scenario(self, point: int):
         """The resolved scenario of ``point``, rebuilt from scenario.yaml and the manifest."""
-        from ftsim.scenario import read_yaml, set_path, validate_scenario
+        from ftsim.scenario.loader import read_yaml, set_path, validate_scenario
 
         path = self.root / "scenario.yaml"
         data = {k: v for k, v in read_yaml(path).items() if k != "sweep"}

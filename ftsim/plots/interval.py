@@ -51,9 +51,9 @@ def model_curve(data: RunData, rows: pd.DataFrame, grid_h: np.ndarray) -> pd.Dat
     δ = save_cost_s, R = mean rescheduling delay + load_cost_s, M = the job's MTBF, all from
     the stored results and the resolved scenario of the first point of ``rows``.
     """
-    from ftsim.failures import job_mtbf_s
-    from ftsim.scenario import ScenarioError
-    from ftsim.theory import daly_interval_s, daly_wall_s, young_interval_s
+    from ftsim.scenario.loader import ScenarioError
+    from ftsim.sim.failures import job_mtbf_s
+    from ftsim.sim.theory import daly_interval_s, daly_wall_s, young_interval_s
 
     full = rows[rows["kind"] == "full"]
     full = full[full["policy"] == MODEL_POLICY] if MODEL_POLICY in set(full["policy"]) else full

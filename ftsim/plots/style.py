@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ftsim.output import atomic_write_bytes, atomic_write_text
+from ftsim.experiments.output import atomic_write_bytes, atomic_write_text
 
 STYLE = Path(__file__).with_name("ftsim.mplstyle")
 SINGLE_COLUMN_IN = 3.33

@@ -34,10 +34,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from ftsim.cluster import StateLayout
-    from ftsim.config import Scenario
-    from ftsim.engine import Simulation
-    from ftsim.failures import Failure
+    from ftsim.scenario.schema import Scenario
+    from ftsim.sim.cluster import StateLayout
+    from ftsim.sim.engine import Simulation
+    from ftsim.sim.failures import Failure
 
 Phases = Generator
 """A generator of SimPy events (obtained from ``sim.phase`` / ``sim.compute``)."""

@@ -41,12 +41,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ftsim.failures import job_mtbf_s, victims_per_failure
-from ftsim.nodes import any_trainer, failed_shards
 from ftsim.policies.base import Policy, PolicyParams, register
 from ftsim.policies.full import Interval, resolve_interval_s
-from ftsim.quantities import Seconds
-from ftsim.theory import daly_interval_s
+from ftsim.scenario.quantities import Seconds
+from ftsim.sim.failures import job_mtbf_s, victims_per_failure
+from ftsim.sim.nodes import any_trainer, failed_shards
+from ftsim.sim.theory import daly_interval_s
 
 
 class CprParams(PolicyParams):

@@ -38,9 +38,9 @@ from typing import Literal
 import simpy
 from pydantic import Field
 
-from ftsim.nodes import any_trainer, failed_shards
 from ftsim.policies.base import Policy, PolicyParams, register
-from ftsim.quantities import Seconds
+from ftsim.scenario.quantities import Seconds
+from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.trainer.parity import survives
 
 

@@ -2,7 +2,7 @@
 
 Every ``interval`` of compute, all state is saved: each embedding PS writes its shard and
 trainer 0 writes the dense parameters, concurrently, through the storage bandwidth model
-(:mod:`ftsim.cluster`). On any failure, every node reloads the last committed checkpoint
+(:mod:`ftsim.sim.cluster`). On any failure, every node reloads the last committed checkpoint
 after the failed nodes are rescheduled, and the work since that checkpoint is re-executed.
 
 Save modes:
@@ -15,7 +15,7 @@ Save modes:
   waits for the previous persist to finish (charged to ``save``).
 
 ``interval`` is a duration, or ``young`` / ``daly`` for the optimum from the job's MTBF
-and the stall cost δ (:mod:`ftsim.theory`).
+and the stall cost δ (:mod:`ftsim.sim.theory`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from typing import Annotated, Literal
 import simpy
 from pydantic import BeforeValidator, Field, PlainSerializer
 
-from ftsim.failures import job_mtbf_s
 from ftsim.policies.base import Policy, PolicyParams, register
-from ftsim.quantities import BytesPerSecond
-from ftsim.theory import daly_interval_s, young_interval_s
-from ftsim.units import UnitError, format_duration, parse_duration_s
+from ftsim.scenario.quantities import BytesPerSecond
+from ftsim.scenario.units import UnitError, format_duration, parse_duration_s
+from ftsim.sim.failures import job_mtbf_s
+from ftsim.sim.theory import daly_interval_s, young_interval_s
 
 INTERVAL_RULES = ("young", "daly")
 

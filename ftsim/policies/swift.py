@@ -38,10 +38,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from ftsim.cluster import transfer_time_s
-from ftsim.nodes import any_trainer, failed_shards
 from ftsim.policies.base import Policy, PolicyParams, register
-from ftsim.quantities import Seconds
+from ftsim.scenario.quantities import Seconds
+from ftsim.sim.cluster import transfer_time_s
+from ftsim.sim.nodes import any_trainer, failed_shards
 
 
 class SwiftParams(PolicyParams):

@@ -8,7 +8,7 @@ Every point is validated before anything is simulated.
 Work is split into tasks of (point, policy, a range of replications). Replication *i* is
 fully determined by the seed and *i* (common random numbers), so the rows do not depend on
 how replications are batched into tasks, nor on the executor: serial, a local process pool
-or a Dask cluster. Each finished task is stored at once as a shard (:mod:`ftsim.store`);
+or a Dask cluster. Each finished task is stored at once as a shard (:mod:`ftsim.experiments.store`);
 the merged results are sorted by point, policy and replication.
 
 With a target half-width, rounds of replications are added (indices n, n+1, …) to every
@@ -31,16 +31,16 @@ from pathlib import Path
 
 import yaml
 
-from ftsim.config import Scenario, Sweep
-from ftsim.runner import simulate_rows
-from ftsim.scenario import (
+from ftsim.experiments.runner import simulate_rows
+from ftsim.experiments.store import RunStore, StoreError, TaskKey
+from ftsim.scenario.loader import (
     ScenarioError,
     config_hash,
     read_with_overrides,
     set_path,
     validate_scenario,
 )
-from ftsim.store import RunStore, StoreError, TaskKey
+from ftsim.scenario.schema import Scenario, Sweep
 
 TIMELINE_REP = 0
 """The replication whose timeline is kept, for every point and policy."""
@@ -304,7 +304,7 @@ def _more_replications(
     """New replication targets for the pairs whose interval is wider than the target."""
     if plan.target_halfwidth is None:
         return {}
-    from ftsim.stats import t_interval, t_quantile
+    from ftsim.experiments.stats import t_interval, t_quantile
 
     values: dict[tuple[int, int], dict[int, float]] = {}
     for key, rows in store.task_rows():
@@ -333,7 +333,7 @@ def _more_replications(
 
 def manifest(plan: Plan, argv: list[str], started: str) -> dict:
     """The manifest written when a sweep starts."""
-    from ftsim.output import git_commit, versions
+    from ftsim.experiments.output import git_commit, versions
 
     return {
         "command": "sweep",
@@ -364,8 +364,8 @@ def finish(plan: Plan, store: RunStore):
 
     import pandas as pd
 
-    from ftsim.output import csv_text, write_csv, write_csv_and_parquet
-    from ftsim.stats import summarize
+    from ftsim.experiments.output import csv_text, write_csv, write_csv_and_parquet
+    from ftsim.experiments.stats import summarize
 
     rows = store.rows()
     write_csv_and_parquet(store.root / "runs", rows)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ftsim.config import Scenario
+    from ftsim.scenario.schema import Scenario
 
 
 def transfer_time_s(

@@ -28,15 +28,13 @@ from dataclasses import dataclass, replace
 
 import simpy
 
-from ftsim.cluster import StateLayout
-from ftsim.config import Scenario
-from ftsim.failures import Failure, failure_sequence
-from ftsim.nodes import node_name
 from ftsim.policies import REGISTRY
-from ftsim.rng import Purpose, stream
-
-CATEGORIES = ("save", "load", "lost", "reschedule", "degraded", "other")
-"""Breakdown of wall time beyond the failure-free training time."""
+from ftsim.scenario.schema import Scenario
+from ftsim.sim.accounting import CATEGORIES
+from ftsim.sim.cluster import StateLayout
+from ftsim.sim.failures import Failure, failure_sequence
+from ftsim.sim.nodes import node_name
+from ftsim.sim.rng import Purpose, stream
 
 _SLOWDOWN_CATEGORIES = ("degraded", "other")
 _PROGRESS_EPS_S = 1e-9
@@ -62,7 +60,7 @@ class ModelEvent:
     """What a policy does to the model state, at training progress ``progress_s``.
 
     Recorded during the run and replayed on the embedded trainer afterwards
-    (:mod:`ftsim.cosim`): the time model never depends on model values, so the two can be
+    (:mod:`ftsim.cosim.replay`): the time model never depends on model values, so the two can be
     separated, and the trainer is stepped in chunks between events.
 
     Kinds: ``checkpoint`` (save all state as checkpoint ``key``), ``snapshot`` and

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ftsim.engine import simulate
-from ftsim.failures import job_mtbf_s
-from ftsim.scenario import load_scenario
-from ftsim.tdist import mean_ci
-from ftsim.theory import daly_interval_s, daly_wall_s
+from ftsim.experiments.tdist import mean_ci
+from ftsim.scenario.loader import load_scenario
+from ftsim.sim.engine import simulate
+from ftsim.sim.failures import job_mtbf_s
+from ftsim.sim.theory import daly_interval_s, daly_wall_s
 
-DALY_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "daly.yaml"
+DALY_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "daly.yaml"
 
 
 @dataclass(frozen=True)

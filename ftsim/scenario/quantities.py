@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, PlainSerializer
 
-from ftsim.units import (
+from ftsim.scenario.units import (
     format_bandwidth,
     format_bytes,
     format_duration,

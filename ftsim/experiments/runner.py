@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ftsim.config import Scenario
-from ftsim.engine import CATEGORIES, simulate
-from ftsim.tdist import mean_ci
+from ftsim.experiments.tdist import mean_ci
+from ftsim.scenario.schema import Scenario
+from ftsim.sim.accounting import CATEGORIES
+from ftsim.sim.engine import simulate
 
 
 def simulate_replication(scenario: Scenario, policy_indices: list[int], rep: int) -> list:
@@ -15,7 +16,7 @@ def simulate_replication(scenario: Scenario, policy_indices: list[int], rep: int
     sims = [simulate(scenario, index, rep) for index in policy_indices]
     rows = [sim.row() for sim in sims]
     if scenario.trains_model(rep):
-        from ftsim.cosim import cosimulate
+        from ftsim.cosim.replay import cosimulate
 
         for row, model in zip(rows, cosimulate(scenario, sims), strict=True):
             row["pls_time_model"] = row.pop("pls", 0.0)

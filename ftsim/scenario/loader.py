@@ -1,4 +1,4 @@
-"""Loading scenario files: YAML → overrides → validated :class:`~ftsim.config.Scenario`.
+"""Loading scenario files: YAML → overrides → validated :class:`~ftsim.scenario.schema.Scenario`.
 
 Every problem is reported as ``FILE: dotted.path: what is wrong (got X)``, all of them at
 once, as a :class:`ScenarioError`; the command line prints them and exits with status 2.
@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ftsim.config import Scenario
+from ftsim.scenario.schema import Scenario
 
 
 class ScenarioError(Exception):

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
-from ftsim.nodes import Role, parse_node, role_range
-from ftsim.quantities import Seconds
+from ftsim.scenario.quantities import Seconds
+from ftsim.sim.nodes import Role, parse_node, role_range
 
 if TYPE_CHECKING:
-    from ftsim.config import Scenario
+    from ftsim.scenario.schema import Scenario
 
 _BLOCK = 8
 """Lifetimes drawn per node (or gaps per domain process) per vectorized block. It fixes the

@@ -8,8 +8,9 @@ with a figure. :func:`run_checks` runs them all and :func:`write_report` writes 
 report (a pass/fail table, then one section per check with its figure) whose figures go to
 a folder next to it (``docs/validation.md`` → ``docs/validation/*.png``).
 
-The checks reuse the code the tests use (:mod:`ftsim.validation`, :mod:`ftsim.engine`,
-:mod:`ftsim.runner`, :mod:`ftsim.cosim`); nothing is re-implemented here. ``quick`` runs
+The checks reuse the code the tests use (:mod:`ftsim.validation.daly`,
+:mod:`ftsim.sim.engine`, :mod:`ftsim.experiments.runner`, :mod:`ftsim.cosim.replay`); nothing
+is re-implemented here. ``quick`` runs
 fewer replications (for the tests); the statistical checks may then fail by chance, the
 exact ones may not. Matplotlib is imported only when a figure is drawn.
 """
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ftsim.validation import DALY_SCENARIO
+from ftsim.validation.daly import DALY_SCENARIO
 
 SCENARIOS = DALY_SCENARIO.parent
 DEFAULT_REPORT = Path("docs") / "validation.md"
@@ -107,7 +108,7 @@ def _pct(x: float) -> str:
 
 
 def _mean_ci(values) -> tuple[float, float, int]:
-    from ftsim.tdist import mean_ci
+    from ftsim.experiments.tdist import mean_ci
 
     return mean_ci(list(values))
 
@@ -119,7 +120,7 @@ def _figure(ctx: Context, name: str, draw: Callable) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ftsim.output import atomic_write_bytes
+    from ftsim.experiments.output import atomic_write_bytes
     from ftsim.plots.style import STYLE
 
     with plt.style.context(STYLE):
@@ -133,7 +134,7 @@ def _figure(ctx: Context, name: str, draw: Callable) -> Path:
 
 
 def _load(name: str, *overrides: str):
-    from ftsim.scenario import load_scenario
+    from ftsim.scenario.loader import load_scenario
 
     return load_scenario(SCENARIOS / f"{name}.yaml", list(overrides))
 
@@ -147,7 +148,7 @@ def daly_example(ctx: Context) -> Check:
     δ = 5 min, restart R = 10 min. The optimum interval computed from the scenario (δ as
     the simulator's storage model gives it, M from the failure process) by Daly's
     higher-order formula must be the published τ* = 116.7 min."""
-    from ftsim.validation import daly_optimum_s
+    from ftsim.validation.daly import daly_optimum_s
 
     tau_min = daly_optimum_s() / 60
     return Check(
@@ -168,8 +169,8 @@ def daly_wall_time(ctx: Context) -> Check:
     replications (common random numbers across intervals) against Daly's expected wall time
     T_w = M e^{R/M} (e^{(τ+δ)/M} − 1) T_s / τ. The check passes if every mean is within
     three 95% confidence half-widths of T_w."""
-    from ftsim.theory import daly_wall_s
-    from ftsim.validation import daly_inputs, daly_optimum_s, daly_points
+    from ftsim.sim.theory import daly_wall_s
+    from ftsim.validation.daly import daly_inputs, daly_optimum_s, daly_points
 
     reps = ctx.reps(40, 10)
     factors = [0.25, 0.5, 1.0, 2.0, 4.0]
@@ -223,7 +224,7 @@ def daly_optimum(ctx: Context) -> Check:
     """The interval minimizing the simulated mean wall time (a quadratic in log τ fitted to
     nine intervals in [τ*/2, 2τ*], 100 h of training, common random numbers) must be
     within 5% of Daly's τ*."""
-    from ftsim.validation import daly_optimum_s, simulated_optimum_s
+    from ftsim.validation.daly import daly_optimum_s, simulated_optimum_s
 
     reps = ctx.reps(400, 50)
     simulated = simulated_optimum_s(reps=reps)
@@ -245,10 +246,11 @@ def daly_optimum(ctx: Context) -> Check:
 
 def _prod50h(ctx: Context) -> tuple[object, list[dict]]:
     """prod50h timing-only (no embedded trainer): every policy, the scenario's replications
-    (at least 50, also in quick mode). Rows of :func:`ftsim.runner.simulate_replication`."""
+    (at least 50, also in quick mode). Rows of
+    :func:`ftsim.experiments.runner.simulate_replication`."""
 
     def compute():
-        from ftsim.runner import simulate_replication
+        from ftsim.experiments.runner import simulate_replication
 
         scenario = _load("prod50h")
         if scenario.trainer is not None:
@@ -269,7 +271,7 @@ def accounting_identity(ctx: Context) -> Check:
     wall = ideal + save + load + lost + reschedule + degraded + other. Checked on every row
     of prod50h (all policies, all replications); the figure shows the mean breakdown per
     policy and, as a cross, the mean wall − ideal it must add up to."""
-    from ftsim.engine import CATEGORIES
+    from ftsim.sim.accounting import CATEGORIES
 
     scenario, rows = _prod50h(ctx)
     errors = [abs(r["wall_h"] - r["ideal_h"] - sum(r[f"{c}_h"] for c in CATEGORIES)) for r in rows]
@@ -308,7 +310,7 @@ def accounting_identity(ctx: Context) -> Check:
         expected="0",
         tolerance="1e-9 h",
         passed=worst <= 1e-9,
-        source="time accounting of ftsim.engine (by construction)",
+        source="time accounting of ftsim.sim.engine (by construction)",
         figure=_figure(ctx, "accounting_identity", draw),
     )
 
@@ -410,8 +412,8 @@ def exact_recovery(ctx: Context) -> Check:
     over the same batches. Its final state (dense parameters and optimizer state, every
     embedding row and its optimizer state, step) must be bit-identical to the failure-free
     model's."""
-    from ftsim.cosim import run_models
-    from ftsim.engine import simulate
+    from ftsim.cosim.replay import run_models
+    from ftsim.sim.engine import simulate
 
     scenario = _load("prod50h", *EXACT_SETUP)
     sim = simulate(scenario, 0, 0)
@@ -430,7 +432,7 @@ def exact_recovery(ctx: Context) -> Check:
         expected="bit-identical state",
         tolerance="0 (exact)",
         passed=differing == 0 and same_step and len(a) == len(b) and restores > 0,
-        source="deterministic replay in ftsim.cosim",
+        source="deterministic replay in ftsim.cosim.replay",
     )
 
 
@@ -457,8 +459,8 @@ def exact_recovery_ecrm_swift(ctx: Context) -> Check:
     and optimizer state, decodes them from the survivors and the parity and writes them
     back; SWIFT reloads the shard checkpoint and replays the logged updates. Both final
     models must equal the failure-free model within 1e-5 (relative, per state array)."""
-    from ftsim.cosim import run_models
-    from ftsim.engine import simulate
+    from ftsim.cosim.replay import run_models
+    from ftsim.sim.engine import simulate
 
     scenario = _load("prod50h", *SINGLE_SHARD_FAILURES)
     labels = scenario.policy_labels
@@ -499,7 +501,7 @@ def pls_prediction(ctx: Context) -> Check:
     stationary argument behind the formula holds, the PLS measured by `cpr` (updates of
     failed shards lost since their last save, over all updates) must equal the prediction
     on average within 10%."""
-    from ftsim.engine import simulate
+    from ftsim.sim.engine import simulate
 
     scenario = _load("prod50h", *PLS_SETUP)
     index = scenario.policy_labels.index("cpr")
@@ -592,7 +594,7 @@ def results_table(sections: list[Section]) -> str:
 
 def _provenance() -> str:
     from ftsim import __version__
-    from ftsim.output import git_commit
+    from ftsim.experiments.output import git_commit
 
     commit = git_commit()
     if commit is None:
@@ -659,7 +661,7 @@ def figures_folder(report: Path) -> Path:
 
 def validate(report: Path = DEFAULT_REPORT, quick: bool = False, progress=None) -> list[Section]:
     """Run every check, write ``report`` and its figures; returns the sections."""
-    from ftsim.output import atomic_write_text
+    from ftsim.experiments.output import atomic_write_text
 
     report = Path(report)
     start, when = time.perf_counter(), datetime.now(UTC)

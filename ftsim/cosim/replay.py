@@ -1,6 +1,6 @@
 """Co-simulation: the policies' actions replayed on a real NumPy DLRM trainer.
 
-The SimPy run of a policy records :class:`~ftsim.engine.ModelEvent`s — checkpoints,
+The SimPy run of a policy records :class:`~ftsim.sim.engine.ModelEvent`s — checkpoints,
 partial saves, full rollbacks, shard restores — at their training progress. Progress p
 maps to trainer step round(p / work × steps). Here each policy's events are applied to a
 trainer stepped in chunks between them, so the accuracy cost of a strategy is measured on a
@@ -27,9 +27,9 @@ import math
 
 import numpy as np
 
-from ftsim.config import Scenario, TrainerSection
-from ftsim.engine import ModelEvent, Simulation
-from ftsim.rng import Purpose, stream
+from ftsim.scenario.schema import Scenario, TrainerSection
+from ftsim.sim.engine import ModelEvent, Simulation
+from ftsim.sim.rng import Purpose, stream
 from ftsim.trainer import ShardingConfig, Trainer, TrainerConfig, UseSampler
 from ftsim.trainer.embeddings import SparseUpdate
 from ftsim.trainer.parity import ParityCode

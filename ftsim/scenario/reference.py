@@ -1,6 +1,6 @@
 """The scenario file reference, generated from the pydantic schema (``ftsim show reference``).
 
-Every section of :class:`ftsim.config.Scenario` — including each failure source ``kind``,
+Every section of :class:`ftsim.scenario.schema.Scenario` — including each failure source ``kind``,
 each registered policy's ``Params`` and the ``trainer`` section — is listed with every
 field: its name, type (quantities with their unit kind, e.g. a duration such as
 ``'30 min'``), constraints, default and description, all read from the models themselves.
@@ -22,8 +22,8 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from ftsim.quantities import Bytes, BytesPerSecond, Seconds
-from ftsim.units import BITS_PER, BYTES_PER, SECONDS_PER, format_bandwidth, format_duration
+from ftsim.scenario.quantities import Bytes, BytesPerSecond, Seconds
+from ftsim.scenario.units import BITS_PER, BYTES_PER, SECONDS_PER, format_bandwidth, format_duration
 
 GENERATED_BY = "python -m ftsim show reference > docs/scenario_reference.md"
 
@@ -36,9 +36,9 @@ class _Quantity:
 
 def _quantities() -> dict[object, _Quantity]:
     """Validator function → how to describe the type and format a default."""
-    from ftsim.config import Count
     from ftsim.policies.full import Interval
-    from ftsim.units import format_bytes
+    from ftsim.scenario.schema import Count
+    from ftsim.scenario.units import format_bytes
 
     kinds = {
         Seconds: _Quantity("duration, e.g. `'30 min'`", format_duration),
@@ -263,8 +263,8 @@ def _heading(section: _Section) -> str:
 
 def scenario_reference() -> str:
     """The scenario reference, Markdown, ending with a newline."""
-    from ftsim.config import Scenario
     from ftsim.policies.base import PolicyParams
+    from ftsim.scenario.schema import Scenario
 
     sections = _sections(Scenario)
     out = [

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftsim.output import atomic_write_text, csv_text, write_json
+from ftsim.experiments.output import atomic_write_text, csv_text, write_json
 
 MANIFEST = "manifest.json"
 SHARDS = "shards"

@@ -4,7 +4,7 @@ A scenario has five sections: ``job`` (the model and the work), ``cluster`` (nod
 network, checkpoint storage, rescheduling), ``failures`` (failure processes), ``policies``
 (fault-tolerance strategies to compare, each selected by ``kind`` through the policy
 registry) and ``run`` (seed, replications, output). Every model forbids unknown keys.
-Quantities carry units (see :mod:`ftsim.quantities`); inside, all numbers are SI.
+Quantities carry units (see :mod:`ftsim.scenario.quantities`); inside, all numbers are SI.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pydantic import (
     model_validator,
 )
 
-from ftsim.failures import FailureSourceConfig
 from ftsim.policies import PolicyConfig
-from ftsim.quantities import BytesPerSecond, Seconds
+from ftsim.scenario.quantities import BytesPerSecond, Seconds
+from ftsim.sim.failures import FailureSourceConfig
 from ftsim.trainer.config import TrainerConfig
 
 

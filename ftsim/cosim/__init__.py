@@ -1,0 +1,1 @@
+"""Co-simulation: a policy's model events replayed on the embedded NumPy trainer."""

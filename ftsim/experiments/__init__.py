@@ -1,0 +1,1 @@
+"""Experiments: replications, sweeps, executors, the run store, output and statistics."""

@@ -1,0 +1,1 @@
+"""The scenario: schema, units and quantities, loading with overrides, the generated reference."""

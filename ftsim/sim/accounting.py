@@ -1,0 +1,10 @@
+"""Time accounting: the categories every wall-clock second of a run is charged to.
+
+A replication's wall time splits exactly into the failure-free training time (``ideal``)
+and these categories, so ``wall = ideal + Σ categories`` holds for every result row. This
+module is a leaf (no imports) so that plots and statistics can name the categories without
+importing the simulator.
+"""
+
+CATEGORIES = ("save", "load", "lost", "reschedule", "degraded", "other")
+"""Breakdown of wall time beyond the failure-free training time."""

@@ -1,0 +1,1 @@
+"""Validation of the simulator against closed forms, exactness and independent oracles."""
