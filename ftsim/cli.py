@@ -329,9 +329,9 @@ def _cmd_show_config(args, argv) -> int:
 
 
 def _cmd_show_policies(args, argv) -> int:
-    from ftsim.policies import REGISTRY
+    from ftsim.policies.registry import policy_classes
 
-    for kind, cls in REGISTRY.items():
+    for kind, cls in policy_classes().items():
         doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
         print(f"{kind}: {doc[0] if doc else ''}")
         for name, field in cls.Params.model_fields.items():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import PolicyModel, cosimulate, run_models, trainer_config
+from ftsim.policies.events import RestoreAll, RestoreShards
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.engine import simulate
 from ftsim.trainer import Trainer
@@ -36,7 +37,7 @@ def _params(trainer):
 def test_full_recovery_replays_to_the_failure_free_model_bit_for_bit():
     s = _scenario("trainer.share_prefix=false")
     sim = simulate(s, 0, 0)
-    assert any(e.kind == "restore_all" for e in sim.model_events)
+    assert any(isinstance(e, RestoreAll) for e in sim.model_events)
     base, [model] = run_models(s, [sim])
     assert model.trainer.step == base.step
     for a, b in zip(_params(base), _params(model.trainer), strict=True):
@@ -55,7 +56,7 @@ def test_shared_prefix_gives_the_same_results_as_training_every_policy_alone():
 def test_cpr_restores_only_the_failed_shards_from_the_checkpoint():
     s = _scenario("trainer.share_prefix=false")
     sim = simulate(s, 1, 0)  # cpr
-    restores = [e for e in sim.model_events if e.kind == "restore_shards"]
+    restores = [e for e in sim.model_events if isinstance(e, RestoreShards)]
     assert [e.shards for e in restores] == [(1, 5), (5, 9)]
     first = restores[0]
     events = sim.model_events[: sim.model_events.index(first)]
@@ -64,7 +65,7 @@ def test_cpr_restores_only_the_failed_shards_from_the_checkpoint():
     pm = PolicyModel(sim, cfg, s.trainer.steps)
     trainer = Trainer(cfg)
     pm.trainer = trainer
-    pm.follow(trainer)
+    pm.follow(trainer, own=True)
     for event in events:
         pm._advance(trainer, pm.step_of(event))
         pm.apply(event, trainer)

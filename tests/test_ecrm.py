@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import cosimulate, run_models
+from ftsim.policies.ecrm import DecodeShards
 from ftsim.sim.accounting import CATEGORIES
 from ftsim.sim.engine import simulate
-from ftsim.trainer.parity import survives
+from ftsim.stripes import survives
 from tests.conftest import scenario
 from tests.test_cosim import SMALL_TRAINER
 
@@ -74,12 +75,12 @@ def test_partial_fallback_loses_updates_instead_of_work():
 def test_decoding_on_the_real_model_is_exact_and_the_final_model_matches():
     s = _ecrm(SMALL_TRAINER, "trainer.optimizer={sparse: {kind: momentum}}")
     sims = [simulate(s, i, 0) for i in range(2)]
-    assert [e.kind for e in sims[1].model_events].count("decode_shards") == 2
+    assert sum(isinstance(e, DecodeShards) for e in sims[1].model_events) == 2
     full, ecrm = cosimulate(s, sims)
     assert ecrm["decode_max_rel_err"] <= 1e-5
     assert abs(ecrm["logloss_delta"]) < 1e-5 and ecrm["pls"] == 0
     base, [_, model] = run_models(s, sims)
     a, b = base.embeddings.weights, model.trainer.embeddings.weights
     assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
-    assert model.parity.consistency_error()["values"] < 1e-5
+    assert model.side.parity.consistency_error()["values"] < 1e-5
     assert math.isfinite(full["final_logloss"])

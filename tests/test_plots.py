@@ -7,8 +7,9 @@ import pytest
 
 from ftsim.cli import main
 from ftsim.plots import plot_run
-from ftsim.plots.style import KNOWN_POLICIES, STYLE, policy_styles
+from ftsim.plots.style import STYLE, PolicyStyle, policy_styles
 from ftsim.plots.tradeoff import frontier
+from ftsim.policies.registry import BY_KIND
 from tests.conftest import SCENARIOS
 
 SMOKE = str(SCENARIOS / "smoke.yaml")
@@ -78,13 +79,18 @@ def test_style_sheet_embeds_truetype_fonts():
     assert style["pdf.fonttype"] == 42 and style["ps.fonttype"] == 42
 
 
-def test_policy_styles_are_fixed_and_distinct():
-    labels = ["swift", "full", "mine", "yours", "cpr"]
-    styles = policy_styles(labels)
-    assert styles["full"].color == KNOWN_POLICIES["full"][0]
-    assert styles["cpr"] == policy_styles(["cpr"])["cpr"]
-    assert len({s.color for s in styles.values()}) == len(labels)
-    assert policy_styles(labels) == styles
+def test_policy_styles_come_from_the_registry_and_are_distinct():
+    kinds = {"swift": "swift", "full": "full", "mine": "mine", "full_30": "full", "cpr": "cpr"}
+    styles = policy_styles(kinds)
+    assert (styles["full"].color, styles["full"].name) == (BY_KIND["full"].color, "Full checkpoint")
+    assert styles["cpr"] == policy_styles({"cpr": "cpr"})["cpr"]
+    assert styles["full_30"].name == "full_30"  # a second label of a kind: its own colour
+    assert len({s.color for s in styles.values()}) == len(kinds)
+    assert policy_styles(kinds) == styles
+    # a label that is not the kind keeps its name, with the kind's colour
+    assert policy_styles({"fast": "swift"})["fast"] == PolicyStyle(
+        BY_KIND["swift"].color, BY_KIND["swift"].marker, "fast"
+    )
 
 
 def test_frontier_keeps_the_points_nothing_beats_on_both_axes():

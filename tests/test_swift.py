@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import cosimulate, run_models
+from ftsim.policies.swift import ReplayShards, UndoStep
 from ftsim.sim.engine import simulate
 from tests.conftest import scenario
 from tests.test_cosim import SMALL_TRAINER
@@ -66,8 +67,8 @@ def test_full_logging_reproduces_the_failure_free_model():
         SMALL_TRAINER, "trainer.optimizer={dense: {kind: momentum}, sparse: {kind: momentum}}"
     )
     sims = [simulate(s, i, 0) for i in range(2)]
-    kinds = [e.kind for e in sims[1].model_events]
-    assert kinds.count("replay_shards") == 2 and kinds.count("undo_step") == 1
+    kinds = [type(e) for e in sims[1].model_events]
+    assert kinds.count(ReplayShards) == 2 and kinds.count(UndoStep) == 1
     base, [_, model] = run_models(s, sims)
     for a, b in zip(base.model.params, model.trainer.model.params, strict=True):
         assert np.abs(a - b).max() <= 1e-5 * max(np.abs(a).max(), 1e-12)

@@ -75,10 +75,10 @@ def plot(data: RunData, folder, point: int | None = None):
             markersize=3.5,
             linewidth=0.8,
         )
-    labels = t["policy"].tolist()
+    labels = [data.styles[p].name for p in t["policy"]]
     if data.columns and point is None:
         labels = [
-            f"{p}\n" + s.replace(", ", "\n") for p, s in zip(t["policy"], t["setting"], strict=True)
+            f"{n}\n" + s.replace(", ", "\n") for n, s in zip(labels, t["setting"], strict=True)
         ]
     ax.set_xticks(
         x, labels, rotation=0 if len(t) <= 4 else 20, ha="center" if len(t) <= 4 else "right"

@@ -47,7 +47,9 @@ class RunData:
 
     @cached_property
     def styles(self) -> dict[str, PolicyStyle]:
-        return policy_styles(self.policies)
+        """Colour, marker and display name per label (see :func:`policy_styles`)."""
+        kinds = self.runs.drop_duplicates("policy").set_index("policy")["kind"]
+        return policy_styles({label: str(kinds.get(label, label)) for label in self.policies})
 
     @cached_property
     def summary(self) -> pd.DataFrame:

@@ -111,7 +111,11 @@ def _figure(data: RunData, rows: pd.DataFrame, title: str, folder, name: str):
             linewidth=0,
         )
         ax.plot(
-            x, 100 * g["overhead_frac_mean"], color=style.color, marker=style.marker, label=policy
+            x,
+            100 * g["overhead_frac_mean"],
+            color=style.color,
+            marker=style.marker,
+            label=style.name,
         )
         table.append(
             pd.DataFrame(
@@ -135,7 +139,7 @@ def _figure(data: RunData, rows: pd.DataFrame, title: str, folder, name: str):
             color=color,
             linestyle="--",
             linewidth=0.9,
-            label=f"{curve.attrs['policy']}: Daly model",
+            label=f"{data.styles[curve.attrs['policy']].name}: Daly model",
         )
         if low <= curve.attrs["daly_h"] <= high:
             ax.plot(

@@ -32,7 +32,7 @@ def plot(data: RunData, folder, point: int | None = None):
             linestyle="none",
             alpha=0.7,
             markersize=3,
-            label=policy,
+            label=style.name,
         )
     x = np.linspace(runs["pls"].min(), runs["pls"].max(), 50)
     ax.plot(

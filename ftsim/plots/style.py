@@ -1,8 +1,9 @@
 """Figure conventions: the style sheet, column widths, and one colour and marker per policy.
 
-Policy colours are Okabe–Ito (colour-blind safe) and fixed by label: the policies of the
-paper get reserved colours; any other label takes the next free colour in the order of the
-run's policies, so a policy looks the same in every figure of a run. Time categories
+Policy colours are Okabe–Ito (colour-blind safe) and come from the policy registry
+(:mod:`ftsim.policies.registry`): the first label of each registered kind gets its kind's
+colour, marker and display name; any other label takes the next free colour in the order of
+the run's policies, so a policy looks the same in every figure of a run. Time categories
 (save, load, …) use Paul Tol's light palette, distinct from the policy colours.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ftsim.experiments.output import atomic_write_bytes, atomic_write_text
+from ftsim.policies.registry import BY_KIND
 
 STYLE = Path(__file__).with_name("ftsim.mplstyle")
 SINGLE_COLUMN_IN = 3.33
@@ -30,16 +32,6 @@ OKABE_ITO = {
     "vermillion": "#D55E00",
     "reddish_purple": "#CC79A7",
 }
-
-KNOWN_POLICIES = {
-    "full": (OKABE_ITO["black"], "o"),
-    "cpr": (OKABE_ITO["blue"], "^"),
-    "cpr_mfu": (OKABE_ITO["sky_blue"], "v"),
-    "cpr_ssu": (OKABE_ITO["bluish_green"], "D"),
-    "ecrm": (OKABE_ITO["vermillion"], "s"),
-    "swift": (OKABE_ITO["reddish_purple"], "P"),
-}
-"""Reserved (colour, marker) of the paper's policies, by label."""
 
 _FALLBACK_COLORS = [
     OKABE_ITO[c]
@@ -75,21 +67,30 @@ CATEGORY_COLORS = {
 class PolicyStyle:
     color: str
     marker: str
+    name: str
+    """Name in legends and tick labels."""
 
 
-def policy_styles(labels: list[str]) -> dict[str, PolicyStyle]:
-    """A fixed style per label: reserved ones for known labels; other labels, in order, take
-    the colours no label of the run has reserved (cycling if there are more than 8)."""
-    styles = {
-        label: PolicyStyle(*KNOWN_POLICIES[label]) for label in labels if label in KNOWN_POLICIES
-    }
+def policy_styles(kinds: dict[str, str]) -> dict[str, PolicyStyle]:
+    """A fixed style per label (``kinds``: label → policy kind, in the run's order).
+
+    The first label of a registered kind takes the kind's colour, marker and (if the label is
+    the kind itself) display name from the registry; other labels, in order, take the
+    colours that no label of the run has reserved (cycling if there are more than 8).
+    """
+    styles: dict[str, PolicyStyle] = {}
+    for label, kind in kinds.items():
+        info = BY_KIND.get(kind)
+        if info is not None and all(k != kind for k in (kinds[s] for s in styles)):
+            name = info.display_name if label == kind else label
+            styles[label] = PolicyStyle(info.color, info.marker, name)
     taken = {s.color for s in styles.values()}
     free = [c for c in _FALLBACK_COLORS if c not in taken] or _FALLBACK_COLORS
-    others = [label for label in labels if label not in KNOWN_POLICIES]
+    others = [label for label in kinds if label not in styles]
     for i, label in enumerate(others):
         marker = _FALLBACK_MARKERS[i % len(_FALLBACK_MARKERS)]
-        styles[label] = PolicyStyle(free[i % len(free)], marker)
-    return styles
+        styles[label] = PolicyStyle(free[i % len(free)], marker, label)
+    return {label: styles[label] for label in kinds}
 
 
 def save(fig, data: pd.DataFrame, folder: Path, name: str) -> list[Path]:

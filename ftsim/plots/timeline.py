@@ -47,7 +47,7 @@ def plot(data: RunData, folder, point: int | None = None):
             linestyle="none",
             markersize=4,
         )
-    ax.set_yticks(range(len(policies)), list(reversed(policies)))
+    ax.set_yticks(range(len(policies)), [data.styles[p].name for p in reversed(policies)])
     for tick, policy in zip(ax.get_yticklabels(), reversed(policies), strict=True):
         tick.set_color(data.styles[policy].color)
     ax.set_ylim(-0.6, len(policies) - 0.4)

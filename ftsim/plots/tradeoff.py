@@ -72,7 +72,7 @@ def plot(data: RunData, folder, point: int | None = None):
             marker=style.marker,
             linestyle="none",
             elinewidth=0.6,
-            label=policy,
+            label=style.name,
         )
     ax.axhline(0, color="0.3", linewidth=0.5)
     ax.set_xlabel("overhead (% of failure-free time)")

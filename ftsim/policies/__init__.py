@@ -1,31 +1,6 @@
-"""Fault-tolerance policies, found by ``kind`` through :data:`REGISTRY`.
+"""Fault-tolerance policies: one module per strategy, the base contract (:mod:`.base`), typed
+model events (:mod:`.events`) and the registry of kinds, names and colours (:mod:`.registry`).
 
-To add a policy: write one module here with a ``Params`` model (``kind: Literal["mine"]``)
-and a :class:`~ftsim.policies.base.Policy` subclass decorated with ``@register``, then add
-its import below. The scenario schema picks it up from the registry.
+This package's ``__init__`` imports nothing, so that figures can read the registry without
+loading the simulator; :func:`ftsim.policies.registry.policy_classes` loads every policy.
 """
-
-from typing import Annotated, Union
-
-from pydantic import Field
-
-from ftsim.policies import cpr, ecrm, full, swift
-from ftsim.policies.base import REGISTRY, Policy, PolicyParams, register
-
-PolicyConfig = Annotated[
-    Union[tuple(cls.Params for cls in REGISTRY.values())],  # noqa: UP007
-    Field(discriminator="kind"),
-]
-"""Any registered policy's parameters, selected by ``kind``."""
-
-__all__ = [
-    "REGISTRY",
-    "Policy",
-    "PolicyConfig",
-    "PolicyParams",
-    "cpr",
-    "ecrm",
-    "full",
-    "register",
-    "swift",
-]

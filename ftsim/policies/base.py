@@ -17,11 +17,19 @@ A policy has two parts:
                                  arrives meanwhile;
   ``result_columns()``           extra columns for the result row.
 
+What a policy does to the model is recorded as typed events (:mod:`ftsim.policies.events`)
+with ``sim.model_event(EventType, **fields)``; each event type applies itself to the
+co-simulated trainer. Mechanisms that must watch the trainer (a parity code kept current, an
+update log, a row sampler) belong to the policy's :class:`TrainerSide`, which the
+co-simulation creates once per replication and attaches to whichever trainer carries the
+policy's state.
+
 Time is charged only through ``sim.phase(category, seconds)`` and ``sim.wait(category,
 event)`` (training time is charged by the simulator itself), so the accounting identity
 ``wall = ideal + save + load + lost + reschedule + degraded + other`` holds by
-construction. Adding a policy is one new module defining both classes,
-decorated with :func:`register`, plus its import line in ``ftsim/policies/__init__.py``.
+construction. Adding a policy is one new module defining its classes, the runtime class
+decorated with :func:`~ftsim.policies.registry.register`, plus its line in
+:mod:`ftsim.policies.registry`.
 """
 
 from __future__ import annotations
@@ -61,10 +69,45 @@ class PolicyParams(BaseModel):
         return []
 
 
+class TrainerSide:
+    """A policy's trainer-side mechanisms in the co-simulation (one per replication).
+
+    ``model`` is the policy's co-simulated state (see :mod:`ftsim.policies.events`). The
+    co-simulation calls :meth:`attach` when a trainer starts carrying the policy's state
+    (``own`` is False while the policy still follows the shared failure-free trainer, True
+    on its own trainer) and :meth:`detach` when it stops. The base class has no mechanisms.
+    """
+
+    own_from_start: ClassVar[bool] = False
+    """Train on a trainer of its own from step 0 (when a mechanism must see every step
+    of the policy's own trajectory, e.g. an update log)."""
+
+    def __init__(self, params: PolicyParams, model) -> None:
+        self.params = params
+        self.model = model
+
+    def attach(self, trainer, own: bool) -> None:
+        """Start watching ``trainer``."""
+
+    def detach(self, trainer) -> None:
+        """Stop watching ``trainer``."""
+
+    def checkpointed(self, trainer) -> None:
+        """All state was just saved (a :class:`~ftsim.policies.events.Checkpoint`)."""
+
+    def restored(self, trainer) -> None:
+        """State was just restored from storage, bypassing the trainer's update listeners."""
+
+    def columns(self) -> dict[str, float]:
+        """Extra result columns measured on the trainer."""
+        return {}
+
+
 class Policy:
     """Runtime base class; see the module docstring for the protocol."""
 
     Params: ClassVar[type[PolicyParams]]
+    TrainerSide: ClassVar[type[TrainerSide]] = TrainerSide
 
     def __init__(
         self,
@@ -105,15 +148,3 @@ class Policy:
     def result_columns(self) -> dict[str, float | str]:
         """Policy-specific columns of the result row."""
         return {}
-
-
-REGISTRY: dict[str, type[Policy]] = {}
-
-
-def register(cls: type[Policy]) -> type[Policy]:
-    """Class decorator: make a policy available under its ``Params.kind``."""
-    kind = cls.Params.model_fields["kind"].annotation.__args__[0]
-    if kind in REGISTRY:
-        raise ValueError(f"policy kind {kind!r} registered twice")
-    REGISTRY[kind] = cls
-    return cls

@@ -37,12 +37,16 @@ parameters from a surviving data-parallel trainer over the NIC; no rollback).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
-from ftsim.policies.base import Policy, PolicyParams, register
+from ftsim.policies.base import Policy, PolicyParams, TrainerSide
+from ftsim.policies.events import Checkpoint, ModelEvent, RestoreAll, RestoreShards
 from ftsim.policies.full import Interval, resolve_interval_s
+from ftsim.policies.registry import register
 from ftsim.scenario.quantities import Seconds
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 from ftsim.sim.nodes import any_trainer, failed_shards
@@ -208,7 +212,7 @@ class Cpr(Policy):
             yield from sim.phase("save", self.save_s, "checkpoint")
             self.committed_s = progress
             self.n_checkpoints += 1
-            sim.model_event("checkpoint", key=progress)
+            sim.model_event(Checkpoint, key=progress)
             self.exposed_since = [progress] * self.n_shards
             self.partial_saved_s = progress
             self.next_full_s = progress + self.interval_s
@@ -217,7 +221,7 @@ class Cpr(Policy):
         else:
             yield from sim.phase("save", self.partial_s, f"partial save r={self.params.fraction}")
             self.partial_saved_s = progress
-            sim.model_event("partial", fraction=self.params.fraction)
+            sim.model_event(PartialSave, fraction=self.params.fraction)
             self.n_partial_saves += 1
             self.next_partial_s = progress + self.partial_period_s
 
@@ -236,14 +240,14 @@ class Cpr(Policy):
         shards = failed_shards(trainers, failure.nodes)
         lost_trainer = any_trainer(trainers, failure.nodes)
         if not self.partial or (lost_trainer and self.params.trainer_failure == "full"):
-            sim.model_event("restore_all", key=self.committed_s)
+            sim.model_event(RestoreAll, key=self.committed_s)
             sim.rollback_to(self.committed_s)
             self._rollback_pending = True
             self.exposed_since = [self.committed_s] * self.n_shards
             self.next_full_s = self.committed_s + self.interval_s
             return
         if shards:
-            sim.model_event("restore_shards", key=self.committed_s, shards=shards)
+            sim.model_event(RestoreShards, key=self.committed_s, shards=shards)
         now = sim.progress_s
         share = self._saved_share()
         for shard in shards:
@@ -287,11 +291,83 @@ class Cpr(Policy):
         }
 
 
+@dataclass(frozen=True, slots=True)
+class PartialSave(ModelEvent):
+    """Each shard saves the share ``fraction`` of its rows that its policy's trainer side
+    (MFU or SSU) ranks first; their updates until now survive a later shard restore."""
+
+    fraction: float
+
+    def apply(self, model, trainer) -> None:
+        rows = model.side.rows_to_save(self.fraction, trainer)
+        model.partials.append(trainer.read_rows(rows))
+        model.saved_lookups[rows] = trainer.mfu.counts[rows]
+
+
+class MfuSide(TrainerSide):
+    """CPR-MFU on the trainer: per-row use counts since each row's last save."""
+
+    def __init__(self, params, model) -> None:
+        super().__init__(params, model)
+        self.reset: np.ndarray | None = None
+        """Per row: the trainer's cumulative use count when the row was last saved."""
+
+    def attach(self, trainer, own: bool) -> None:
+        if self.reset is None:
+            self.reset = trainer.mfu.counts.copy()
+
+    def checkpointed(self, trainer) -> None:
+        self.reset[:] = trainer.mfu.counts
+
+    def rows_to_save(self, fraction: float, trainer) -> np.ndarray:
+        """Per shard, the ``fraction`` of rows most used since their last save (ties by row
+        id; unused rows are never saved); their counters restart."""
+        emb, lookups = trainer.embeddings, trainer.mfu.counts
+        chosen = []
+        for shard in range(emb.n_shards):
+            rows = emb.shard_rows(shard)
+            uses = lookups[rows] - self.reset[rows]
+            k = math.ceil(fraction * len(rows))
+            order = np.lexsort((rows, -uses))[:k]
+            chosen.append(rows[order[uses[order] > 0]])
+        rows = np.sort(np.concatenate(chosen))
+        self.reset[rows] = lookups[rows]
+        return rows
+
+
+class SsuSide(TrainerSide):
+    """CPR-SSU on the trainer: a sampler of the row ids each batch touches."""
+
+    def __init__(self, params, model) -> None:
+        super().__init__(params, model)
+        self.sampler = None
+
+    def attach(self, trainer, own: bool) -> None:
+        from ftsim.trainer.usage import UseSampler
+
+        if self.sampler is None:
+            p = self.params
+            capacity = p.buffer_rows or max(1, round(p.fraction * trainer.embeddings.n_rows))
+            self.sampler = UseSampler(p.sampling_rate, capacity, self.model.sim.rep)
+        trainer.add_update_listener(self._observe)
+
+    def detach(self, trainer) -> None:
+        trainer.remove_update_listener(self._observe)
+
+    def _observe(self, update) -> None:
+        self.sampler.observe(update.step, update.rows, update.counts)
+
+    def rows_to_save(self, fraction: float, trainer) -> np.ndarray:
+        """The sampled ids in the buffer (the buffer then empties)."""
+        return self.sampler.drain()
+
+
 @register
 class CprMfu(Cpr):
     """CPR with most-frequently-used prioritized partial saves."""
 
     Params = CprMfuParams
+    TrainerSide = MfuSide
 
 
 @register
@@ -299,3 +375,4 @@ class CprSsu(Cpr):
     """CPR with sub-sampled-used prioritized partial saves."""
 
     Params = CprSsuParams
+    TrainerSide = SsuSide

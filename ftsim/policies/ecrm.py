@@ -33,15 +33,19 @@ Time model (all per-node quantities over the NIC bandwidth B):
 from __future__ import annotations
 
 import math
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
+import numpy as np
 import simpy
 from pydantic import Field
 
-from ftsim.policies.base import Policy, PolicyParams, register
+from ftsim.policies.base import Policy, PolicyParams, TrainerSide
+from ftsim.policies.events import Checkpoint, ModelEvent, RestoreAll, RestoreShards
+from ftsim.policies.registry import register
 from ftsim.scenario.quantities import Seconds
 from ftsim.sim.nodes import any_trainer, failed_shards
-from ftsim.trainer.parity import survives
+from ftsim.stripes import survives
 
 
 class EcrmParams(PolicyParams):
@@ -74,11 +78,68 @@ class EcrmParams(PolicyParams):
         return []
 
 
+@dataclass(frozen=True, slots=True)
+class DecodeShards(ModelEvent):
+    """The ``shards``' rows and optimizer state are lost and decoded from the parity and the
+    surviving stripe members; exact up to float rounding, so the model goes on from
+    (almost) the failure-free state."""
+
+    shards: tuple[int, ...]
+    modifies: ClassVar[bool] = True
+    exact: ClassVar[bool] = False
+
+    def apply(self, model, trainer) -> None:
+        model.side.decode(trainer, self.shards)
+
+
+class EcrmSide(TrainerSide):
+    """ECRM on the trainer: a real parity code of the rows and their optimizer state, kept
+    current from every step's updates on the policy's own trainer."""
+
+    def __init__(self, params, model) -> None:
+        super().__init__(params, model)
+        self.parity = None
+        self.decode_error = 0.0
+        """Largest relative error of decoded rows and state against the lost ones."""
+
+    def attach(self, trainer, own: bool) -> None:
+        from ftsim.trainer.parity import ParityCode
+
+        if own:  # before the fork the rows are the baseline's: encode them at the fork
+            self.parity = ParityCode.attach(trainer, self.params.k, self.params.r)
+
+    def restored(self, trainer) -> None:
+        if self.parity is not None:
+            self.parity.rebuild_parity()  # restores bypass the update listeners
+
+    def decode(self, trainer, shards: tuple[int, ...]) -> None:
+        """Lose the shards' rows (overwritten with NaN), decode them from the survivors and
+        the parity, write them back, and record the decoding error."""
+        emb = trainer.embeddings
+        rows = np.concatenate([emb.shard_rows(shard) for shard in shards])
+        truth = trainer.read_rows(rows)
+        emb.weights[rows] = np.nan
+        for array in emb.state.values():
+            array[rows] = np.nan
+        decoded = self.parity.decode(list(shards))
+        trainer.write_rows(decoded)
+        self.parity.rebuild_parity(list(shards))  # parity rows the failed servers held
+        pairs = [(decoded.values, truth.values)]
+        pairs += [(decoded.state[name], truth.state[name]) for name in truth.state]
+        for got, want in pairs:
+            scale = max(float(np.abs(want).max()), 1e-30)
+            self.decode_error = max(self.decode_error, float(np.abs(got - want).max()) / scale)
+
+    def columns(self) -> dict[str, float]:
+        return {"decode_max_rel_err": self.decode_error}
+
+
 @register
 class Ecrm(Policy):
     """Erasure-coded embeddings with degraded reads and background rebuild."""
 
     Params = EcrmParams
+    TrainerSide = EcrmSide
 
     def __init__(self, params, scenario, layout, rng):
         super().__init__(params, scenario, layout, rng)
@@ -127,7 +188,7 @@ class Ecrm(Policy):
         yield from sim.phase("save", self.save_s, "fall-back checkpoint")
         self.committed_s = progress
         self.n_checkpoints += 1
-        sim.model_event("checkpoint", key=progress)
+        sim.model_event(Checkpoint, key=progress)
         self.next_s = progress + self.interval_s
 
     def slowdown(self) -> dict[str, float]:
@@ -146,7 +207,7 @@ class Ecrm(Policy):
             return
         lost = self.degraded | shards
         if survives(self.n_shards, self.params.k, self.params.r, lost):
-            sim.model_event("decode_shards", shards=tuple(sorted(shards)))
+            sim.model_event(DecodeShards, shards=tuple(sorted(shards)))
             self.degraded |= shards
             process = sim.env.process(self._rebuild(sim, failure, shards))
             self._rebuilds.append(process)
@@ -159,12 +220,12 @@ class Ecrm(Policy):
         self.degraded.clear()
         self.rebuilding.clear()
         if self.params.fallback == "rollback":
-            sim.model_event("restore_all", key=self.committed_s)
+            sim.model_event(RestoreAll, key=self.committed_s)
             sim.rollback_to(self.committed_s)
             self.next_s = self.committed_s + self.interval_s
             self._rollback_pending = True
         else:
-            sim.model_event("restore_shards", key=self.committed_s, shards=tuple(sorted(lost)))
+            sim.model_event(RestoreShards, key=self.committed_s, shards=tuple(sorted(lost)))
             self.lost_update_s += len(lost) * (sim.progress_s - self.committed_s)
             self._reload_shards = len(lost)
 

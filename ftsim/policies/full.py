@@ -26,7 +26,9 @@ from typing import Annotated, Literal
 import simpy
 from pydantic import BeforeValidator, Field, PlainSerializer
 
-from ftsim.policies.base import Policy, PolicyParams, register
+from ftsim.policies.base import Policy, PolicyParams
+from ftsim.policies.events import Checkpoint, Commit, RestoreAll, Snapshot
+from ftsim.policies.registry import register
 from ftsim.scenario.quantities import BytesPerSecond
 from ftsim.scenario.units import UnitError, format_duration, parse_duration_s
 from ftsim.sim.failures import job_mtbf_s
@@ -113,12 +115,12 @@ class FullCheckpoint(Policy):
         if self.params.save_mode == "sync":
             yield from sim.phase("save", self.save_s, "checkpoint")
             self._commit(progress)
-            sim.model_event("checkpoint", key=progress)
+            sim.model_event(Checkpoint, key=progress)
         else:
             if self._persist is not None and self._persist.is_alive:
                 yield from sim.wait("save", self._persist, "wait for persist")
             yield from sim.phase("save", self.snapshot_s, "snapshot")
-            sim.model_event("snapshot", key=progress)
+            sim.model_event(Snapshot, key=progress)
             self._persist = sim.env.process(self._persist_in_background(sim, progress))
         self.next_s = progress + self.interval_s
 
@@ -133,7 +135,7 @@ class FullCheckpoint(Policy):
         try:
             yield sim.env.timeout(self.save_s)
             self._commit(progress_s)
-            sim.model_event("commit", key=progress_s)
+            sim.model_event(Commit, key=progress_s)
         except simpy.Interrupt:
             pass
         sim.record(start, sim.env.now, "persist")
@@ -149,7 +151,7 @@ class FullCheckpoint(Policy):
     def on_failure(self, sim, failure) -> None:
         if self._persist is not None and self._persist.is_alive:
             self._persist.interrupt("failure")
-        sim.model_event("restore_all", key=self.committed_s)
+        sim.model_event(RestoreAll, key=self.committed_s)
         sim.rollback_to(self.committed_s)
         self.next_s = self.committed_s + self.interval_s
 

@@ -34,11 +34,14 @@ Time model:
 from __future__ import annotations
 
 import math
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ftsim.policies.base import Policy, PolicyParams, register
+from ftsim.policies.base import Policy, PolicyParams, TrainerSide
+from ftsim.policies.events import Checkpoint, ModelEvent
+from ftsim.policies.registry import register
 from ftsim.scenario.quantities import Seconds
 from ftsim.sim.cluster import transfer_time_s
 from ftsim.sim.nodes import any_trainer, failed_shards
@@ -67,11 +70,87 @@ class SwiftParams(PolicyParams):
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayShards(ModelEvent):
+    """The ``shards`` reload their last checkpoint (progress ``key``; the initial rows if
+    none) or last recovered state, and replay their update logs since then."""
+
+    key: float
+    shards: tuple[int, ...]
+    modifies: ClassVar[bool] = True
+    exact: ClassVar[bool] = False
+
+    @property
+    def reads(self) -> float | None:
+        return self.key
+
+    def apply(self, model, trainer) -> None:
+        for shard in self.shards:
+            model.side.replay(trainer, shard)
+
+
+@dataclass(frozen=True, slots=True)
+class UndoStep(ModelEvent):
+    """The survivors undo the in-flight iteration exactly (SGD-momentum, Adam are invertible)."""
+
+    modifies: ClassVar[bool] = True
+    exact: ClassVar[bool] = False
+
+    def apply(self, model, trainer) -> None:
+        model.side.undo()
+
+
+class SwiftSide(TrainerSide):
+    """SWIFT on the trainer: per-shard update logs (with the selective-logging budget) and
+    an undoer of the last step. Logs must see every step of the policy's own trajectory, so
+    the policy trains on its own trainer from step 0."""
+
+    own_from_start: ClassVar[bool] = True
+
+    def __init__(self, params, model) -> None:
+        super().__init__(params, model)
+        self.log = None
+        self.undoer = None
+        self.bases: dict[int, object] = {}
+        """Per shard, the state a replay starts from (checkpoint or last recovery)."""
+
+    def attach(self, trainer, own: bool) -> None:
+        from ftsim.trainer.undo import Undoer
+        from ftsim.trainer.update_log import UpdateLog
+
+        model = self.model
+        interval_steps = self.params.checkpoint_interval / model.work_s * model.steps
+        budget_steps = round(self.params.log_budget * interval_steps)
+        self.log = UpdateLog(trainer, budget_steps=budget_steps)
+        self.undoer = Undoer(trainer)
+
+    def checkpointed(self, trainer) -> None:
+        for shard in range(trainer.n_shards):
+            self.bases[shard] = trainer.read_shard(shard)
+            self.log.checkpoint(shard)
+
+    def replay(self, trainer, shard: int) -> None:
+        """Reload the shard's base state, replay its log, and make the result the new base."""
+        base = self.bases.get(shard)
+        if base is None:  # no checkpoint yet: the initial rows
+            initial = self.model.checkpoints[0.0].embeddings
+            base = initial.subset(trainer.embeddings.shard_rows(shard))
+        trainer.write_shard(shard, base)
+        self.model.lost_lookups += self.log.replay(shard).lost_lookups
+        self.bases[shard] = trainer.read_shard(shard)
+        self.log.checkpoint(shard)
+
+    def undo(self) -> None:
+        if self.undoer.can_undo:
+            self.undoer.undo_last_step()
+
+
 @register
 class Swift(Policy):
     """Replica + undo for trainers; checkpoint + log replay for embedding shards."""
 
     Params = SwiftParams
+    TrainerSide = SwiftSide
 
     def __init__(self, params, scenario, layout, rng):
         super().__init__(params, scenario, layout, rng)
@@ -118,7 +197,7 @@ class Swift(Policy):
         progress = sim.progress_s
         yield from sim.phase("save", self.save_s, "shard checkpoints (log shares storage)")
         self.n_checkpoints += 1
-        sim.model_event("checkpoint", key=progress)
+        sim.model_event(Checkpoint, key=progress)
         self.checkpoint_s = [progress] * self.n_shards
         self.next_s = progress + self.interval_s
 
@@ -131,10 +210,10 @@ class Swift(Policy):
         now = sim.progress_s
         if any_trainer(trainers, failure.nodes):
             self._trainer_failed = True
-            sim.model_event("undo_step")
+            sim.model_event(UndoStep)
             sim.rollback_to(now - min(self.iteration_s / 2, now))  # the in-flight iteration
         if shards:
-            sim.model_event("replay_shards", key=self.checkpoint_s[shards[0]], shards=shards)
+            sim.model_event(ReplayShards, key=self.checkpoint_s[shards[0]], shards=shards)
         for shard in shards:
             since = now - self.checkpoint_s[shard]
             logged = min(since, self.params.log_budget * self.interval_s)

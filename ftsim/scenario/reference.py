@@ -241,9 +241,9 @@ def _field_rows(section: _Section) -> list[str]:
 
 
 def _policy_note(model: type[BaseModel]) -> str:
-    from ftsim.policies import REGISTRY
+    from ftsim.policies.registry import policy_classes
 
-    cls = REGISTRY.get(_kind_of(model))
+    cls = policy_classes().get(_kind_of(model))
     if cls is None:
         return ""
     module = sys.modules[cls.__module__]

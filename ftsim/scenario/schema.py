@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
 import numpy as np
 from pydantic import (
@@ -22,10 +22,16 @@ from pydantic import (
     model_validator,
 )
 
-from ftsim.policies import PolicyConfig
+from ftsim.policies.registry import policy_classes
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.failures import FailureSourceConfig
 from ftsim.trainer.config import TrainerConfig
+
+PolicyConfig = Annotated[
+    Union[tuple(cls.Params for cls in policy_classes().values())],  # noqa: UP007
+    Field(discriminator="kind"),
+]
+"""Any registered policy's parameters, selected by ``kind``."""
 
 
 def _count(value):

@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 
 import simpy
 
-from ftsim.policies import REGISTRY
+from ftsim.policies.events import ModelEvent
+from ftsim.policies.registry import policy_classes
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES
 from ftsim.sim.cluster import StateLayout
@@ -55,27 +56,6 @@ class Phase:
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelEvent:
-    """What a policy does to the model state, at training progress ``progress_s``.
-
-    Recorded during the run and replayed on the embedded trainer afterwards
-    (:mod:`ftsim.cosim.replay`): the time model never depends on model values, so the two can be
-    separated, and the trainer is stepped in chunks between events.
-
-    Kinds: ``checkpoint`` (save all state as checkpoint ``key``), ``snapshot`` and
-    ``commit`` (the two halves of a CheckFreq checkpoint), ``partial`` (save a ``fraction``
-    of rows, prioritized), ``restore_all`` (every node returns to checkpoint ``key``),
-    ``restore_shards`` (``shards`` return to checkpoint ``key`` plus later partial saves).
-    """
-
-    progress_s: float
-    kind: str
-    key: float = 0.0
-    shards: tuple[int, ...] = ()
-    fraction: float = 0.0
-
-
 class Simulation:
     """One replication of one policy: build, run, collect."""
 
@@ -86,7 +66,7 @@ class Simulation:
         self.work_s = scenario.job.work_s
         self.layout = StateLayout(scenario)
         params = scenario.policies[policy_index]
-        self.policy = REGISTRY[params.kind](
+        self.policy = policy_classes()[params.kind](
             params, scenario, self.layout, stream(scenario.run.seed, rep, Purpose.POLICY)
         )
         self.progress_s = 0.0
@@ -140,9 +120,10 @@ class Simulation:
         """Discard training progress back to ``progress_s`` (it will be re-executed)."""
         self.progress_s = min(self.progress_s, progress_s)
 
-    def model_event(self, kind: str, **details) -> None:
-        """Record what the policy does to the model now (see :class:`ModelEvent`)."""
-        self.model_events.append(ModelEvent(self.progress_s, kind, **details))
+    def model_event(self, event_type: type[ModelEvent], **fields) -> None:
+        """Record what the policy does to the model now, at the current training progress
+        (an event of :mod:`ftsim.policies.events` or a policy's own subclass)."""
+        self.model_events.append(event_type(self.progress_s, **fields))
 
     def record(self, start_s: float, end_s: float, kind: str, detail: str = "") -> None:
         """Add an interval to the timeline (for background activities)."""

@@ -36,11 +36,11 @@ float64 and rounded once.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from ftsim.stripes import parity_shards_of
 from ftsim.trainer.embeddings import RowData, ShardedEmbeddings, SparseUpdate
 
 if TYPE_CHECKING:
@@ -48,32 +48,6 @@ if TYPE_CHECKING:
 
 VALUES = "values"  # key of the row values among the coded arrays (the others: state names)
 _BLOCK = 1 << 16  # stripes encoded per block by rebuild_parity / consistency_error
-
-
-def parity_shards_of(n_shards: int, k: int, r: int, stripes: np.ndarray) -> np.ndarray:
-    """Shard of every parity slot of ``stripes`` (n,) under the rotation above: (n, r)."""
-    stripes = np.asarray(stripes, dtype=np.int64)
-    start = (stripes * k) % n_shards
-    rot = (stripes // (n_shards // math.gcd(n_shards, k))) * r
-    slot = (rot[:, None] + np.arange(r)) % (n_shards - k)
-    return (start[:, None] + k + slot) % n_shards
-
-
-def survives(n_shards: int, k: int, r: int, failed: set[int]) -> bool:
-    """Whether losing the shards ``failed`` leaves every stripe decodable (≤ r members lost).
-
-    Depends on the layout only, so the time model can decide without a trainer: the stripe
-    pattern repeats every P·(N − k)/gcd(N − k, r) stripes (P = N / gcd(N, k)), so checking one
-    period checks them all.
-    """
-    if len(failed) <= r:
-        return True
-    period = (n_shards // math.gcd(n_shards, k)) * ((n_shards - k) // math.gcd(n_shards - k, r))
-    stripes = np.arange(period)
-    data = (stripes[:, None] * k + np.arange(k)) % n_shards
-    members = np.concatenate([data, parity_shards_of(n_shards, k, r, stripes)], axis=1)
-    lost = np.isin(members, sorted(failed)).sum(axis=1)
-    return bool(lost.max() <= r)
 
 
 class UnrecoverableError(RuntimeError):

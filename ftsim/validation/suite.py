@@ -337,7 +337,7 @@ def cpr_prod50h(ctx: Context) -> list[Check]:
     def draw(plt):
         from ftsim.plots.style import policy_styles
 
-        styles = policy_styles(scenario.policy_labels)
+        styles = policy_styles({p.label: p.kind for p in scenario.policies})
         fig, axes = plt.subplots(1, 2, width_ratios=[1, len(present) - 1 or 1])
         for ax, group in zip(axes, (present[:1], present[1:]), strict=True):
             for i, label in enumerate(group):
@@ -413,11 +413,12 @@ def exact_recovery(ctx: Context) -> Check:
     embedding row and its optimizer state, step) must be bit-identical to the failure-free
     model's."""
     from ftsim.cosim.replay import run_models
+    from ftsim.policies.events import RestoreAll
     from ftsim.sim.engine import simulate
 
     scenario = _load("prod50h", *EXACT_SETUP)
     sim = simulate(scenario, 0, 0)
-    restores = sum(e.kind == "restore_all" for e in sim.model_events)
+    restores = sum(isinstance(e, RestoreAll) for e in sim.model_events)
     base, [model] = run_models(scenario, [sim])
     a, b = _snapshot_arrays(base), _snapshot_arrays(model.trainer)
     differing = sum(
@@ -470,12 +471,12 @@ def exact_recovery_ecrm_swift(ctx: Context) -> Check:
         "ecrm": _largest_relative_difference(base, ecrm.trainer),
         "swift": _largest_relative_difference(base, swift.trainer),
     }
-    worst = max(errors["ecrm"], errors["swift"], ecrm.decode_error)
+    worst = max(errors["ecrm"], errors["swift"], ecrm.side.decode_error)
     return Check(
         name="exact_recovery_ecrm_swift",
         claim="decoded (ECRM) and replayed (SWIFT) shards give the failure-free model",
         measured=f"final model vs failure-free: ecrm {errors['ecrm']:.1e}, swift "
-        f"{errors['swift']:.1e}; decoded rows {ecrm.decode_error:.1e}",
+        f"{errors['swift']:.1e}; decoded rows {ecrm.side.decode_error:.1e}",
         expected="equal",
         tolerance="≤ 1e-5 relative (float32)",
         passed=worst <= 1e-5,
@@ -515,7 +516,7 @@ def pls_prediction(ctx: Context) -> Check:
     def draw(plt):
         from ftsim.plots.style import policy_styles
 
-        style = policy_styles(["cpr"])["cpr"]
+        style = policy_styles({"cpr": "cpr"})["cpr"]
         fig, ax = plt.subplots()
         ax.axhspan(100 * predicted * 0.9, 100 * predicted * 1.1, color="0.9", linewidth=0)
         ax.axhline(100 * predicted, color="0.45", linestyle="--", label="predicted (±10%)")
