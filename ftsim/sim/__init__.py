@@ -1,0 +1,1 @@
+"""The simulation core: engine, network and storage, nodes, failure processes, random streams."""
