@@ -1,0 +1,408 @@
+"""Flow-level network and storage model: links shared by max-min fairness.
+
+A transfer (a checkpoint shard written to storage, a shard read back, dense state copied
+from a replica) is a *flow* of ``size_B`` bytes over a *route*, a tuple of :class:`Link`.
+Links stand for whatever limits bandwidth, e.g. for node ``i`` writing to storage::
+
+    route = (nic_send[i], storage_write_node[i], rack_uplink[rack(i)], storage_write)
+
+with each node's NIC send and receive links, the storage's per-node limits, optional rack
+uplinks (capacity = nodes per rack × NIC / oversubscription) and the storage's aggregate
+read and write links, all in bytes/s.
+
+At every instant the active flows share the links by max-min fairness (no flow can get
+faster without slowing a flow that is no faster than it), computed by progressive filling
+(:func:`max_min_rates`) as in SimGrid's flow-level model. Rates change only when a flow
+starts, ends or is cancelled, or a link's capacity changes; in between each flow moves at
+a constant rate. So the network keeps ONE pending SimPy wake-up, at the earliest
+completion, and replaces it at every change (a superseded wake-up still fires but is
+recognised as stale and ignored): the cost grows with the number of flow events, never
+with bytes. See ``docs/model.md``, "Network and storage: flow-level model".
+
+Numerics: remaining bytes are advanced as ``remaining_B -= rate_Bps * (now - last_s)``. A
+flow is finished when ``remaining_B <= DONE_REL * size_B`` or when the rest would take less
+than ``CLOCK_ULPS`` units in the last place of the simulation clock; without this, float
+rounding could leave a flow with 1e-12 bytes and a wake-up that never advances the clock.
+
+A flow whose route contains a zero-capacity link gets rate 0 and never completes until
+that capacity returns (:meth:`Network.set_capacity`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+import simpy
+
+DONE_REL = 1e-12
+"""A flow with at most this fraction of its size left is finished (dimensionless)."""
+CLOCK_ULPS = 4
+"""A flow whose rest would take less than this many clock ulps is finished."""
+
+
+def max_min_rates(routes: Sequence[Sequence[int]], capacities: Sequence[float]) -> list[float]:
+    """Max-min fair rates (bytes/s) of flows over links, by progressive filling.
+
+    ``routes[f]`` lists the link indices flow ``f`` crosses (no repeats); ``capacities[l]``
+    is link ``l``'s capacity in bytes/s (finite, >= 0). Progressive filling raises every
+    unfrozen flow's rate together; when a link saturates, the flows crossing it freeze at
+    the current level. Instead of raising the level in small steps it jumps to the next
+    saturation: link ``l`` saturates at level ``(capacity_l - frozen_l) / unfrozen_l``
+    (``frozen_l``: bytes/s given to its frozen flows, ``unfrozen_l``: how many are not),
+    kept in a heap and updated only when flows crossing ``l`` freeze. Cost
+    O(Σ route lengths × log links). A flow with an empty route is unconstrained (``inf``).
+    """
+    users: dict[int, list[int]] = {}
+    for flow, route in enumerate(routes):
+        for link in route:
+            users.setdefault(link, []).append(flow)
+    unfrozen = {link: len(flows) for link, flows in users.items()}
+    frozen_Bps = dict.fromkeys(users, 0.0)
+    heap = [(capacities[link] / n, link, n) for link, n in unfrozen.items()]
+    heapq.heapify(heap)
+    rates = [math.inf] * len(routes)
+    while heap:
+        level, link, n = heapq.heappop(heap)
+        if unfrozen[link] != n:
+            continue  # superseded: a flow crossing this link froze since the entry was pushed
+        newly: dict[int, int] = {}  # link -> how many of its flows freeze at this level
+        for flow in users[link]:
+            if rates[flow] == math.inf:
+                rates[flow] = level
+                for other in routes[flow]:
+                    newly[other] = newly.get(other, 0) + 1
+        for other, count in newly.items():
+            left = unfrozen[other] = unfrozen[other] - count
+            frozen_Bps[other] += count * level
+            if left:
+                share = (capacities[other] - frozen_Bps[other]) / left
+                # In exact arithmetic share >= level; rounding must not lower the level.
+                heapq.heappush(heap, (share if share > level else level, other, left))
+    return rates
+
+
+class Link:
+    """A bandwidth limit shared by the flows that cross it; made by :meth:`Network.link`.
+
+    ``nominal_Bps`` is the capacity it was created with, ``capacity_Bps`` the current one
+    (lower while background load reserves a share).
+    """
+
+    __slots__ = ("name", "nominal_Bps", "capacity_Bps", "index")
+
+    def __init__(self, name: str, capacity_Bps: float, index: int):
+        self.name = name
+        self.nominal_Bps = capacity_Bps
+        self.capacity_Bps = capacity_Bps
+        self.index = index
+        """Position in the network's capacity list (what :func:`max_min_rates` sees)."""
+
+    def __repr__(self) -> str:
+        return f"Link({self.name!r}, {self.capacity_Bps:g} B/s)"
+
+
+class Flow:
+    """One transfer of ``size_B`` bytes over ``route``; made by :meth:`Network.start`.
+
+    ``done`` succeeds (value: the flow) ``latency_s`` after the last byte arrives, at
+    ``end_s + latency_s``; it never fires for a cancelled flow. ``rate_Bps`` is the current
+    rate and ``remaining_B`` the bytes left as of the network's last update.
+    """
+
+    __slots__ = (
+        "size_B",
+        "route",
+        "label",
+        "category",
+        "start_s",
+        "end_s",
+        "remaining_B",
+        "rate_Bps",
+        "cancelled",
+        "done",
+        "path",
+    )
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        size_B: float,
+        route: tuple[Link, ...],
+        label: str,
+        category: str,
+    ):
+        self.size_B = size_B
+        self.route = route
+        self.label = label
+        self.category = category
+        self.start_s: float = env.now
+        self.end_s: float | None = None
+        """When the last byte arrived or the flow was cancelled; None while active."""
+        self.remaining_B = size_B
+        self.rate_Bps = 0.0
+        self.cancelled = False
+        self.done = env.event()
+        self.path = tuple(link.index for link in route)
+        """The route as link indices."""
+
+    @property
+    def moved_B(self) -> float:
+        """Bytes moved so far (as of the network's last update)."""
+        return self.size_B - max(self.remaining_B, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRecord:
+    """A finished or cancelled flow, for trace export and byte accounting."""
+
+    start_s: float
+    end_s: float
+    """Last byte arrived (``done`` fired ``latency_s`` later) or cancelled, s."""
+    size_B: float
+    moved_B: float
+    links: tuple[str, ...]
+    label: str
+    category: str
+    cancelled: bool
+
+
+def bytes_by_category(records: Iterable[FlowRecord]) -> dict[str, float]:
+    """Bytes moved per category, counting the part a cancelled flow moved."""
+    totals: dict[str, float] = {}
+    for record in records:
+        totals[record.category] = totals.get(record.category, 0.0) + record.moved_B
+    return totals
+
+
+class Transfer(simpy.AllOf):
+    """An event that succeeds when all its ``flows`` are done (see :meth:`Network.transfer`)."""
+
+    def __init__(self, env: simpy.Environment, flows: Sequence[Flow]):
+        self.flows = tuple(flows)
+        super().__init__(env, [flow.done for flow in flows])
+
+
+class Network:
+    """Links, the flows crossing them, and their max-min fair rates over simulated time.
+
+    ``latency_s`` is added once to every flow's completion. With ``record`` every finished
+    or cancelled flow is appended to ``records`` (otherwise ``records`` is None).
+    """
+
+    def __init__(self, env: simpy.Environment, latency_s: float = 0.0, record: bool = True):
+        if not (math.isfinite(latency_s) and latency_s >= 0):
+            raise ValueError(f"latency_s must be finite and >= 0, got {latency_s}")
+        self.env = env
+        self.latency_s = latency_s
+        self.records: list[FlowRecord] | None = [] if record else None
+        self._links: dict[str, Link] = {}
+        self._capacities: list[float] = []
+        self._active: dict[Flow, None] = {}  # insertion-ordered set: deterministic order
+        self._updated_s = env.now
+        self._wake: simpy.Event | None = None
+
+    @property
+    def flows(self) -> tuple[Flow, ...]:
+        """The active flows, in start order."""
+        return tuple(self._active)
+
+    def link(self, name: str, capacity_Bps: float | None = None) -> Link:
+        """The link called ``name``, created with ``capacity_Bps`` bytes/s if new.
+
+        Raises KeyError for an unknown name without a capacity, and ValueError for a known
+        name given a different capacity.
+        """
+        if name in self._links:
+            link = self._links[name]
+            if capacity_Bps is not None and capacity_Bps != link.nominal_Bps:
+                raise ValueError(f"link {name!r} exists with {link.nominal_Bps} B/s")
+            return link
+        if capacity_Bps is None:
+            raise KeyError(f"no link {name!r}; give a capacity to create it")
+        _check_capacity(capacity_Bps)
+        link = Link(name, capacity_Bps, len(self._capacities))
+        self._links[name] = link
+        self._capacities.append(capacity_Bps)
+        return link
+
+    def start(
+        self, size_B: float, route: Iterable[Link], label: str = "", category: str = ""
+    ) -> Flow:
+        """Start moving ``size_B`` bytes over ``route`` now; rates of all flows are updated.
+
+        ``label`` names the flow in records (e.g. ``"shard3"``), ``category`` groups bytes
+        for accounting (e.g. ``"save"``). A zero-size flow completes at once (``done``
+        fires after ``latency_s``).
+        """
+        finished = self._sync()
+        flow = self._add(size_B, route, label, category)
+        if finished or flow.end_s is None:
+            self._reallocate()
+        return flow
+
+    def transfer(
+        self,
+        flows: Iterable[tuple[float, Iterable[Link]]],
+        label: str = "",
+        category: str = "",
+    ) -> Transfer:
+        """Start concurrent flows ``(size_B, route)``; the event fires when all are done.
+
+        Rates are recomputed once for the whole set, e.g. every PS writing its shard.
+        """
+        finished = self._sync()
+        made = [self._add(size_B, route, label, category) for size_B, route in flows]
+        if finished or any(flow.end_s is None for flow in made):
+            self._reallocate()
+        return Transfer(self.env, made)
+
+    def cancel(self, flow: Flow) -> float:
+        """Stop ``flow`` now (e.g. a save aborted by a failure); returns bytes it moved.
+
+        Its ``done`` never fires. Cancelling a flow whose last byte has arrived does nothing.
+        """
+        changed = self._sync()
+        if flow in self._active:
+            del self._active[flow]
+            flow.cancelled = True
+            self._end(flow)
+            changed = True
+        if changed:
+            self._reallocate()
+        return flow.moved_B
+
+    def set_capacity(self, link: Link, capacity_Bps: float) -> None:
+        """Change ``link``'s current capacity (bytes/s) from now on, e.g. background load."""
+        _check_capacity(capacity_Bps)
+        self._check_link(link)
+        self._sync()
+        link.capacity_Bps = capacity_Bps
+        self._capacities[link.index] = capacity_Bps
+        self._reallocate()
+
+    def reserve_share(self, link: Link, share: float) -> None:
+        """Leave ``1 - share`` of ``link``'s nominal capacity to flows from now on."""
+        _check_share(share)
+        self.set_capacity(link, link.nominal_Bps * (1.0 - share))
+
+    def follow_shares(self, link: Link, points: Sequence[tuple[float, float]]) -> simpy.Process:
+        """Reserve ``share`` of ``link`` from each ``(time_s, share)`` point to the next.
+
+        Times are absolute simulation times in non-decreasing order; points in the past
+        apply at once, in order. Returns the SimPy process doing it.
+        """
+        self._check_link(link)
+        times = [time_s for time_s, _ in points]
+        if any(later < earlier for earlier, later in pairwise(times)):
+            raise ValueError("share points must be in non-decreasing time order")
+        for _, share in points:
+            _check_share(share)
+        return self.env.process(self._follow(link, list(points)))
+
+    def _follow(
+        self, link: Link, points: list[tuple[float, float]]
+    ) -> Generator[simpy.Event, None, None]:
+        """The process behind :meth:`follow_shares`."""
+        for time_s, share in points:
+            if time_s > self.env.now:
+                yield self.env.timeout(time_s - self.env.now)
+            self.reserve_share(link, share)
+
+    def _add(self, size_B: float, route: Iterable[Link], label: str, category: str) -> Flow:
+        """Make a flow starting now; active unless zero-size (then completed at once)."""
+        if not (math.isfinite(size_B) and size_B >= 0):
+            raise ValueError(f"size_B must be finite and >= 0, got {size_B}")
+        links = tuple(dict.fromkeys(route))  # a link crossed twice is shared once
+        if not links:
+            raise ValueError("a route needs at least one link")
+        for link in links:
+            self._check_link(link)
+        flow = Flow(self.env, size_B, links, label, category)
+        if size_B > 0:
+            self._active[flow] = None
+        else:
+            self._complete(flow)
+        return flow
+
+    def _check_link(self, link: Link) -> None:
+        if self._links.get(link.name) is not link:
+            raise ValueError(f"{link!r} does not belong to this network")
+
+    def _sync(self) -> bool:
+        """Advance every active flow's bytes to now and complete those that are done.
+
+        Returns whether any completed (then rates must be recomputed).
+        """
+        now = self.env.now
+        elapsed_s = now - self._updated_s
+        self._updated_s = now
+        resolution_s = CLOCK_ULPS * math.ulp(now)
+        finished = []
+        for flow in self._active:
+            flow.remaining_B -= flow.rate_Bps * elapsed_s
+            left_B = flow.remaining_B
+            if left_B <= DONE_REL * flow.size_B or left_B <= flow.rate_Bps * resolution_s:
+                finished.append(flow)
+        for flow in finished:
+            del self._active[flow]
+            self._complete(flow)
+        return bool(finished)
+
+    def _reallocate(self) -> None:
+        """Recompute all rates and replace the pending wake-up by the earliest completion."""
+        flows = list(self._active)
+        rates = max_min_rates([flow.path for flow in flows], self._capacities)
+        soonest_s = math.inf
+        for flow, rate in zip(flows, rates, strict=True):
+            flow.rate_Bps = rate
+            if rate > 0:
+                soonest_s = min(soonest_s, flow.remaining_B / rate)
+        self._wake = None  # a pending wake-up is now stale
+        if soonest_s < math.inf:
+            self._wake = self.env.timeout(soonest_s)
+            self._wake.callbacks.append(self._on_wake)
+
+    def _on_wake(self, event: simpy.Event) -> None:
+        if event is self._wake:
+            self._sync()
+            self._reallocate()
+
+    def _complete(self, flow: Flow) -> None:
+        """The last byte of ``flow`` has arrived now: record it, fire ``done`` after latency."""
+        flow.remaining_B = 0.0
+        self._end(flow)
+        if self.latency_s > 0:
+            self.env.timeout(self.latency_s).callbacks.append(lambda _: flow.done.succeed(flow))
+        else:
+            flow.done.succeed(flow)
+
+    def _end(self, flow: Flow) -> None:
+        flow.end_s = self.env.now
+        flow.rate_Bps = 0.0
+        if self.records is not None:
+            self.records.append(
+                FlowRecord(
+                    flow.start_s,
+                    flow.end_s,
+                    flow.size_B,
+                    flow.moved_B,
+                    tuple(link.name for link in flow.route),
+                    flow.label,
+                    flow.category,
+                    flow.cancelled,
+                )
+            )
+
+
+def _check_capacity(capacity_Bps: float) -> None:
+    if not (math.isfinite(capacity_Bps) and capacity_Bps >= 0):
+        raise ValueError(f"capacity_Bps must be finite and >= 0, got {capacity_Bps}")
+
+
+def _check_share(share: float) -> None:
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share must be in [0, 1], got {share}")
