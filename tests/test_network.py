@@ -13,7 +13,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ftsim.cluster import transfer_time_s
+from ftsim.sim.cluster import transfer_time_s
 from ftsim.sim.network import DONE_REL, Network, bytes_by_category, max_min_rates
 
 REL = 1e-9

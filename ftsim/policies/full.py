@@ -1,8 +1,8 @@
 """``full``: periodic full checkpoint, full recovery (the baseline).
 
 Every ``interval`` of compute, all state is saved: each embedding PS writes its shard and
-trainer 0 writes the dense parameters, concurrently, through the storage bandwidth model
-(:mod:`ftsim.sim.cluster`). On any failure, every node reloads the last committed checkpoint
+trainer 0 writes the dense parameters, concurrently, as flows on the cluster's network
+(:mod:`ftsim.sim.cluster`), sharing links with anything else moving then. On any failure, every node reloads the last committed checkpoint
 after the failed nodes are rescheduled, and the work since that checkpoint is re-executed.
 
 Save modes:
@@ -10,7 +10,9 @@ Save modes:
 - ``sync``: training stalls for the whole write (δ = write time).
 - ``checkfreq``: CheckFreq's two phases (Mohan et al., FAST 2021). Training stalls only for
   an in-memory snapshot (bytes per node / ``snapshot_bandwidth``); the persist to storage
-  runs in the background, optionally slowing training by ``persist_slowdown``. The
+  runs in the background as flows on the network (competing with the job's own traffic
+  where ``cluster.background`` reserves a share of the links), optionally slowing training
+  by ``persist_slowdown`` (CPU and memory-bandwidth interference of the copy). The
   checkpoint counts only once persisted: a failure during the persist loses it. A snapshot
   waits for the previous persist to finish (charged to ``save``).
 
@@ -113,7 +115,7 @@ class FullCheckpoint(Policy):
     def act(self, sim):
         progress = sim.progress_s
         if self.params.save_mode == "sync":
-            yield from sim.phase("save", self.save_s, "checkpoint")
+            yield from sim.transfer("save", sim.net.full_save(), "checkpoint")
             self._commit(progress)
             sim.model_event(Checkpoint, key=progress)
         else:
@@ -132,12 +134,13 @@ class FullCheckpoint(Policy):
         start = sim.env.now
         if self.params.persist_slowdown:
             sim.replan()
+        transfer = sim.net.start(sim.net.full_save(), "persist", "persist checkpoint")
         try:
-            yield sim.env.timeout(self.save_s)
+            yield transfer
             self._commit(progress_s)
             sim.model_event(Commit, key=progress_s)
         except simpy.Interrupt:
-            pass
+            sim.net.cancel(transfer)
         sim.record(start, sim.env.now, "persist")
         if self._persist is sim.env.active_process:
             self._persist = None
@@ -157,7 +160,7 @@ class FullCheckpoint(Policy):
 
     def recover(self, sim, failures):
         yield from sim.await_replacements(failures)
-        yield from sim.phase("load", self.load_s, "restore all state")
+        yield from sim.transfer("load", sim.net.full_load(), "restore all state")
 
     def result_columns(self):
         return {

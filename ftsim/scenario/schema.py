@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    field_validator,
     model_validator,
 )
 
@@ -223,6 +224,58 @@ class Storage(Section):
         return self
 
 
+class Racks(Section):
+    """Racks with an oversubscribed uplink. Nodes fill racks of ``size`` in index order
+    (trainers first, then embedding PS); traffic between racks, and to and from storage,
+    crosses the rack's uplink (one link each way) of capacity size × NIC / oversubscription."""
+
+    size: Count = Field(ge=1, description="nodes per rack")
+    oversubscription: float = Field(
+        1.0, ge=1, description="sum of the rack's NIC bandwidth over its uplink bandwidth"
+    )
+
+
+class SharePoint(Section):
+    """From ``at`` on (wall-clock time since the job started), ``share`` of a link is taken."""
+
+    at: Seconds = Field(description="time from which the share applies")
+    share: float = Field(ge=0, lt=1, description="share of the link's capacity taken")
+
+
+class Background(Section):
+    """Traffic that is not a policy's: it takes a share of links before any policy transfer.
+
+    The shares are reserved for the whole run (or follow the time series): policy flows
+    share what is left by max-min fairness (see docs/model.md, network model).
+    """
+
+    ps_nic_share: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="share of each embedding PS's NIC (send and receive) taken by the job's "
+        "own training traffic (row pulls and gradient pushes)",
+    )
+    storage_share: float | list[SharePoint] = Field(
+        0.0,
+        description="share of the storage's aggregate read and write bandwidth taken by other "
+        "tenants: a constant in [0, 1), or a time series of {at, share} points",
+    )
+
+    @field_validator("storage_share")
+    @classmethod
+    def _storage_share(cls, value):
+        if isinstance(value, float | int) and not 0 <= value < 1:
+            raise ValueError("must be in [0, 1)")
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("give at least one {at, share} point")
+            times = [point.at for point in value]
+            if times != sorted(times):
+                raise ValueError("points must be in time order")
+        return value
+
+
 class Cluster(Section):
     """Nodes, network and storage of the training job."""
 
@@ -232,6 +285,10 @@ class Cluster(Section):
     network_latency: Seconds = Field(0.0, description="one-way latency added per transfer")
     storage: Storage
     reschedule: Distribution = Field(description="delay until a failed node is replaced")
+    racks: Racks | None = Field(None, description="racks with oversubscribed uplinks (none: flat)")
+    background: Background = Field(
+        default_factory=Background, description="traffic of the job itself and other tenants"
+    )
 
     @property
     def n_nodes(self) -> int:

@@ -32,7 +32,7 @@ from ftsim.policies.events import ModelEvent
 from ftsim.policies.registry import policy_classes
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES
-from ftsim.sim.cluster import StateLayout
+from ftsim.sim.cluster import ClusterNetwork, StateLayout
 from ftsim.sim.failures import Failure, failure_sequence
 from ftsim.sim.nodes import node_name
 from ftsim.sim.rng import Purpose, stream
@@ -65,6 +65,8 @@ class Simulation:
         self.env = simpy.Environment()
         self.work_s = scenario.job.work_s
         self.layout = StateLayout(scenario)
+        self.net = ClusterNetwork(self.env, scenario, self.layout)
+        """The cluster's links: every transfer a policy makes is a set of flows on it."""
         params = scenario.policies[policy_index]
         self.policy = policy_classes()[params.kind](
             params, scenario, self.layout, stream(scenario.run.seed, rep, Purpose.POLICY)
@@ -94,6 +96,21 @@ class Simulation:
         try:
             if duration_s > 0:
                 yield self.env.timeout(duration_s)
+        finally:
+            self._charge(category, start, detail)
+
+    def transfer(self, category: str, flows: list, detail: str = ""):
+        """Move ``flows`` (from ``sim.net``: e.g. ``sim.net.full_save()``) through the network
+        while training stalls, charged to ``category``. The flows share links with whatever
+        else is moving; if a failure interrupts the transfer, its flows are cancelled and
+        the time already spent stays charged."""
+        start = self.env.now
+        transfer = self.net.start(flows, category, detail)
+        try:
+            yield transfer
+        except simpy.Interrupt:
+            self.net.cancel(transfer)
+            raise
         finally:
             self._charge(category, start, detail)
 
