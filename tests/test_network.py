@@ -141,8 +141,8 @@ def test_oracle_rejects_equal_split_ignoring_other_bottlenecks():
 
 
 def test_max_min_rates_textbook_chain():
-    # Links 0, 1 of 1 B/s; flow 0 crosses both, flows 1 and 2 one each: all get 1/2
-    # on the shared links... then flows 1 and 2 are alone with 1/2 left: 1/2 each.
+    # Links 0, 1 of 1 B/s; flow 0 crosses both, flows 1 and 2 one each. Each link has
+    # two flows, so both saturate at level 1/2: every flow gets 1/2.
     assert max_min_rates([(0, 1), (0,), (1,)], [1.0, 1.0]) == [0.5, 0.5, 0.5]
     # Link 1 of 3 B/s instead: link 0 saturates first at 1/2 (flows 0, 1); flow 2 then
     # gets 3 - 1/2 = 2.5.
