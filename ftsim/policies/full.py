@@ -2,8 +2,9 @@
 
 Every ``interval`` of compute, all state is saved: each embedding PS writes its shard and
 trainer 0 writes the dense parameters, concurrently, as flows on the cluster's network
-(:mod:`ftsim.sim.cluster`), sharing links with anything else moving then. On any failure, every node reloads the last committed checkpoint
-after the failed nodes are rescheduled, and the work since that checkpoint is re-executed.
+(:mod:`ftsim.sim.cluster`), sharing links with anything else moving then. On any failure,
+every node reloads the last committed checkpoint after the failed nodes are rescheduled,
+and the work since that checkpoint is re-executed.
 
 Save modes:
 
