@@ -363,7 +363,7 @@ def test_latency_and_zero_size():
     assert env.now == 0.5 and empty.flows[0].end_s == 0.0
     env.run(full)
     assert env.now == pytest.approx(2.5, rel=REL) and full.flows[0].end_s == pytest.approx(2.0)
-    assert full.value[full.flows[0].done] is full.flows[0]
+    assert full.value is full and full.flows[0].end_s == pytest.approx(2.0)
 
 
 def test_records():

@@ -30,13 +30,18 @@ def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
         "daly_wall_time",
         "daly_optimum",
         "accounting_identity",
-        "cpr_prod50h.full",
-        "cpr_prod50h.cpr_mfu",
-        "cpr_prod50h.cpr_ssu",
         "exact_recovery",
         "exact_recovery_ecrm_swift",
         "pls_prediction",
+        "cpr_prod50h.full",
+        "cpr_prod50h.cpr_mfu",
+        "cpr_prod50h.cpr_ssu",
     ]
+    # validation first, calibration apart, each with its own table
+    validation, calibration = text.split("\n## Validation\n")[1].split("\n## Calibration\n")
+    assert "`pls_prediction`" in validation and "`cpr_prod50h" not in validation
+    assert "`cpr_prod50h.full`" in calibration.split("\n### ")[0]
+    assert "window holds for storage bandwidth" in rows["cpr_prod50h.full"]
     assert all(r.endswith(("| PASS |", "| **FAIL** |")) for r in rows.values())
     for name in EXACT:
         assert rows[name].endswith("| PASS |"), rows[name]
@@ -45,10 +50,11 @@ def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
     assert "quick mode" in text and "ftsim 0." in text
     assert f"**{len(rows) - len(failed)} of {len(rows)} checks pass.**" in text
     # One section per check function, each figure linked relative to the report, PNG only.
-    assert len(re.findall(r"^## \d+\. ", text, flags=re.M)) == len(ftsim.validation.suite.REGISTRY)
+    sections = re.findall(r"^### \d+\. .* \((validation|calibration)\)$", text, flags=re.M)
+    assert len(sections) == len(ftsim.validation.suite.REGISTRY)
     links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
     assert links == [f"validation/{name}.png" for name in (
-        "daly_wall_time", "accounting_identity", "cpr_prod50h", "pls_prediction"
+        "daly_wall_time", "accounting_identity", "pls_prediction", "cpr_prod50h"
     )]  # fmt: skip
     for link in links:
         assert (report.parent / link).read_bytes()[:8] == PNG

@@ -173,11 +173,20 @@ class ClusterNetwork:
     transfers. Links are created when a route first needs them, so the cost follows the
     nodes a run touches."""
 
-    def __init__(self, env: simpy.Environment, scenario: Scenario, layout: StateLayout):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        scenario: Scenario,
+        layout: StateLayout,
+        record: bool = False,
+    ):
         cluster = scenario.cluster
         self.cluster = cluster
         self.layout = layout
-        self.net = Network(env, latency_s=cluster.network_latency)
+        self.net = Network(env, latency_s=cluster.network_latency, record=record)
+        """The flow model; with ``record`` it keeps every finished flow (for traces)."""
+        self._routes: dict[tuple[str, int], tuple[Link, ...]] = {}
+        self._full: dict[str, tuple] = {}
         self.trainers = cluster.trainers
         storage = cluster.storage
         self._storage_write = self.net.link("storage.write", storage.write_bandwidth)
@@ -224,12 +233,24 @@ class ClusterNetwork:
     # -- routes ------------------------------------------------------------------------
 
     def to_storage(self, node: int) -> tuple[Link, ...]:
+        route = self._routes.get(("write", node))
+        if route is None:
+            route = self._routes["write", node] = self._to_storage(node)
+        return route
+
+    def from_storage(self, node: int) -> tuple[Link, ...]:
+        route = self._routes.get(("read", node))
+        if route is None:
+            route = self._routes["read", node] = self._from_storage(node)
+        return route
+
+    def _to_storage(self, node: int) -> tuple[Link, ...]:
         rack = self._rack(node)
         uplink = [] if rack is None else [self._uplink(rack, "up")]
         limit = self._node_limit(node, write=True)
         return (self._nic(node, "send"), *limit, *uplink, self._storage_write)
 
-    def from_storage(self, node: int) -> tuple[Link, ...]:
+    def _from_storage(self, node: int) -> tuple[Link, ...]:
         rack = self._rack(node)
         downlink = [] if rack is None else [self._uplink(rack, "down")]
         limit = self._node_limit(node, write=False)
@@ -268,13 +289,19 @@ class ClusterNetwork:
         trainers = range(self.trainers) if trainers is None else trainers
         return [(self.layout.dense_bytes, self.from_storage(t)) for t in trainers]
 
-    def full_save(self) -> list:
+    def full_save(self) -> tuple:
         """Every PS writes its shard while trainer 0 writes the dense copy."""
-        return self.shard_writes(range(self.cluster.emb_ps)) + self.dense_write()
+        if "save" not in self._full:
+            flows = self.shard_writes(range(self.cluster.emb_ps)) + self.dense_write()
+            self._full["save"] = tuple(flows)
+        return self._full["save"]
 
-    def full_load(self) -> list:
+    def full_load(self) -> tuple:
         """Every PS reads its shard while every trainer reads the dense copy."""
-        return self.shard_reads(range(self.cluster.emb_ps)) + self.dense_reads()
+        if "load" not in self._full:
+            flows = self.shard_reads(range(self.cluster.emb_ps)) + self.dense_reads()
+            self._full["load"] = tuple(flows)
+        return self._full["load"]
 
     def replica_copy(self, trainer: int) -> list:
         """The dense state from a surviving trainer replica to ``trainer``'s replacement."""
@@ -287,5 +314,4 @@ class ClusterNetwork:
 
     def cancel(self, transfer: Transfer) -> None:
         """Stop a transfer's flows (e.g. interrupted by a failure)."""
-        for flow in transfer.flows:
-            self.net.cancel(flow)
+        self.net.cancel_transfer(transfer)

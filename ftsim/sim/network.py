@@ -44,6 +44,76 @@ CLOCK_ULPS = 4
 """A flow whose rest would take less than this many clock ulps is finished."""
 
 
+_MEMO: dict[tuple, list[float]] = {}
+_MEMO_SIZE = 4096
+"""Rates of recently seen (routes, capacities): a run repeats the same transfers (every full
+save of a replication, and of every replication), so most recomputations are look-ups."""
+
+
+def cached_max_min_rates(
+    routes: tuple[tuple[int, ...], ...], capacities: tuple[float, ...]
+) -> list[float]:
+    """:func:`max_min_rates`, memoized on the exact routes and capacities (a pure function,
+    so the result is the same bit for bit)."""
+    key = (routes, capacities)
+    rates = _MEMO.get(key)
+    if rates is None:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.clear()
+        rates = _MEMO[key] = max_min_rates(routes, capacities)
+    return rates
+
+
+_SCHEDULES: dict[tuple, tuple] = {}
+
+
+def lone_schedule(
+    paths: tuple[tuple[int, ...], ...], sizes: tuple[float, ...], capacities: tuple[float, ...]
+) -> tuple[tuple[tuple[float, float, tuple[float, ...]], ...], tuple[float, ...]]:
+    """How flows that start together on an otherwise idle network proceed, if nothing else
+    happens: phases ``(start_s, duration_s, rates)`` of constant max-min rates (one rate per
+    flow, 0 once done), and each flow's end offset in seconds (``inf`` if it never ends).
+
+    The same progressive filling and completion rule as the event-driven network, without
+    SimPy: a lone transfer then needs a single wake-up (see :meth:`Network.transfer`).
+    Memoized: a run repeats the same transfers.
+    """
+    key = (paths, sizes, capacities)
+    found = _SCHEDULES.get(key)
+    if found is not None:
+        return found
+    remaining = list(sizes)
+    ends = [0.0 if size <= 0 else math.inf for size in sizes]
+    active = [i for i, size in enumerate(sizes) if size > 0]
+    phases = []
+    now = 0.0
+    while active:
+        rates = cached_max_min_rates(tuple(paths[i] for i in active), capacities)
+        steps = [remaining[i] / r for i, r in zip(active, rates, strict=True) if r > 0]
+        if not steps:
+            break  # blocked by a zero-capacity link: never ends
+        step = min(steps)
+        full = [0.0] * len(sizes)
+        for i, r in zip(active, rates, strict=True):
+            full[i] = r
+        phases.append((now, step, tuple(full)))
+        now += step
+        still = []
+        for i, r in zip(active, rates, strict=True):
+            remaining[i] -= r * step
+            if remaining[i] <= DONE_REL * sizes[i] or remaining[i] <= r * CLOCK_ULPS * math.ulp(
+                now
+            ):
+                ends[i] = now
+            else:
+                still.append(i)
+        active = still
+    if len(_SCHEDULES) >= _MEMO_SIZE:
+        _SCHEDULES.clear()
+    found = _SCHEDULES[key] = (tuple(phases), tuple(ends))
+    return found
+
+
 def max_min_rates(routes: Sequence[Sequence[int]], capacities: Sequence[float]) -> list[float]:
     """Max-min fair rates (bytes/s) of flows over links, by progressive filling.
 
@@ -106,11 +176,13 @@ class Link:
 
 
 class Flow:
-    """One transfer of ``size_B`` bytes over ``route``; made by :meth:`Network.start`.
+    """One transfer of ``size_B`` bytes over ``route``; made by :meth:`Network.start` or as
+    part of a :class:`Transfer`.
 
-    ``done`` succeeds (value: the flow) ``latency_s`` after the last byte arrives, at
-    ``end_s + latency_s``; it never fires for a cancelled flow. ``rate_Bps`` is the current
-    rate and ``remaining_B`` the bytes left as of the network's last update.
+    ``done`` (flows made by :meth:`Network.start` only; None in a transfer, whose own event
+    stands for all its flows) succeeds (value: the flow) ``latency_s`` after the last byte
+    arrives, at ``end_s + latency_s``; it never fires for a cancelled flow. ``rate_Bps`` is
+    the current rate and ``remaining_B`` the bytes left as of the network's last update.
     """
 
     __slots__ = (
@@ -125,6 +197,7 @@ class Flow:
         "cancelled",
         "done",
         "path",
+        "transfer",
     )
 
     def __init__(
@@ -134,6 +207,7 @@ class Flow:
         route: tuple[Link, ...],
         label: str,
         category: str,
+        transfer: Transfer | None = None,
     ):
         self.size_B = size_B
         self.route = route
@@ -145,7 +219,8 @@ class Flow:
         self.remaining_B = size_B
         self.rate_Bps = 0.0
         self.cancelled = False
-        self.done = env.event()
+        self.transfer = transfer
+        self.done = env.event() if transfer is None else None
         self.path = tuple(link.index for link in route)
         """The route as link indices."""
 
@@ -178,12 +253,35 @@ def bytes_by_category(records: Iterable[FlowRecord]) -> dict[str, float]:
     return totals
 
 
-class Transfer(simpy.AllOf):
-    """An event that succeeds when all its ``flows`` are done (see :meth:`Network.transfer`)."""
+class Transfer(simpy.Event):
+    """Concurrent flows started together (see :meth:`Network.transfer`): the event succeeds
+    (value: the transfer) ``latency_s`` after the last byte of the last flow; never if one
+    of them is cancelled. One event for the whole transfer, not one per flow.
 
-    def __init__(self, env: simpy.Environment, flows: Sequence[Flow]):
-        self.flows = tuple(flows)
-        super().__init__(env, [flow.done for flow in flows])
+    While the transfer runs alone on the network its flows exist only as a precomputed
+    schedule; ``flows`` builds them when asked (and the network does when anything else
+    happens meanwhile).
+    """
+
+    def __init__(self, network: Network, specs, label: str, category: str):
+        super().__init__(network.env)
+        self.network = network
+        self.specs: tuple[tuple[float, tuple[Link, ...]], ...] = specs
+        self.label = label
+        self.category = category
+        self.start_s = network.env.now
+        self.pending = len(specs)
+        """Flows whose last byte has not arrived yet."""
+        self.schedule = None
+        """While (or since) running alone: the result of :func:`lone_schedule`."""
+        self._flows: tuple[Flow, ...] | None = None
+
+    @property
+    def flows(self) -> tuple[Flow, ...]:
+        """The transfer's flows, in the order given."""
+        if self._flows is None:
+            self.network._flows_of(self)
+        return self._flows
 
 
 class Network:
@@ -204,10 +302,17 @@ class Network:
         self._active: dict[Flow, None] = {}  # insertion-ordered set: deterministic order
         self._updated_s = env.now
         self._wake: simpy.Event | None = None
+        self._checked: set[tuple[Link, ...]] = set()
+        self._spec_cache: dict[int, tuple] = {}
+        """Route tuples already checked (they hold this network's links, no repeats)."""
+        self._lone: Transfer | None = None
+        """A transfer running alone on an otherwise idle network, on its precomputed
+        schedule (no flows in ``_active``); made real flows when anything else happens."""
 
     @property
     def flows(self) -> tuple[Flow, ...]:
         """The active flows, in start order."""
+        self._materialize()
         return tuple(self._active)
 
     def link(self, name: str, capacity_Bps: float | None = None) -> Link:
@@ -238,6 +343,7 @@ class Network:
         for accounting (e.g. ``"save"``). A zero-size flow completes at once (``done``
         fires after ``latency_s``).
         """
+        self._materialize()
         finished = self._sync()
         flow = self._add(size_B, route, label, category)
         if finished or flow.end_s is None:
@@ -254,17 +360,35 @@ class Network:
 
         Rates are recomputed once for the whole set, e.g. every PS writing its shard.
         """
+        self._materialize()
         finished = self._sync()
-        made = [self._add(size_B, route, label, category) for size_B, route in flows]
-        if finished or any(flow.end_s is None for flow in made):
+        specs, paths, sizes = self._specs(flows)
+        transfer = Transfer(self, specs, label, category)
+        if not self._active:
+            self._run_alone(transfer, paths, sizes)
+            return transfer
+        transfer._flows = tuple(
+            self._add(size_B, route, label, category, transfer) for size_B, route in specs
+        )
+        if transfer.pending == 0:  # empty, or only zero-size flows
+            self._finish(transfer)
+        if finished or any(flow.end_s is None for flow in transfer.flows):
             self._reallocate()
-        return Transfer(self.env, made)
+        return transfer
+
+    def cancel_transfer(self, transfer: Transfer) -> None:
+        """Stop every flow of ``transfer`` that is still moving (e.g. a failure aborts a
+        save); the transfer's event never fires."""
+        self._materialize()
+        for flow in transfer.flows:
+            self.cancel(flow)
 
     def cancel(self, flow: Flow) -> float:
         """Stop ``flow`` now (e.g. a save aborted by a failure); returns bytes it moved.
 
         Its ``done`` never fires. Cancelling a flow whose last byte has arrived does nothing.
         """
+        self._materialize()
         changed = self._sync()
         if flow in self._active:
             del self._active[flow]
@@ -279,6 +403,7 @@ class Network:
         """Change ``link``'s current capacity (bytes/s) from now on, e.g. background load."""
         _check_capacity(capacity_Bps)
         self._check_link(link)
+        self._materialize()
         self._sync()
         link.capacity_Bps = capacity_Bps
         self._capacities[link.index] = capacity_Bps
@@ -312,21 +437,124 @@ class Network:
                 yield self.env.timeout(time_s - self.env.now)
             self.reserve_share(link, share)
 
-    def _add(self, size_B: float, route: Iterable[Link], label: str, category: str) -> Flow:
+    def _add(
+        self,
+        size_B: float,
+        route: Iterable[Link],
+        label: str,
+        category: str,
+        transfer: Transfer | None = None,
+    ) -> Flow:
         """Make a flow starting now; active unless zero-size (then completed at once)."""
-        if not (math.isfinite(size_B) and size_B >= 0):
-            raise ValueError(f"size_B must be finite and >= 0, got {size_B}")
-        links = tuple(dict.fromkeys(route))  # a link crossed twice is shared once
-        if not links:
-            raise ValueError("a route needs at least one link")
-        for link in links:
-            self._check_link(link)
-        flow = Flow(self.env, size_B, links, label, category)
+        links = self._route(size_B, route)
+        flow = Flow(self.env, size_B, links, label, category, transfer)
         if size_B > 0:
             self._active[flow] = None
         else:
             self._complete(flow)
         return flow
+
+    def _route(self, size_B: float, route: Iterable[Link]) -> tuple[Link, ...]:
+        """A checked route without repeats (a link crossed twice is shared once)."""
+        if not (math.isfinite(size_B) and size_B >= 0):
+            raise ValueError(f"size_B must be finite and >= 0, got {size_B}")
+        if isinstance(route, tuple) and route in self._checked:  # seen before (e.g. cached)
+            return route
+        links = tuple(dict.fromkeys(route))
+        if not links:
+            raise ValueError("a route needs at least one link")
+        for link in links:
+            self._check_link(link)
+        if isinstance(route, tuple) and links == route:
+            self._checked.add(route)
+        return links
+
+    # -- a transfer alone on the network -----------------------------------------------
+
+    def _specs(self, flows) -> tuple[tuple, tuple, tuple]:
+        """Checked ``(size_B, route)`` pairs, their link-index paths and sizes. A tuple of
+        flows passed again (e.g. a cached full save) is looked up, not checked again."""
+        if isinstance(flows, tuple):
+            found = self._spec_cache.get(id(flows))
+            if found is not None and found[0] is flows:
+                return found[1:]
+        specs = tuple((size_B, self._route(size_B, route)) for size_B, route in flows)
+        paths = tuple(tuple(link.index for link in route) for _, route in specs)
+        sizes = tuple(size_B for size_B, _ in specs)
+        if isinstance(flows, tuple):
+            self._spec_cache[id(flows)] = (flows, specs, paths, sizes)
+        return specs, paths, sizes
+
+    def _run_alone(self, transfer: Transfer, paths: tuple, sizes: tuple) -> None:
+        """Run ``transfer`` on its precomputed schedule: one wake-up, when it is done (last
+        byte plus latency)."""
+        transfer.schedule = lone_schedule(paths, sizes, tuple(self._capacities))
+        end_s = max(transfer.schedule[1], default=0.0)
+        self._wake = None
+        if end_s == 0.0:
+            self._close_alone(transfer)
+            self._finish(transfer)
+            return
+        self._lone = transfer
+        if end_s < math.inf:
+            self._wake = self.env.timeout(end_s + self.latency_s)
+            self._wake.callbacks.append(self._on_lone_wake)
+
+    def _on_lone_wake(self, event: simpy.Event) -> None:
+        if event is self._wake and self._lone is not None:
+            transfer, self._lone = self._lone, None
+            self._updated_s = self.env.now
+            self._close_alone(transfer)
+            transfer.succeed(transfer)  # the latency is already in the wake-up
+
+    def _close_alone(self, transfer: Transfer) -> None:
+        """All flows of a lone transfer have arrived: record them."""
+        transfer.pending = 0
+        if self.records is not None:
+            for flow in transfer.flows:
+                self._record(flow)
+
+    def _flows_of(self, transfer: Transfer) -> None:
+        """Build the flows of a transfer that ran (or runs) alone, as of now."""
+        if transfer is self._lone:
+            self._materialize()
+            return
+        phases, ends = transfer.schedule
+        elapsed_s = self.env.now - transfer.start_s
+        flows = []
+        for i, (size_B, route) in enumerate(transfer.specs):
+            flow = Flow(self.env, size_B, route, transfer.label, transfer.category, transfer)
+            flow.start_s = transfer.start_s
+            if ends[i] <= elapsed_s:
+                flow.remaining_B = 0.0
+                flow.end_s = transfer.start_s + ends[i]
+            else:
+                moved = sum(r[i] * min(d, elapsed_s - s) for s, d, r in phases if s < elapsed_s)
+                flow.remaining_B = size_B - moved
+            flows.append(flow)
+        transfer._flows = tuple(flows)
+
+    def _materialize(self) -> None:
+        """Something else happens on the network: the lone transfer's flows become real
+        active flows with the bytes they have left now, and the general model takes over."""
+        transfer = self._lone
+        if transfer is None:
+            return
+        self._lone = None
+        self._wake = None
+        self._flows_of(transfer)
+        self._updated_s = self.env.now
+        for flow in transfer.flows:
+            if flow.end_s is None:
+                self._active[flow] = None
+            else:
+                transfer.pending -= 1
+                self._record(flow)
+        if transfer.pending == 0:  # all bytes in, the latency not yet over
+            last_s = max(flow.end_s for flow in transfer.flows)
+            left_s = max(last_s + self.latency_s - self.env.now, 0.0)
+            self.env.timeout(left_s).callbacks.append(lambda _: transfer.succeed(transfer))
+        self._reallocate()
 
     def _check_link(self, link: Link) -> None:
         if self._links.get(link.name) is not link:
@@ -355,7 +583,7 @@ class Network:
     def _reallocate(self) -> None:
         """Recompute all rates and replace the pending wake-up by the earliest completion."""
         flows = list(self._active)
-        rates = max_min_rates([flow.path for flow in flows], self._capacities)
+        rates = cached_max_min_rates(tuple(flow.path for flow in flows), tuple(self._capacities))
         soonest_s = math.inf
         for flow, rate in zip(flows, rates, strict=True):
             flow.rate_Bps = rate
@@ -372,17 +600,32 @@ class Network:
             self._reallocate()
 
     def _complete(self, flow: Flow) -> None:
-        """The last byte of ``flow`` has arrived now: record it, fire ``done`` after latency."""
+        """The last byte of ``flow`` has arrived now: record it; fire ``done`` (or, for the
+        last flow of a transfer, the transfer) after the latency."""
         flow.remaining_B = 0.0
         self._end(flow)
-        if self.latency_s > 0:
+        if flow.transfer is not None:
+            flow.transfer.pending -= 1
+            if flow.transfer.pending == 0 and flow.transfer.flows:  # built: not mid-transfer()
+                self._finish(flow.transfer)
+        elif self.latency_s > 0:
             self.env.timeout(self.latency_s).callbacks.append(lambda _: flow.done.succeed(flow))
         else:
             flow.done.succeed(flow)
 
+    def _finish(self, transfer: Transfer) -> None:
+        """Every flow of ``transfer`` has arrived: it succeeds after the latency."""
+        if self.latency_s > 0:
+            self.env.timeout(self.latency_s).callbacks.append(lambda _: transfer.succeed(transfer))
+        else:
+            transfer.succeed(transfer)
+
     def _end(self, flow: Flow) -> None:
         flow.end_s = self.env.now
         flow.rate_Bps = 0.0
+        self._record(flow)
+
+    def _record(self, flow: Flow) -> None:
         if self.records is not None:
             self.records.append(
                 FlowRecord(
