@@ -530,3 +530,38 @@ def test_random_flows_match_oracle(capacities, flows, changes, latency):
             assert close(done_at[i], flow.end_s + latency, scale=10)
         else:
             assert i not in done_at
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    sizes=st.lists(st.floats(1.0, 1e6), min_size=1, max_size=6),
+    caps=st.lists(st.floats(1.0, 1e3), min_size=3, max_size=3),
+    interrupt_s=st.floats(0.0, 5e3),
+    action=st.sampled_from(["start", "capacity", "nothing"]),
+)
+def test_a_lone_transfer_on_its_schedule_equals_the_general_model(sizes, caps, interrupt_s, action):
+    """A transfer on an idle network runs on a precomputed schedule; one started while an
+    unrelated flow keeps the network busy runs the general event-driven model. With the same
+    later disturbance (another flow starts, or a capacity changes) both end together."""
+
+    def run(busy: bool) -> list[float]:
+        env = simpy.Environment()
+        net = Network(env)
+        links = [net.link(f"l{i}", cap) for i, cap in enumerate(caps)]
+        if busy:  # a flow on its own link, never ending: the network is never idle
+            net.start(1.0, [net.link("elsewhere", 0.0)])
+        routes = [[links[i % 2], links[2]] for i in range(len(sizes))]
+        transfer = net.transfer(zip(sizes, routes, strict=True))
+
+        def disturb():
+            yield env.timeout(interrupt_s)
+            if action == "start":
+                net.start(5e5, [links[0]])
+            elif action == "capacity":
+                net.set_capacity(links[2], caps[2] / 3)
+
+        env.process(disturb())
+        env.run(transfer)
+        return [flow.end_s for flow in transfer.flows] + [env.now]
+
+    assert run(busy=False) == pytest.approx(run(busy=True), rel=1e-9)
