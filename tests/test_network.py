@@ -565,3 +565,21 @@ def test_a_lone_transfer_on_its_schedule_equals_the_general_model(sizes, caps, i
         return [flow.end_s for flow in transfer.flows] + [env.now]
 
     assert run(busy=False) == pytest.approx(run(busy=True), rel=1e-9)
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_cancelling_a_transfer_stops_all_its_flows_at_once(busy):
+    # Two flows of 10 B share a 4 B/s link: 2 B/s each. Cancelled at 2 s: 4 B moved each.
+    env = simpy.Environment()
+    net = Network(env)
+    link = net.link("l", 4.0)
+    if busy:  # the general model instead of the lone schedule
+        net.start(1.0, [net.link("elsewhere", 0.0)])
+    transfer = net.transfer([(10.0, [link]), (10.0, [link])])
+    env.run(until=2.0)
+    net.cancel_transfer(transfer)
+    assert [f.moved_B for f in transfer.flows] == pytest.approx([4.0, 4.0])
+    assert all(f.cancelled and f.end_s == 2.0 for f in transfer.flows)
+    later = net.transfer([(4.0, [link])])
+    env.run(until=later)
+    assert env.now == pytest.approx(3.0) and not transfer.triggered

@@ -379,9 +379,24 @@ class Network:
     def cancel_transfer(self, transfer: Transfer) -> None:
         """Stop every flow of ``transfer`` that is still moving (e.g. a failure aborts a
         save); the transfer's event never fires."""
-        self._materialize()
+        if transfer is self._lone:  # nothing else moves: drop its schedule
+            self._lone = None
+            self._wake = None
+            self._updated_s = self.env.now
+            for flow in transfer.flows:  # built as of now, from the schedule
+                if flow.end_s is None:
+                    flow.cancelled = True
+                    self._end(flow)
+            return
+        changed = self._sync()
         for flow in transfer.flows:
-            self.cancel(flow)
+            if flow in self._active:
+                del self._active[flow]
+                flow.cancelled = True
+                self._end(flow)
+                changed = True
+        if changed:
+            self._reallocate()
 
     def cancel(self, flow: Flow) -> float:
         """Stop ``flow`` now (e.g. a save aborted by a failure); returns bytes it moved.
