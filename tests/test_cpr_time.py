@@ -92,12 +92,13 @@ def test_mfu_pays_for_counters_their_updates_and_the_selection():
     # A 4-byte counter per row: 191 MB per embedding PS, 0.78% of its 24.6 GB of state.
     assert row["tracker_bytes_per_shard"] == pytest.approx(4 * shard_rows)
     assert row["tracker_mem_frac"] == pytest.approx(4 * shard_rows / sim.layout.shard_bytes)
-    # One 10-ns increment per touched row and iteration: U/E rows per 100 ms, with U the
-    # expected distinct rows among 20480 Zipf(1.05) lookups of each of the 26 tables.
+    # One 10-ns increment per touched row and iteration, over 20 PS cores: U/E rows per
+    # 100 ms, with U the expected distinct rows among 20480 Zipf(1.05) lookups of each of
+    # the 26 tables.
     touched = distinct_rows(row_popularity(s, 1.05), 20480) / 18
     assert 0.4 * 20480 * 26 / 18 < touched < 0.6 * 20480 * 26 / 18
-    assert row["tracking_slowdown_frac"] == pytest.approx(touched * 10e-9 / 0.1)
-    assert row["other_h"] == pytest.approx(job.training / 3600 * touched * 10e-9 / 0.1)
+    assert row["tracking_slowdown_frac"] == pytest.approx(touched * 10e-9 / 20 / 0.1)
+    assert row["other_h"] == pytest.approx(job.training / 3600 * touched * 10e-9 / 20 / 0.1)
     # A partial save scans every counter of the shard (10 ns each), then writes 5% of it.
     write_s = sim.layout.write_s([0.05 * sim.layout.shard_bytes] * 18)
     assert row["partial_save_s"] == pytest.approx(shard_rows * 10e-9 + write_s)
@@ -115,7 +116,7 @@ def test_ssu_pays_for_sampling_and_its_buffer_and_saves_what_it_sampled():
     buffer = 0.05 * shard_rows  # default: fraction × rows of a shard
     assert row["tracker_bytes_per_shard"] == pytest.approx(8 * buffer)  # 8-byte row ids
     touched = distinct_rows(row_popularity(s, 1.05), 20480) / 18
-    assert row["tracking_slowdown_frac"] == pytest.approx(touched * 5e-9 / 0.1)
+    assert row["tracking_slowdown_frac"] == pytest.approx(touched * 5e-9 / 20 / 0.1)
     # The buffer holds the ids sampled in its last W iterations: repeats of hot rows leave
     # far fewer distinct rows than its capacity, and those are what a partial save writes.
     held = sampled_buffer(row_popularity(s, 1.05), 0.01, 20480, 18 * buffer, 2 * 36000)

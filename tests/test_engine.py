@@ -7,7 +7,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ftsim.policies.cpr import CprMfu
-from ftsim.policies.full import FullCheckpoint
 from ftsim.policies.registry import policy_classes
 from ftsim.sim.accounting import CATEGORIES
 from ftsim.sim.cluster import transfer_time_s
@@ -375,13 +374,14 @@ def test_halving_the_iteration_time_changes_only_per_iteration_costs(index):
 
 
 def test_iteration_time_check_fails_when_a_save_depends_on_the_iteration_time(monkeypatch):
-    init = FullCheckpoint.__init__
+    transfer = Simulation.transfer
 
-    def iteration_bound_save(self, params, scenario, layout, rng):
-        init(self, params, scenario, layout, rng)
-        self.save_s *= scenario.job.iteration_s / 0.1
+    def iteration_bound_save(self, category, flows, detail=""):
+        yield from transfer(self, category, flows, detail)
+        if category == "save":  # e.g. a barrier of ten iterations before each save
+            yield from self.phase("save", 10 * self.scenario.job.iteration_s)
 
-    monkeypatch.setattr(FullCheckpoint, "__init__", iteration_bound_save)
+    monkeypatch.setattr(Simulation, "transfer", iteration_bound_save)
     with pytest.raises(AssertionError):
         assert_iteration_time_dependence(0)
 

@@ -112,6 +112,12 @@ class _PrioritizedParams(CprParams):
     select_ns: float = Field(
         10.0, ge=0, description="ns per entry scanned to choose the rows of a partial save"
     )
+    tracking_threads: int = Field(
+        20, ge=1, description="PS cores that count (MFU) or sample (SSU) touched rows in parallel"
+    )
+    """[paper: CPR] the embedding PS are 20-core servers; a shard's touched rows are spread
+    over the threads that apply their updates, and each thread counts (or samples) the rows
+    it updates."""
     """Assumption: a linear-time pass (threshold selection over MFU's counters, de-duplication
     of SSU's buffer); NumPy's partition + filter over 48 M uint32 counters took 9–15 ns per
     entry on the (shared) development machine."""
@@ -551,7 +557,8 @@ class _Prioritized(Cpr):
     ) -> PartialSaving:
         """A plan that writes ``rows`` per shard carrying ``share`` of the updates, scans
         ``scanned`` entries per shard to choose them, keeps ``tracker_bytes`` per shard and
-        spends ``ns_per_touch`` on every row a shard's iteration touches."""
+        spends ``ns_per_touch`` on every row a shard's iteration touches (spread over its
+        ``tracking_threads``)."""
         job = self.scenario.job
         groups = row_popularity(self.scenario, self.params.popularity_exponent)
         touched = distinct_rows(groups, job.samples_per_iteration) / self.n_shards
@@ -561,7 +568,7 @@ class _Prioritized(Cpr):
             share=share,
             select_s=scanned * self.params.select_ns * 1e-9,
             write_s=self.layout.write_s([rows * job.mean_row_bytes] * self.n_shards),
-            slowdown=touched * ns_per_touch * 1e-9 / job.iteration_s,
+            slowdown=touched * ns_per_touch * 1e-9 / self.params.tracking_threads / job.iteration_s,
             tracker_bytes=tracker_bytes,
         )
 
