@@ -64,10 +64,9 @@ def model_curve(data: RunData, rows: pd.DataFrame, grid_h: np.ndarray) -> pd.Dat
     first = full.iloc[0]
     try:
         scenario = data.point_scenario(int(first["point"]))
-    except OSError as exc:
-        raise Skip(f"cannot read scenario.yaml ({exc.strerror})") from None
     except ScenarioError as exc:
-        raise Skip(f"scenario.yaml does not load: {str(exc).splitlines()[0]}") from None
+        where, what = exc.problems[0]
+        raise Skip(f"scenario.yaml: {f'{where}: ' if where else ''}{what}") from None
     mtbf = job_mtbf_s(scenario)
     if not np.isfinite(mtbf):
         raise Skip("the scenario has no failures (infinite MTBF)")
