@@ -197,7 +197,8 @@ def _cmd_run(args, argv) -> int:
 
     scenario = _load(args)
     indices = _selected_policies(scenario, args.policy)
-    digest = config_hash(scenario)
+    ran = _as_run(scenario, indices)
+    digest = config_hash(ran)  # the same when run again from the folder's scenario.yaml
     started = datetime.now(UTC)
     out = args.output or (
         Path(scenario.run.output) / scenario.name / f"{started:%Y%m%dT%H%M%SZ}_{digest}"
@@ -211,7 +212,7 @@ def _cmd_run(args, argv) -> int:
     write_csv_and_parquet(out / "runs", rows)
     write_csv(out / "timeline.csv", timeline)
     write_csv(out / "summary.csv", summary)
-    _write_resolved(out / "scenario.yaml", _as_run(scenario, indices))
+    _write_resolved(out / "scenario.yaml", ran)
     write_json(
         out / "manifest.json",
         {

@@ -5,6 +5,8 @@ runs that train the embedded model at a tiny size or keep only some policies, ``
 the folder's scenario.yaml must write the same runs.csv, byte for byte.
 """
 
+import json
+
 import pytest
 import yaml
 
@@ -39,6 +41,8 @@ def test_the_saved_scenario_reproduces_runs_csv(case, tmp_path, capsys):
     assert main(["run", str(saved), "-q", "-o", str(again)]) == 0
     for file in ("runs.csv", "summary.csv", "timeline.csv"):
         assert (again / file).read_bytes() == (first / file).read_bytes(), file
+    manifests = [json.loads((out / "manifest.json").read_text()) for out in (first, again)]
+    assert manifests[0]["config_hash"] == manifests[1]["config_hash"]
     resolved = yaml.safe_load(saved.read_text())
     if resolved.get("trainer"):
         assert resolved["trainer"]["sharding"]["n_shards"] == resolved["cluster"]["emb_ps"]
