@@ -1,7 +1,9 @@
-"""The ``ftsim`` command line: ``run``, ``sweep``, ``plot``, ``show``.
+"""The ``ftsim`` command line: ``run``, ``sweep``, ``plot``, ``validate``, ``show``.
 
-Invalid input (a bad scenario, an unknown policy name) prints located one-line errors to
-standard error and exits with status 2, never a traceback.
+Exit status: 0 on success; 1 when ``validate`` has a failed check; 2 on invalid input (a
+bad scenario, an unknown policy name), printed as located one-line errors on standard
+error, never a traceback; 3 when ``run`` or ``sweep`` finished but some replication did
+not finish training within ``run.max_wall_factor`` × the failure-free time.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 EXIT_USAGE = 2
+EXIT_UNFINISHED = 3
 
 
 class UsageError(Exception):
@@ -108,6 +111,12 @@ def _plot_parser(commands) -> None:
     plot.add_argument(
         "--point", type=int, help="sweep point of the breakdown and timeline (default: best)"
     )
+    plot.add_argument(
+        "--breakdown-scale",
+        choices=("auto", "linear", "log"),
+        default="auto",
+        help="y axis of the breakdown (default auto: log when the bars span more than 10x)",
+    )
     plot.set_defaults(handler=_cmd_plot)
 
 
@@ -188,21 +197,22 @@ def _cmd_run(args, argv) -> int:
 
     scenario = _load(args)
     indices = _selected_policies(scenario, args.policy)
-    digest = config_hash(scenario)
+    ran = _as_run(scenario, indices)
+    digest = config_hash(ran)  # the same when run again from the folder's scenario.yaml
     started = datetime.now(UTC)
     out = args.output or (
         Path(scenario.run.output) / scenario.name / f"{started:%Y%m%dT%H%M%SZ}_{digest}"
     )
-    total = len(indices) * scenario.run.replications
-    bar = _progress(total, args.quiet)
-    rows, timeline = run_scenario(scenario, indices, progress=bar.update if bar else None)
-    if bar:
-        bar.close()
+    progress = _run_progress(scenario, len(indices), args.quiet)
+    try:
+        rows, timeline = run_scenario(scenario, indices, progress=progress)
+    finally:
+        progress.close()
     summary = summarize(rows)
     write_csv_and_parquet(out / "runs", rows)
     write_csv(out / "timeline.csv", timeline)
     write_csv(out / "summary.csv", summary)
-    _write_resolved(out / "scenario.yaml", scenario)
+    _write_resolved(out / "scenario.yaml", ran)
     write_json(
         out / "manifest.json",
         {
@@ -223,11 +233,44 @@ def _cmd_run(args, argv) -> int:
     if not args.quiet:
         print(format_summary(summary))
         print(f"results: {out}")
-    return 0
+    return _unfinished_status(summary)
+
+
+def _run_progress(scenario, n_policies: int, quiet: bool):
+    """Progress of ``run``: the timing simulations, then the trained replications."""
+    from ftsim.experiments.progress import Progress, Stage
+    from ftsim.experiments.runner import trained_replications
+
+    timing = Stage("timing", scenario.run.replications * n_policies, "simulations")
+    trained = len(trained_replications(scenario))
+    training = Stage("co-simulation", trained, "replications", each=True)
+    return Progress([timing, training], quiet)
+
+
+def _as_run(scenario, indices: list[int]):
+    """The resolved scenario restricted to the policies that ran (``--policy``), so that
+    ``run`` on the saved scenario.yaml reproduces runs.csv; a sweep reference that did not
+    run falls back to the default (the first policy)."""
+    policies = [scenario.policies[i] for i in indices]
+    sweep = scenario.sweep
+    if sweep and sweep.reference not in {None, *(p.label for p in policies)}:
+        sweep = sweep.model_copy(update={"reference": None})
+    return scenario.model_copy(update={"policies": policies, "sweep": sweep})
+
+
+def _unfinished_status(summary: list[dict], point_columns: list[str] = ()) -> int:
+    """Warn on standard error about unfinished replications: exit status 3 if any, else 0."""
+    from ftsim.experiments.runner import unfinished_warnings
+
+    warnings = unfinished_warnings(summary, point_columns)
+    for line in warnings:
+        print(line, file=sys.stderr)
+    return EXIT_UNFINISHED if warnings else 0
 
 
 def _cmd_sweep(args, argv) -> int:
     from ftsim.experiments import sweep
+    from ftsim.experiments.progress import Progress, Stage
     from ftsim.experiments.store import RunStore, StoreError
 
     for name in ("jobs", "batch", "max_reps"):
@@ -246,6 +289,7 @@ def _cmd_sweep(args, argv) -> int:
     )
     started = datetime.now(UTC)
     total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
+    progress = None
     try:
         if args.resume:
             store = RunStore.resume(args.resume, plan.config_hash)
@@ -259,7 +303,7 @@ def _cmd_sweep(args, argv) -> int:
                 out, sweep.manifest(plan, ["ftsim", *argv], started.isoformat())
             )
         _write_resolved(store.root / "scenario.yaml", plan.base)
-        bar = _progress(total, args.quiet)
+        progress = Progress([Stage("sweep", total, "replications")], args.quiet)
         computed, reused = sweep.run_sweep(
             plan,
             store,
@@ -267,12 +311,13 @@ def _cmd_sweep(args, argv) -> int:
             jobs=args.jobs,
             dask_address=args.dask_address,
             batch=args.batch,
-            progress=bar.update if bar else None,
+            progress=lambda steps: progress("sweep", steps),
         )
     except StoreError as exc:
         raise UsageError(str(exc)) from None
-    if bar:
-        bar.close()
+    finally:
+        if progress is not None:
+            progress.close()
     summary = sweep.finish(plan, store)
     session = {
         "argv": ["ftsim", *argv],
@@ -290,7 +335,7 @@ def _cmd_sweep(args, argv) -> int:
         print(format_table(summary, plan.columns))
     print(f"computed {computed}, reused {reused} (replications)")
     print(f"results: {store.root}")
-    return 0
+    return _unfinished_status(summary.to_dict("records"), plan.columns)
 
 
 def _cmd_plot(args, argv) -> int:
@@ -298,18 +343,9 @@ def _cmd_plot(args, argv) -> int:
 
     if not (args.run_dir / "runs.csv").exists():
         raise UsageError(f"{args.run_dir}: no runs.csv (not a run or sweep folder)")
-    for name, outcome in plot_run(args.run_dir, point=args.point):
+    for name, outcome in plot_run(args.run_dir, args.point, args.breakdown_scale):
         print(f"{name}: {outcome}")
     return 0
-
-
-def _progress(total: int, quiet: bool):
-    """A tqdm bar on a terminal, nothing otherwise."""
-    if quiet or not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="rep", leave=False)
 
 
 def _write_resolved(path: Path, scenario) -> None:

@@ -44,7 +44,7 @@ METRICS = (
 PAIRED = ("overhead_frac", "logloss_delta")
 """Columns also compared with the reference policy on matched replications."""
 
-_NOT_METRICS = {"point", "rep", "seed"}
+_NOT_METRICS = {"point", "rep", "seed", "completed"}
 
 
 def t_quantile(confidence: float, df: int) -> float:
@@ -77,9 +77,13 @@ def summarize(
     reference: str | None = None,
     confidence: float = CONFIDENCE,
 ) -> pd.DataFrame:
-    """One row per (point, policy), in the order of ``runs``.
+    """One row per (point, policy), in the order of ``runs``, over finished replications.
 
-    Columns: ``point``, the swept ``point_columns``, ``policy``, ``kind``, ``n``; for each
+    A replication stopped at ``run.max_wall_factor`` (``completed`` false) has no overhead:
+    it is counted in ``n_unfinished`` and left out of every statistic and paired difference.
+
+    Columns: ``point``, the swept ``point_columns``, ``policy``, ``kind``, ``n`` (finished),
+    ``n_unfinished``; for each
     metric present, ``{m}_mean``, ``{m}_std``, ``{m}_ci95_low``, ``{m}_ci95_high``
     (``overhead_frac`` also ``_ci95_half``); other numeric columns (policy parameters such
     as ``interval_h``) as ``{c}_mean``; then ``reference`` and, for each paired column,
@@ -89,6 +93,7 @@ def summarize(
     """
     runs = with_point(runs)
     reference = reference or runs["policy"].iloc[0]
+    done = finished(runs)
     metrics = [m for m in METRICS if m in runs and _numeric(runs[m])]
     others = [
         c
@@ -99,10 +104,12 @@ def summarize(
         and _numeric(runs[c])
     ]
     out = []
-    for (point, policy), group in runs.groupby(list(KEY), sort=False):
+    for (point, policy), everything in runs.groupby(list(KEY), sort=False):
+        group = everything[done[everything.index]]
         row = {"point": point}
-        row.update({c: group[c].iloc[0] for c in point_columns})
-        row.update(policy=policy, kind=group["kind"].iloc[0], n=len(group))
+        row.update({c: everything[c].iloc[0] for c in point_columns})
+        row.update(policy=policy, kind=everything["kind"].iloc[0], n=len(group))
+        row["n_unfinished"] = len(everything) - len(group)
         for m in metrics:
             s = t_interval(group[m], confidence)
             row.update(
@@ -113,7 +120,7 @@ def summarize(
                 row["overhead_frac_ci95_half"] = (s["high"] - s["low"]) / 2
         row.update({f"{c}_mean": float(group[c].mean()) for c in others})
         row["reference"] = reference
-        ref = runs[(runs["point"] == point) & (runs["policy"] == reference)]
+        ref = runs[done & (runs["point"] == point) & (runs["policy"] == reference)]
         for m in (m for m in PAIRED if m in metrics):
             d = t_interval(paired_differences(group, ref, m), confidence)
             row.update(
@@ -122,6 +129,13 @@ def summarize(
             )
         out.append(row)
     return pd.DataFrame(out)
+
+
+def finished(runs: pd.DataFrame) -> pd.Series:
+    """Per row: whether the replication finished (all rows of runs without ``completed``)."""
+    if "completed" not in runs:
+        return pd.Series(True, index=runs.index)
+    return runs["completed"].astype(str).str.lower() == "true"
 
 
 def paired_differences(group: pd.DataFrame, reference: pd.DataFrame, metric: str) -> np.ndarray:
@@ -133,9 +147,11 @@ def paired_differences(group: pd.DataFrame, reference: pd.DataFrame, metric: str
 
 
 def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
-    """The summary as a fixed-width text table: overhead ± CI and the paired difference."""
+    """The summary as a fixed-width text table: overhead ± CI and the paired difference, and
+    an ``unfinished`` column when some replications did not finish."""
     header = [*point_columns, "policy", "n", "overhead", "±95% CI", "Δ vs ref", "±95% CI"]
     lines = [header]
+    unfinished = summary.get("n_unfinished", pd.Series(0, index=summary.index))
     for _, s in summary.iterrows():
         diff_half = (
             s.get("overhead_frac_diff_ci95_high", math.nan)
@@ -146,12 +162,16 @@ def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
                 *[str(s[c]) for c in point_columns],
                 str(s["policy"]),
                 str(s["n"]),
-                _pct(s["overhead_frac_mean"]),
+                "unfinished" if s["n"] == 0 else _pct(s["overhead_frac_mean"]),
                 _pct(s["overhead_frac_ci95_half"]),
                 _pct(s.get("overhead_frac_diff_mean", math.nan)),
                 _pct(diff_half),
             ]
         )
+    if unfinished.any():
+        header.append("unfinished")
+        for line, count in zip(lines[1:], unfinished, strict=True):
+            line.append(str(int(count)))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text_columns = len(point_columns) + 1
     return "\n".join(

@@ -26,7 +26,7 @@ from pydantic import (
 from ftsim.policies.registry import policy_classes
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.failures import FailureSourceConfig
-from ftsim.trainer.config import TrainerConfig
+from ftsim.trainer.config import ShardingConfig, TrainerConfig
 
 PolicyConfig = Annotated[
     Union[tuple(cls.Params for cls in policy_classes().values())],  # noqa: UP007
@@ -311,7 +311,8 @@ class Run(Section):
         100.0,
         gt=1,
         description="stop a replication at this multiple of the failure-free time and report "
-        "it as not completed (overhead = inf): failures can be too frequent to ever finish",
+        "it as unfinished (left out of the overhead statistics; `run` exits with status 3): "
+        "failures can be too frequent to ever finish",
     )
 
 
@@ -344,13 +345,24 @@ class Sweep(Section):
         return self
 
 
+class EmbeddingSharding(ShardingConfig):
+    """Placement of the model's embedding rows on its shards, the cluster's embedding PS."""
+
+    n_shards: int | None = Field(
+        None, ge=1, description="shards of the model: cluster.emb_ps (filled in when left out)"
+    )
+
+
 class TrainerSection(TrainerConfig):
     """The embedded NumPy DLRM trained inside the simulation (co-simulation).
 
     ``steps`` real trainer steps stand for the whole failure-free training run: simulated
     progress p maps to step round(p / work × steps). The model's embedding shards are the
-    cluster's embedding PS (``sharding.n_shards`` is set to ``cluster.emb_ps``).
+    cluster's embedding PS: ``sharding.n_shards`` is ``cluster.emb_ps`` (filled in when left
+    out, so the resolved scenario saved with the results says what was trained).
     """
+
+    sharding: EmbeddingSharding = Field(default_factory=EmbeddingSharding)
 
     enabled: bool = Field(True, description="train the model inside the simulation")
     steps: int = Field(1000, ge=1, description="trainer steps standing for the whole run")
@@ -381,6 +393,18 @@ class Scenario(Section):
     sweep: Sweep | None = None
     trainer: TrainerSection | None = None
 
+    @model_validator(mode="after")
+    def _one_shard_per_embedding_ps(self):
+        """Fill in ``trainer.sharding.n_shards`` = ``cluster.emb_ps`` when it is left out: the
+        co-simulation trains one shard per embedding PS, and the resolved scenario (written to
+        every run folder) must say so to load again and reproduce the run."""
+        sharding = self.trainer.sharding if self.trainer else None
+        if sharding is not None and sharding.n_shards is None:
+            shards = sharding.model_copy(update={"n_shards": self.cluster.emb_ps})
+            trainer = self.trainer.model_copy(update={"sharding": shards})
+            object.__setattr__(self, "trainer", trainer)  # the model is frozen
+        return self
+
     def problems(self) -> list[tuple[str, str]]:
         """Inconsistencies between sections, as (dotted path, message) pairs."""
         found = []
@@ -393,8 +417,7 @@ class Scenario(Section):
         for i, policy in enumerate(self.policies):
             found += [(f"policies.{i}.{path}", msg) for path, msg in policy.problems(self)]
         sharding = self.trainer.sharding if self.trainer else None
-        explicit = sharding is not None and "n_shards" in sharding.model_fields_set
-        if explicit and sharding.n_shards != self.cluster.emb_ps:
+        if sharding is not None and sharding.n_shards != self.cluster.emb_ps:
             message = f"must equal cluster.emb_ps ({self.cluster.emb_ps}) or be left out"
             found.append(("trainer.sharding.n_shards", message))
         if self.sweep and self.sweep.reference and self.sweep.reference not in labels:

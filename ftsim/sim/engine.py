@@ -75,6 +75,8 @@ class Simulation:
         """Compute seconds of training that the current model state reflects."""
         self.computed_s = 0.0
         """Compute seconds performed, including work later rolled back."""
+        self.reached_s = 0.0
+        """Highest progress reached so far, compute seconds: compute below it is redone work."""
         self.charged = dict.fromkeys(CATEGORIES, 0.0)
         self.timeline: list[Phase] = []
         self.failures_seen: list[Failure] = []
@@ -158,6 +160,7 @@ class Simulation:
         extras = self.policy.slowdown()
         factor = 1.0 + sum(extras.values())
         start = self.env.now
+        begin_s = self.progress_s
         self._computing = True
         try:
             yield self.env.timeout((target_s - self.progress_s) * factor)
@@ -168,9 +171,14 @@ class Simulation:
             self.computed_s += base
             for category, extra in extras.items():
                 self.charged[category] += base * extra
-            if self.env.now > start:
+            redo_end = start + (min(self.progress_s, self.reached_s) - begin_s) * factor
+            redo_end = min(max(redo_end, start), self.env.now)
+            if redo_end > start:  # re-executing work that a rollback discarded
+                self.timeline.append(Phase(start, redo_end, "redo"))
+            if self.env.now > redo_end:
                 kind = "degraded" if extras.get("degraded") else "compute"
-                self.timeline.append(Phase(start, self.env.now, kind))
+                self.timeline.append(Phase(redo_end, self.env.now, kind))
+            self.reached_s = max(self.reached_s, self.progress_s)
 
     def _run_job(self):
         policy = self.policy
