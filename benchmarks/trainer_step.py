@@ -37,10 +37,10 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_info, threadpool_limits
 
-import ftsim.trainer.trainer as trainer_module
 from ftsim.cosim import trainer_config
 from ftsim.scenario import load_scenario
 from ftsim.trainer import Trainer
+from ftsim.trainer.embeddings import SegmentSum
 
 PROD = Path(__file__).resolve().parents[1] / "scenarios" / "prod50h.yaml"
 POOL = 32  # pre-generated batches, cycled through
@@ -106,11 +106,11 @@ def instrument(tr: Trainer, totals: dict[str, float]) -> Callable[[], None]:
         for attr in path.split("."):
             owner = getattr(owner, attr)
         wrap(owner, method, part.strip())
-    wrap(trainer_module, "segment_sum", "segment sum")
+    wrap(SegmentSum, "__call__", "segment sum")  # on the class: calls look it up there
 
     def remove() -> None:
         for owner, name, fn in undo:
-            if owner is trainer_module:
+            if isinstance(owner, type):
                 setattr(owner, name, fn)
             else:
                 delattr(owner, name)  # the instance attribute shadowed the method

@@ -123,6 +123,7 @@ class DotInteraction:
             f, d = self.n_vectors, self.dim
             buf = {
                 "feat": np.empty((b, f, d), self.dtype),
+                "feat_t": np.empty((b, d, f), self.dtype),
                 "gram": np.empty((b, f, f), self.dtype),
                 "out": np.empty((b, self.out_dim), self.dtype),
                 "dsym": np.zeros((b, f, f), self.dtype),  # diagonal stays 0
@@ -134,7 +135,12 @@ class DotInteraction:
     def forward(self, feat: np.ndarray) -> np.ndarray:
         """(B, F, d) -> (B, d + P). ``feat[:, 0]`` is the bottom-MLP output."""
         buf = self.buffers(feat.shape[0])
-        gram = np.matmul(feat, feat.transpose(0, 2, 1), out=buf["gram"])
+        # X Xᵀ per sample, with Xᵀ copied contiguous first: with the transposed view as operand
+        # the (27, 8) x (8, 27) products were 5x slower (OpenBLAS 0.3.31 SkylakeX, 1 thread:
+        # 280 µs instead of 50 at B = 256), more than the copy costs (20 µs)
+        feat_t = buf["feat_t"]
+        np.copyto(feat_t, feat.transpose(0, 2, 1))
+        gram = np.matmul(feat, feat_t, out=buf["gram"])
         out = buf["out"]
         out[:, : self.dim] = feat[:, 0]
         np.take(gram.reshape(len(feat), -1), self.pair_index, axis=1, out=out[:, self.dim :])
