@@ -14,16 +14,19 @@ shared machine, and small GEMMs on several threads mostly wait for each other.
 Reported, in µs per step:
 
 * ``step``: median over ``--repeats`` of the mean step time of ``--steps`` uninstrumented
-  steps (after ``--warmup`` steps), with the fastest and slowest repeat (a shared machine
-  shows up as a spread);
+  steps (after ``--warmup`` steps), with the fastest and slowest repeat, in wall-clock time
+  and in the thread's CPU time. On a quiet machine they agree; on a shared one the wall
+  time also counts the time the process waited for a core (a spread between repeats), the
+  CPU time much less so;
 * the breakdown, from as many instrumented repeats interleaved with those (each part's
-  method is wrapped by a timer; median per part): ``lookup``, ``bottom MLP`` and ``top MLP``
-  (forward + backward each), ``interaction fwd``/``bwd``, ``dense optimizer``, ``segment
-  sum``, ``sparse update`` (row-wise rule on the touched rows) and ``other`` (the rest of
-  the instrumented step: loss, sigmoid, id offsets, MFU counters, Python glue, about 3 µs of
-  timers).
+  method is wrapped by a timer, ``--clock cpu`` by default; median per part): ``lookup``,
+  ``bottom MLP`` and ``top MLP`` (forward + backward each), ``interaction fwd``/``bwd``,
+  ``dense optimizer``, ``segment sum``, ``sparse update`` (row-wise rule on the touched
+  rows) and ``other`` (the rest of the instrumented step: loss, sigmoid, id offsets, MFU
+  counters, Python glue, a few µs of timers).
 
-Usage: ``python benchmarks/trainer_step.py [--steps 200] [--repeats 15] [--warmup 100]``.
+Usage: ``python benchmarks/trainer_step.py [--steps 200] [--repeats 15] [--warmup 100]
+[--clock cpu|wall]``.
 """
 
 from __future__ import annotations
@@ -75,28 +78,30 @@ def make_trainer() -> tuple[Trainer, list]:
     return tr, [tr.data.batch(i) for i in range(POOL)]
 
 
-def run(tr: Trainer, batches: list, n: int) -> float:
-    """Train ``n`` steps on the pool; seconds per step."""
-    t0 = time.perf_counter()
+def run(tr: Trainer, batches: list, n: int) -> tuple[float, float]:
+    """Train ``n`` steps on the pool; (wall, thread CPU) seconds per step."""
+    t0, c0 = time.perf_counter(), time.thread_time()
     for i in range(n):
         tr.train_batch(batches[i % POOL])
-    return (time.perf_counter() - t0) / n
+    return (time.perf_counter() - t0) / n, (time.thread_time() - c0) / n
 
 
-def instrument(tr: Trainer, totals: dict[str, float]) -> Callable[[], None]:
-    """Wrap every part's method with a timer adding seconds to ``totals[part]`` (the part
-    names stripped); returns the function that removes the wrappers again."""
+def instrument(
+    tr: Trainer, totals: dict[str, float], clock: Callable[[], float]
+) -> Callable[[], None]:
+    """Wrap every part's method with a timer adding ``clock`` seconds to ``totals[part]`` (the
+    part names stripped); returns the function that removes the wrappers again."""
     undo = []
 
     def wrap(owner, name: str, part: str) -> None:
         fn = getattr(owner, name)
 
         def timed(*args, **kwargs):
-            t0 = time.perf_counter()
+            t0 = clock()
             try:
                 return fn(*args, **kwargs)
             finally:
-                totals[part] += time.perf_counter() - t0
+                totals[part] += clock() - t0
 
         setattr(owner, name, timed)
         undo.append((owner, name, fn))
@@ -123,7 +128,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200, help="steps per repeat")
     ap.add_argument("--repeats", type=int, default=15, help="repeats (median reported)")
     ap.add_argument("--warmup", type=int, default=100, help="untimed steps first")
+    ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu", help="of the breakdown")
     args = ap.parse_args()
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     with threadpool_limits(1):
         print("BLAS:", blas_line())
         tr, batches = make_trainer()
@@ -141,17 +148,20 @@ def main() -> None:
         for _ in range(args.repeats):  # interleaved: both kinds see the same machine load
             steps.append(run(tr, batches, args.steps))
             totals: dict[str, float] = defaultdict(float)
-            remove = instrument(tr, totals)
-            total = run(tr, batches, args.steps)
+            remove = instrument(tr, totals, clock)
+            total = run(tr, batches, args.steps)[args.clock == "cpu"]
             remove()
             for part, seconds in totals.items():
                 parts[part].append(seconds / args.steps)
             parts["other"].append(total - sum(totals.values()) / args.steps)
             parts["instrumented step"].append(total)
-    print(
-        f"step: {1e6 * statistics.median(steps):7.1f} µs (median of {args.repeats} x "
-        f"{args.steps} steps; min {1e6 * min(steps):.1f}, max {1e6 * max(steps):.1f})"
-    )
+    for name, values in zip(("wall", "CPU"), zip(*steps, strict=True), strict=True):
+        print(
+            f"step ({name}): {1e6 * statistics.median(values):7.1f} µs (median of "
+            f"{args.repeats} x {args.steps} steps; min {1e6 * min(values):.1f}, "
+            f"max {1e6 * max(values):.1f})"
+        )
+    print(f"breakdown ({args.clock} time, median per part):")
     whole = statistics.median(parts.pop("instrumented step"))
     for part, values in parts.items():
         med = statistics.median(values)

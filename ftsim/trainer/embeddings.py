@@ -235,9 +235,16 @@ class ShardedEmbeddings:
         return RowData(rows, np.take(self.weights, rows, axis=0), state)
 
 
+# SegmentSum finds the unique ids by scanning a mask of all rows when there are at most this
+# many rows per lookup, else by sorting one lookup per id. Measured (1 thread, µs): the scan
+# costs 0.04-0.11 ns per row, sorting 10-25 ns per unique id; 17k rows, 6.7k lookups: scan 64,
+# sort 99; 2.6M rows, 3.3k lookups: scan 341, sort 59; 2.6M rows, 27k lookups: 661 and 500.
+_SCAN_ROWS_PER_LOOKUP = 32
+
+
 class SegmentSum:
     """Sum of the gradient rows of a batch's lookups per looked-up id (the lookup's backward),
-    without sorting and without a dense table-sized gradient.
+    without a dense table-sized gradient.
 
     Built once per batch layout: lookup ``k`` (of ``n``) takes its gradient from row
     ``col_of[k]`` of an (M, d) work array (``col_of`` strictly increasing, so the gradient can
@@ -245,20 +252,23 @@ class SegmentSum:
     rows below ``n_rows``. A call returns ``(rows, counts, sums)``: sorted unique ids (n_u,),
     lookups per id (n_u,) and summed gradients (n_u, d).
 
-    How: a bool mask over the ids (``n_rows`` bytes, cleared after use) yields the sorted
-    unique ids with one scan (≈ 10 µs for 17k rows, 0.3 ms for 2.6M); a rank table maps each
-    lookup to its id's position; the sums are a sparse 0/1 (n x M) CSC matrix times the
-    gradient array. In CSC the matrix has one entry per column ``col_of[k]`` in lookup order,
-    so its pattern is fixed and only the row indices (the ranks) change per call: they are
-    written in place into the matrix's ``indices``. scipy's product adds each id's gradients
-    in lookup order, so the result is deterministic and the same on every machine.
+    How: the sorted unique ids come from one scan of a bool mask over all rows (set at the
+    ids, cleared after use) when ``n_rows <= 32 n``, else from a rank table in which every
+    lookup writes its position (one writer per id survives, whichever it is) and a sort of
+    the ids whose lookup survived. The rank table then maps each lookup to its id's position
+    in ``rows``, and the sums are a sparse 0/1 (n x M) CSC matrix times the gradient array. In
+    CSC the matrix has one entry per column ``col_of[k]`` in lookup order, so its pattern is
+    fixed and only the row indices (the ranks) change per call: they are written in place
+    into the matrix's ``indices``. scipy's product adds each id's gradients in lookup order,
+    so the result is deterministic and the same on every machine.
     """
 
     def __init__(self, n_rows: int, col_of: np.ndarray, n_grad_rows: int, dtype: np.dtype):
         from scipy.sparse import csc_matrix  # deferred: keeps `import ftsim.trainer` light
 
         n = len(col_of)
-        self._seen = np.zeros(n_rows, dtype=bool)
+        scan = n_rows <= _SCAN_ROWS_PER_LOOKUP * n
+        self._seen = np.zeros(n_rows, dtype=bool) if scan else None
         self._rank = np.zeros(n_rows, dtype=np.int32)
         self._ranks = np.arange(n, dtype=np.int32)
         indptr = np.zeros(n_grad_rows + 1, dtype=np.int32)
@@ -273,12 +283,17 @@ class SegmentSum:
         self, ids: np.ndarray, grad_rows: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``ids`` (n,) global row of every lookup; ``grad_rows`` (M, d) C-contiguous."""
-        seen, rank = self._seen, self._rank
-        seen[ids] = True
-        rows = np.flatnonzero(seen)
-        seen[rows] = False
-        rank[rows] = self._ranks[: len(rows)]
-        inverse = self._matrix.indices
-        np.take(rank, ids, out=inverse)
+        rank, ranks, inverse = self._rank, self._ranks, self._matrix.indices
+        if self._seen is not None:
+            self._seen[ids] = True
+            rows = np.flatnonzero(self._seen)
+            self._seen[rows] = False
+        else:
+            rank[ids] = ranks
+            np.take(rank, ids, out=inverse, mode="clip")
+            rows = ids[inverse == ranks]
+            rows.sort()
+        rank[rows] = ranks[: len(rows)]
+        np.take(rank, ids, out=inverse, mode="clip")  # ids are valid; "raise" buffers out
         counts = np.bincount(inverse, minlength=len(rows))
         return rows, counts, (self._matrix @ grad_rows)[: len(rows)]
