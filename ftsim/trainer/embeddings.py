@@ -238,7 +238,7 @@ class ShardedEmbeddings:
 # SegmentSum finds the unique ids by scanning a mask of all rows when there are at most this
 # many rows per lookup, else by sorting one lookup per id. Measured (1 thread, µs): the scan
 # costs 0.04-0.11 ns per row, sorting 10-25 ns per unique id; 17k rows, 6.7k lookups: scan 64,
-# sort 99; 2.6M rows, 3.3k lookups: scan 341, sort 59; 2.6M rows, 27k lookups: 661 and 500.
+# sort 99; 2.6M rows, 3.3k lookups: scan 341, sort 59; 2.6M rows, 27k lookups: 661, 500.
 _SCAN_ROWS_PER_LOOKUP = 32
 
 
@@ -270,7 +270,7 @@ class SegmentSum:
         scan = n_rows <= _SCAN_ROWS_PER_LOOKUP * n
         self._seen = np.zeros(n_rows, dtype=bool) if scan else None
         self._rank = np.zeros(n_rows, dtype=np.int32)
-        self._ranks = np.arange(n, dtype=np.int32)
+        self._positions = np.arange(n, dtype=np.int32)  # of the lookups; ranks of the ids
         indptr = np.zeros(n_grad_rows + 1, dtype=np.int32)
         indptr[np.asarray(col_of) + 1] = 1
         np.cumsum(indptr, out=indptr)
@@ -283,17 +283,17 @@ class SegmentSum:
         self, ids: np.ndarray, grad_rows: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``ids`` (n,) global row of every lookup; ``grad_rows`` (M, d) C-contiguous."""
-        rank, ranks, inverse = self._rank, self._ranks, self._matrix.indices
+        rank, positions, inverse = self._rank, self._positions, self._matrix.indices
         if self._seen is not None:
             self._seen[ids] = True
             rows = np.flatnonzero(self._seen)
             self._seen[rows] = False
         else:
-            rank[ids] = ranks
+            rank[ids] = positions
             np.take(rank, ids, out=inverse, mode="clip")
-            rows = ids[inverse == ranks]
+            rows = ids[inverse == positions]
             rows.sort()
-        rank[rows] = ranks[: len(rows)]
+        rank[rows] = positions[: len(rows)]
         np.take(rank, ids, out=inverse, mode="clip")  # ids are valid; "raise" buffers out
         counts = np.bincount(inverse, minlength=len(rows))
         return rows, counts, (self._matrix @ grad_rows)[: len(rows)]
