@@ -48,18 +48,18 @@ from ftsim.trainer.embeddings import SegmentSum
 PROD = Path(__file__).resolve().parents[1] / "scenarios" / "prod50h.yaml"
 POOL = 32  # pre-generated batches, cycled through
 
-# part -> (path of the object from the trainer, method); methods do not nest into each other
-PARTS: dict[str, tuple[str, str]] = {
-    "lookup": ("embeddings", "lookup"),
-    "bottom MLP": ("model.bottom", "forward"),
-    "bottom MLP ": ("model.bottom", "backward"),
-    "interaction fwd": ("model.interaction", "forward"),
-    "interaction bwd": ("model.interaction", "backward"),
-    "top MLP": ("model.top", "forward"),
-    "top MLP ": ("model.top", "backward"),
-    "dense optimizer": ("dense_optimizer", "step"),
-    "sparse update": ("embeddings", "apply_gradients"),
-}
+# (part, path of the object from the trainer, method); the methods do not nest
+PARTS: list[tuple[str, str, str]] = [
+    ("lookup", "embeddings", "lookup"),
+    ("bottom MLP", "model.bottom", "forward"),
+    ("bottom MLP", "model.bottom", "backward"),
+    ("interaction fwd", "model.interaction", "forward"),
+    ("interaction bwd", "model.interaction", "backward"),
+    ("top MLP", "model.top", "forward"),
+    ("top MLP", "model.top", "backward"),
+    ("dense optimizer", "dense_optimizer", "step"),
+    ("sparse update", "embeddings", "apply_gradients"),
+]
 
 
 def blas_line() -> str:
@@ -89,8 +89,8 @@ def run(tr: Trainer, batches: list, n: int) -> tuple[float, float]:
 def instrument(
     tr: Trainer, totals: dict[str, float], clock: Callable[[], float]
 ) -> Callable[[], None]:
-    """Wrap every part's method with a timer adding ``clock`` seconds to ``totals[part]`` (the
-    part names stripped); returns the function that removes the wrappers again."""
+    """Wrap every part's method with a timer adding ``clock`` seconds to ``totals[part]``;
+    returns the function that removes the wrappers again."""
     undo = []
 
     def wrap(owner, name: str, part: str) -> None:
@@ -106,11 +106,11 @@ def instrument(
         setattr(owner, name, timed)
         undo.append((owner, name, fn))
 
-    for part, (path, method) in PARTS.items():
+    for part, path, method in PARTS:
         owner = tr
         for attr in path.split("."):
             owner = getattr(owner, attr)
-        wrap(owner, method, part.strip())
+        wrap(owner, method, part)
     wrap(SegmentSum, "__call__", "segment sum")  # on the class: calls look it up there
 
     def remove() -> None:
