@@ -140,10 +140,14 @@ def test_parity_consistent_after_many_steps(make_config, kind):
     tr.train(3)  # encode a state that already has optimizer state
     code = ParityCode.attach(tr, 3, 2)
     assert max(code.consistency_error().values()) < 1e-7  # fresh encoding: rounding only
-    tr.train(500)
+    steps = 500
+    tr.train(steps)
     errors = code.consistency_error()
     assert errors.keys() == {"values", *tr.embeddings.state}
-    assert max(errors.values()) <= TOL
+    # each fold rounds the parity once (<= 2**-24 relative): the drift is a sum of roundings,
+    # about sqrt(steps) * 2**-24 (1e-6 to 5e-6 measured over 8 seeds), steps * 2**-24 at worst
+    # (3e-5); a missed or wrong update is off by lr * gradient, orders of magnitude more
+    assert max(errors.values()) <= steps * 2.0**-24
     code.rebuild_parity()  # scrubbing resets the drift
     assert max(code.consistency_error().values()) < 1e-7
 
@@ -272,20 +276,63 @@ def test_rebuild_read_bytes(make_config):
     assert code.parity_bytes_per_shard.tolist() == [65 * 16] * 3
 
 
-@pytest.mark.parametrize("kind", OPTIMIZERS)
-def test_training_after_recovery_matches_failure_free(make_config, kind):
-    clean = make_trainer(make_config, kind, 5)
-    clean.train(200)
+def recovered(make_config, kind: str, failed: list[int]) -> tuple[Trainer, ParityCode]:
+    """150 steps with (5, 3, 2) parity, then ``failed`` lost, decoded, written back, re-coded."""
     tr = make_trainer(make_config, kind, 5)
     code = ParityCode.attach(tr, 3, 2)
     tr.train(150)
-    lose(tr, code, [1, 3])
-    tr.write_rows(code.decode([1, 3]))
-    code.rebuild_parity([1, 3])
+    lose(tr, code, failed)
+    tr.write_rows(code.decode(failed))
+    code.rebuild_parity(failed)
+    return tr, code
+
+
+def dense_bytes(tr: Trainer) -> list[bytes]:
+    """Dense parameters and their optimizer state, as bytes (for exact comparison)."""
+    return [a.tobytes() for a in [*tr.model.params, *tr.dense_optimizer.state]]
+
+
+def state_bytes(tr: Trainer) -> list[bytes]:
+    """Every parameter and optimizer-state array of ``tr``, as bytes."""
+    emb = [tr.embeddings.weights, *tr.embeddings.state.values()]
+    return dense_bytes(tr) + [a.tobytes() for a in emb]
+
+
+# Held-out log loss (nats) after training on from a recovered state vs from the failure-free
+# state. The parameters themselves are not compared after further training: a ReLU input
+# within rounding of 0 for one sample flips that sample's gradient, so a 1e-6 decode error
+# (or perturbing one value by 1e-6 without any parity) can move rows by 5e-2 within 50
+# row-wise Adagrad steps. The loss is stable: that divergence changed it by at most 1.4e-4
+# (3 seeds x 8 random 1e-6 perturbations of every row), while losing the two shards without
+# recovery raises it by 6e-3 (Adagrad) and 8e-3 (momentum).
+LOSS_TOL = 1e-3
+
+
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+def test_training_after_recovery_matches_failure_free(make_config, kind):
+    failed = [1, 3]
+    clean = make_trainer(make_config, kind, 5)
+    clean.train(150)
+    tr, code = recovered(make_config, kind, failed)
+    emb = tr.embeddings
+    lost = np.concatenate([emb.shard_rows(s) for s in failed])
+    kept = np.setdiff1d(np.arange(emb.n_rows), lost)
+    truth, now = clean.embeddings.snapshot(), emb.snapshot()
+    # right after recovery: decoded rows as accurate as decoding; the rest never changed
+    # (parity is a listener: it does not alter training, so both runs agree bit for bit)
+    assert_rows_close(now.subset(lost), truth.subset(lost))
+    survivors, want = now.subset(kept), truth.subset(kept)
+    assert survivors.values.tobytes() == want.values.tobytes()
+    for name in want.state:
+        assert survivors.state[name].tobytes() == want.state[name].tobytes()
+    assert dense_bytes(tr) == dense_bytes(clean)
+    assert max(code.consistency_error().values()) <= TOL
+    # recovery is reproducible: the same failure recovered again trains on bit-identically
+    again, _ = recovered(make_config, kind, failed)
     tr.train(50)
-    assert rel_err(tr.embeddings.weights, clean.embeddings.weights) <= TOL
-    for name, a in clean.embeddings.state.items():
-        assert rel_err(tr.embeddings.state[name], a) <= TOL
-    for got, want in zip(tr.model.params, clean.model.params, strict=True):
-        assert rel_err(got, want) <= TOL
+    again.train(50)
+    assert state_bytes(tr) == state_bytes(again)
+    # training goes on as well as without the failure
+    clean.train(50)
+    assert abs(tr.evaluate()["logloss"] - clean.evaluate()["logloss"]) <= LOSS_TOL
     assert max(code.consistency_error().values()) <= TOL
