@@ -454,7 +454,7 @@ class Cpr(Policy):
     def act(self, sim):
         progress = sim.progress_s
         if self.next_full_s <= self.next_partial_s:
-            yield from sim.phase("save", self.save_s, "checkpoint")
+            yield from sim.transfer("save", sim.net.full_save(), "checkpoint")
             self.committed_s = progress
             self.n_checkpoints += 1
             sim.model_event(Checkpoint, key=progress)
@@ -465,7 +465,10 @@ class Cpr(Policy):
                 self.next_partial_s = progress + self.saving.period_s
         else:
             fraction = self.params.fraction
-            yield from sim.phase("save", self.saving.save_s, f"partial save r={fraction}")
+            yield from sim.phase("save", self.saving.select_s, "choose the rows to save")
+            row_bytes = self.saving.rows * self.scenario.job.mean_row_bytes
+            flows = sim.net.shard_writes(range(self.n_shards), row_bytes)
+            yield from sim.transfer("save", flows, f"partial save r={fraction}")
             self.partial_saved_s = progress
             sim.model_event(PartialSave, fraction=fraction)
             self.n_partial_saves += 1
@@ -503,17 +506,16 @@ class Cpr(Policy):
     def recover(self, sim, failures):
         yield from sim.await_replacements(failures)
         if self._rollback_pending:
-            yield from sim.phase("load", self.load_all_s, "restore all state")
+            yield from sim.transfer("load", sim.net.full_load(), "restore all state")
             self._rollback_pending = False
             return
         trainers = self.scenario.cluster.trainers
         failed = {n for f in failures for n in f.nodes}
-        shards = len(failed_shards(trainers, failed))
-        flows = [self.layout.shard_bytes] * shards
-        load_s = self.layout.read_s(flows) if flows else 0.0
-        if any_trainer(trainers, failed):
-            load_s = max(load_s, self.layout.nic_s(self.layout.dense_bytes))
-        yield from sim.phase("load", load_s, f"reload {shards} shard(s)")
+        shards = failed_shards(trainers, failed)
+        flows = sim.net.shard_reads(shards)
+        for trainer in sorted(n for n in failed if n < trainers):
+            flows += sim.net.replica_copy(trainer)  # concurrently, over other links
+        yield from sim.transfer("load", flows, f"reload {len(shards)} shard(s)")
 
     def result_columns(self):
         work = self.scenario.job.work_s

@@ -219,6 +219,8 @@ class Swift(Policy):
         """Log bytes one iteration adds for one shard."""
         storage = cluster.storage
         log_rate = self.n_shards * self.log_step_bytes * params.log_budget / job.iteration_s
+        self.log_rate_Bps = log_rate
+        """Mean rate of the update log to storage over the run, bytes/s."""
         self.log_slowdown = max(0.0, log_rate / storage.write_bandwidth - 1.0)
         self._save_Bps = max(storage.write_bandwidth - log_rate, 0.01 * storage.write_bandwidth)
         """Aggregate storage write bandwidth left to saves by the log, B/s."""
@@ -260,6 +262,23 @@ class Swift(Policy):
             flow_bytes, self._node_write_Bps, self._save_Bps, self.scenario.cluster.network_latency
         )
 
+    def replay(self, sim, logged_s: dict[int, float], detail: str):
+        """Replay the logs of shards with ``logged_s[shard]`` compute seconds of logged
+        iterations each, concurrently, every shard over ``replay_machines`` machines (its
+        replacement and the next PS): each machine reads its part of the log from storage
+        (one flow) while applying it; the phase lasts the longer of the two."""
+        machines = self.params.replay_machines
+        flows = []
+        for shard, seconds in logged_s.items():
+            size = seconds / self.iteration_s * self.log_step_bytes / machines
+            for j in range(machines):
+                node = sim.net.ps_node((shard + j) % self.n_shards)
+                flows.append((size, sim.net.from_storage(node)))
+        apply_s = max(logged_s.values()) * self.params.replay_compute_frac / machines
+        start = sim.env.now
+        yield from sim.transfer("load", flows, detail, at_least_s=apply_s)
+        self.replay_s.append(sim.env.now - start)
+
     def replay_time_s(self, logged_s: list[float]) -> float:
         """Seconds to replay the logs of shards with ``logged_s`` compute seconds of logged
         iterations each, concurrently, every shard over ``replay_machines`` machines: the
@@ -280,15 +299,15 @@ class Swift(Policy):
         progress = sim.progress_s
         shards = progress >= self.next_s - _EPS_S
         dense = progress >= self.dense_due_s - _EPS_S
-        flows = [self.layout.shard_bytes] * self.n_shards if shards else []
-        if dense:
-            flows.append(self.layout.dense_bytes)
         detail = {
             (True, False): "shard checkpoints (log shares storage)",
             (True, True): "shard checkpoints and dense snapshot",
             (False, True): "dense snapshot at the end of the logged share",
         }[shards, dense]
-        yield from sim.phase("save", self.save_time_s(flows), detail)
+        flows = sim.net.shard_writes(range(self.n_shards)) if shards else []
+        if dense:
+            flows += sim.net.dense_write()
+        yield from sim.transfer("save", flows, detail)
         if shards:
             self.n_checkpoints += 1
             sim.model_event(Checkpoint, key=progress)
@@ -303,6 +322,12 @@ class Swift(Policy):
             self.dense_due_s = self.next_s + self.budget_s
         elif shards and self.rolls_back:
             self.dense_due_s = progress + self.budget_s
+
+    def start(self, sim) -> None:
+        """The update log streams to storage for the whole run (at its mean rate): saves
+        and reads share the storage with it."""
+        if self.log_rate_Bps:
+            sim.net.stream_to_storage(self.log_rate_Bps)
 
     def slowdown(self) -> dict[str, float]:
         return {"other": self.log_slowdown} if self.log_slowdown else {}
@@ -340,28 +365,24 @@ class Swift(Policy):
     def recover(self, sim, failures):
         start = min(f.time_s for f in failures)
         yield from sim.await_replacements(failures)
-        layout = self.layout
         if self._rolling_back:
-            reload = layout.read_s(
-                [layout.shard_bytes] * self.n_shards
-                + [layout.dense_bytes] * self.scenario.cluster.trainers
-            )
-            yield from sim.phase("load", reload, "shard checkpoints and dense snapshot")
-            replay = self.replay_time_s([self.dense_s - self.committed_s] * self.n_shards)
-            yield from sim.phase("load", replay, "replay every log prefix")
-            self.replay_s.append(replay)
+            detail = "shard checkpoints and dense snapshot"
+            yield from sim.transfer("load", sim.net.full_load(), detail)
+            prefix = self.dense_s - self.committed_s
+            yield from self.replay(sim, dict.fromkeys(range(self.n_shards), prefix), "replay")
             self.n_rollbacks += 1
             self._rolling_back = False
         if self._trainer_failed:
-            load = self.undo_s + layout.nic_s(layout.dense_bytes)
-            yield from sim.phase("load", load, "undo and copy from a replica")
+            yield from sim.phase("load", self.undo_s, "undo the in-flight update")
+            trainers = self.scenario.cluster.trainers
+            failed = sorted({n for f in failures for n in f.nodes if n < trainers})
+            copies = [flow for trainer in failed for flow in sim.net.replica_copy(trainer)]
+            yield from sim.transfer("load", copies, "copy from a replica")
             self._trainer_failed = False
         if self._pending:
-            shard_load = layout.read_s([layout.shard_bytes] * len(self._pending))
-            yield from sim.phase("load", shard_load, "reload shard checkpoints")
-            replay = self.replay_time_s(list(self._pending.values()))
-            yield from sim.phase("load", replay, "replay logs")
-            self.replay_s.append(replay)
+            pending = sorted(self._pending)
+            yield from sim.transfer("load", sim.net.shard_reads(pending), "reload checkpoints")
+            yield from self.replay(sim, dict(sorted(self._pending.items())), "replay logs")
             self._pending.clear()
         self.recovery_s.append(sim.env.now - start)
 

@@ -308,6 +308,11 @@ class ClusterNetwork:
         source = (trainer + 1) % self.trainers
         return [(self.layout.dense_bytes, self.between(source, trainer))]
 
+    def stream_to_storage(self, rate_Bps: float) -> None:
+        """A continuous write stream (an update log) takes ``rate_Bps`` of the storage's
+        aggregate write bandwidth from now on; negative to end it."""
+        self.net.reserve_rate(self._storage_write, rate_Bps)
+
     def start(self, flows: list, category: str, label: str = "") -> Transfer:
         """Start these flows now; the event fires when all are done."""
         return self.net.transfer(flows, label=label, category=category)

@@ -101,15 +101,19 @@ class Simulation:
         finally:
             self._charge(category, start, detail)
 
-    def transfer(self, category: str, flows: list, detail: str = ""):
+    def transfer(self, category: str, flows, detail: str = "", at_least_s: float = 0.0):
         """Move ``flows`` (from ``sim.net``: e.g. ``sim.net.full_save()``) through the network
         while training stalls, charged to ``category``. The flows share links with whatever
         else is moving; if a failure interrupts the transfer, its flows are cancelled and
-        the time already spent stays charged."""
+        the time already spent stays charged. ``at_least_s``: work that overlaps the bytes
+        (e.g. applying a log while reading it) and makes the phase last at least that long."""
         start = self.env.now
         transfer = self.net.start(flows, category, detail)
         try:
-            yield transfer
+            if at_least_s > 0:
+                yield transfer & self.env.timeout(at_least_s)
+            else:
+                yield transfer
         except simpy.Interrupt:
             self.net.cancel(transfer)
             raise

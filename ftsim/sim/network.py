@@ -162,13 +162,17 @@ class Link:
     (lower while background load reserves a share).
     """
 
-    __slots__ = ("name", "nominal_Bps", "capacity_Bps", "index")
+    __slots__ = ("name", "nominal_Bps", "capacity_Bps", "index", "share", "reserved_Bps")
 
     def __init__(self, name: str, capacity_Bps: float, index: int):
         self.name = name
         self.nominal_Bps = capacity_Bps
         self.capacity_Bps = capacity_Bps
         self.index = index
+        self.share = 0.0
+        """Share of the nominal capacity taken by background load (``reserve_share``)."""
+        self.reserved_Bps = 0.0
+        """Rate taken by continuous streams (:meth:`Network.reserve_rate`), bytes/s."""
         """Position in the network's capacity list (what :func:`max_min_rates` sees)."""
 
     def __repr__(self) -> str:
@@ -425,9 +429,21 @@ class Network:
         self._reallocate()
 
     def reserve_share(self, link: Link, share: float) -> None:
-        """Leave ``1 - share`` of ``link``'s nominal capacity to flows from now on."""
+        """Leave ``1 - share`` of ``link``'s nominal capacity (less any reserved rate) to
+        flows from now on."""
         _check_share(share)
-        self.set_capacity(link, link.nominal_Bps * (1.0 - share))
+        link.share = share
+        self.set_capacity(link, _left_Bps(link))
+
+    def reserve_rate(self, link: Link, rate_Bps: float) -> None:
+        """A continuous stream (e.g. an update log written as training goes) takes
+        ``rate_Bps`` more of ``link`` from now on (negative: gives it back). Flows get what
+        background shares and streams leave, but never less than ``MIN_LEFT`` of the nominal
+        capacity: a saturated link still lets other flows through."""
+        if not math.isfinite(rate_Bps):
+            raise ValueError(f"rate_Bps must be finite, got {rate_Bps}")
+        link.reserved_Bps = max(link.reserved_Bps + rate_Bps, 0.0)
+        self.set_capacity(link, _left_Bps(link))
 
     def follow_shares(self, link: Link, points: Sequence[tuple[float, float]]) -> simpy.Process:
         """Reserve ``share`` of ``link`` from each ``(time_s, share)`` point to the next.
@@ -654,6 +670,20 @@ class Network:
                     flow.cancelled,
                 )
             )
+
+
+MIN_LEFT = 0.01
+"""Share of a link's nominal capacity that streams never take (assumption: a saturated link
+still gives other flows a little; without it a save behind a log that fills the storage
+would never end)."""
+
+
+def _left_Bps(link: Link) -> float:
+    """What background shares and streams leave of ``link`` to flows, bytes/s."""
+    left = link.nominal_Bps * (1.0 - link.share) - link.reserved_Bps
+    if link.reserved_Bps > 0:
+        left = max(left, MIN_LEFT * link.nominal_Bps)
+    return left
 
 
 def _check_capacity(capacity_Bps: float) -> None:
