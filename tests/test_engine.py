@@ -261,7 +261,7 @@ def test_checkfreq_persist_interrupted_by_failure_is_not_committed():
         "cluster.storage.write_bandwidth=10 MB/s",
     )
     sim = simulate(s, 0, 0)
-    snapshot_s, save_s = sim.policy.snapshot_s, sim.policy.save_s
+    snapshot_s, save_s = sim.policy.writer.snapshot_s, sim.policy.save_s
     assert 1800 + snapshot_s + save_s > 1810  # the failure hits while persisting
     assert sim.breakdown_s()["lost"] == pytest.approx(1810 - snapshot_s, rel=1e-9)
 

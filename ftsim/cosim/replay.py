@@ -81,6 +81,9 @@ class PolicyModel:
         """Rows saved by partial saves since the last checkpoint."""
         self.saved_lookups: np.ndarray | None = None
         """Per row: cumulative lookups at the version of the row that storage holds."""
+        self.pending_saves: dict[float, tuple[np.ndarray, int]] = {}
+        """CheckFreq snapshots being persisted: key → (lookups per row at the snapshot,
+        partial saves made before it)."""
         self.lost_lookups = 0
 
     def step_of(self, event: ModelEvent) -> int:

@@ -61,17 +61,18 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide
-from ftsim.policies.events import Checkpoint, ModelEvent, RestoreAll, RestoreShards
+from ftsim.policies.base import Policy, TrainerSide
+from ftsim.policies.events import ModelEvent, RestoreAll, RestoreShards
 from ftsim.policies.full import Interval, resolve_interval_s
 from ftsim.policies.registry import register
+from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.scenario.quantities import Seconds
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.sim.theory import daly_interval_s
 
 
-class CprParams(PolicyParams):
+class CprParams(SavingParams):
     """Parameters of ``cpr`` (vanilla partial recovery)."""
 
     kind: Literal["cpr"]
@@ -373,6 +374,10 @@ class Cpr(Policy):
         self.mtbf_s = job_mtbf_s(scenario)
         self.shards_per_failure = victims_per_failure(scenario, "emb_ps")
         self.save_s = layout.full_save_s()
+        """Seconds to write a full checkpoint alone."""
+        self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
+        self.stall_s = self.writer.stall_s(self.save_s)
+        """Seconds training stalls per full checkpoint (δ of the interval rules)."""
         self.load_all_s = layout.full_load_s()
         self.load_lost_s = layout.read_s([layout.shard_bytes] * round(self.shards_per_failure))
         self.interval_s = self._choose_interval()
@@ -380,7 +385,7 @@ class Cpr(Policy):
         self.predicted = self._predict_overheads()
         self.partial = self.predicted["partial"] <= self.predicted["full"] or not params.fallback
         if not self.partial:
-            self.interval_s = daly_interval_s(self.save_s, self.mtbf_s)
+            self.interval_s = daly_interval_s(self.stall_s, self.mtbf_s)
         self.committed_s = 0.0
         self.next_full_s = self.interval_s
         self.next_partial_s = self.saving.period_s if self.partial and self.saving else math.inf
@@ -414,7 +419,7 @@ class Cpr(Policy):
     def _choose_interval(self) -> float:
         target = self._target_pls()
         if target is None:
-            return resolve_interval_s(self.params.interval, self.save_s, self.mtbf_s)
+            return resolve_interval_s(self.params.interval, self.stall_s, self.mtbf_s)
         if math.isinf(self.mtbf_s) or self.shards_per_failure == 0:
             return math.inf
         return 2.0 * self.n_shards * self.mtbf_s * target / self.shards_per_failure
@@ -436,7 +441,7 @@ class Cpr(Policy):
 
     def _predict_overheads(self) -> dict[str, float]:
         restart = self.scenario.cluster.reschedule.expected_s
-        mtbf, delta = self.mtbf_s, self.save_s
+        mtbf, delta = self.mtbf_s, self.stall_s
         if math.isinf(mtbf):
             return {"full": 0.0, "partial": 0.0}
         tau = daly_interval_s(delta, mtbf)
@@ -454,12 +459,7 @@ class Cpr(Policy):
     def act(self, sim):
         progress = sim.progress_s
         if self.next_full_s <= self.next_partial_s:
-            yield from sim.transfer("save", sim.net.full_save(), "checkpoint")
-            self.committed_s = progress
-            self.n_checkpoints += 1
-            sim.model_event(Checkpoint, key=progress)
-            self.exposed_since = [progress] * self.n_shards
-            self.partial_saved_s = progress
+            yield from self.writer.save(sim, sim.net.full_save(), progress, self._committed)
             self.next_full_s = progress + self.interval_s
             if self.next_partial_s <= self.next_full_s:
                 self.next_partial_s = progress + self.saving.period_s
@@ -474,15 +474,25 @@ class Cpr(Policy):
             self.n_partial_saves += 1
             self.next_partial_s = progress + self.saving.period_s
 
+    def _committed(self, progress_s: float) -> None:
+        """The full checkpoint of the state at ``progress_s`` is in storage."""
+        self.committed_s = progress_s
+        self.n_checkpoints += 1
+        self.exposed_since = [max(s, progress_s) for s in self.exposed_since]
+        self.partial_saved_s = max(self.partial_saved_s, progress_s)
+
     def slowdown(self) -> dict[str, float]:
-        """Tracking row use (MFU's counters, SSU's sampling) while partial saves run."""
+        """Tracking row use (MFU's counters, SSU's sampling) while partial saves run, and a
+        CheckFreq persist's interference."""
+        out = dict(self.writer.slowdown())
         if self.partial and self.saving and self.saving.slowdown:
-            return {"other": self.saving.slowdown}
-        return {}
+            out["other"] = out.get("other", 0.0) + self.saving.slowdown
+        return out
 
     # -- failures ----------------------------------------------------------------------
 
     def on_failure(self, sim, failure) -> None:
+        self.writer.abort()
         trainers = self.scenario.cluster.trainers
         shards = failed_shards(trainers, failure.nodes)
         lost_trainer = any_trainer(trainers, failure.nodes)
@@ -529,7 +539,7 @@ class Cpr(Policy):
                 + self.n_partial_saves * partial_bytes * self.n_shards
             )
             / 1e9,
-            "save_cost_s": self.save_s,
+            "save_cost_s": self.stall_s,
             "load_cost_s": self.load_lost_s,
             "cpr_decision": "partial" if self.partial else "full",
             "predicted_overhead_full": self.predicted["full"],
