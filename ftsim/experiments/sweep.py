@@ -36,6 +36,7 @@ from ftsim.experiments.store import RunStore, StoreError, TaskKey
 from ftsim.scenario.loader import (
     ScenarioError,
     config_hash,
+    parse_yaml,
     read_with_overrides,
     set_path,
     validate_scenario,
@@ -378,7 +379,7 @@ def finish(plan: Plan, store: RunStore):
 
 def _yaml_value(text: str):
     try:
-        return yaml.safe_load(text)
+        return parse_yaml(text)
     except yaml.YAMLError:
         return text
 
