@@ -2,32 +2,38 @@
 
 A task's rows are written to ``shards/<key>.csv`` atomically (temp file + rename) as soon
 as it finishes, so a killed sweep loses only the tasks in flight. The key names the point,
-the policy index and the replication range, so the folder itself records what is done;
+the policy index and the replication range. The manifest records the SHA-256 of every
+shard file once it is written (``shard_sha256``): that record marks the task done.
 ``--resume`` reads it back, after checking that the manifest's config hash is the one the
-command would produce. Shards hold the exact CSV text of their rows (floats in shortest
-round-trip form), and merging concatenates them in canonical order (point, policy,
-replication): the merged ``runs.csv`` is byte-identical however the work was split into
-tasks, executed or interrupted.
+command would produce; a shard counts as done only if its file still has its recorded
+checksum, so a truncated or edited shard is recomputed, never reused. Shards hold the exact
+CSV text of their rows (floats in shortest round-trip form), and merging concatenates them
+in canonical order (point, policy, replication): the merged ``runs.csv`` is byte-identical
+however the work was split into tasks, executed or interrupted.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftsim.experiments.folders import MANIFEST, FolderError, prepare_output, sha256_of
 from ftsim.experiments.output import atomic_write_text, csv_text, write_json
 
-MANIFEST = "manifest.json"
 SHARDS = "shards"
+CHECKSUMS = "shard_sha256"
+"""Manifest field: shard file name → SHA-256 of its text, for every shard written."""
 _SHARD = re.compile(r"^p(\d+)-q(\d+)-r(\d+)-(\d+)\.csv$")
+_ANY_SHARD = re.compile(r"^p\d+-q\d+-r\d+-\d+(\.timeline)?\.csv$")
 
 
-class StoreError(Exception):
-    """A run folder that cannot be created or resumed (printed as is, exit status 2)."""
+StoreError = FolderError
+"""A run folder that cannot be created or resumed (printed as is, exit status 2)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -54,27 +60,33 @@ class RunStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.shards = self.root / SHARDS
+        self._checksums: dict[str, str] = {}
+        """Shard files known to be complete: name → SHA-256 (as in the manifest)."""
+        self.discarded: list[str] = []
+        """Shard files found on resume that are not recorded or fail their checksum."""
 
     @classmethod
-    def create(cls, root: Path, manifest: dict) -> RunStore:
-        """A new run folder; refuses one that already holds a sweep."""
+    def create(cls, root: Path, manifest: dict, force: bool = False) -> RunStore:
+        """A new run folder; refuses a sweep's folder, and without ``force`` any other
+        non-empty folder that is not a sweep's (see :func:`prepare_output`)."""
+        prepare_output(root, "sweep", force)
         store = cls(root)
-        if (store.root / MANIFEST).exists():
-            raise StoreError(
-                f"{store.root} already holds a sweep; continue it with --resume {store.root}"
-            )
-        store.shards.mkdir(parents=True, exist_ok=True)
+        store.shards.mkdir(exist_ok=True)
         write_json(store.root / MANIFEST, manifest)
         return store
 
     @classmethod
     def resume(cls, root: Path, config_hash: str) -> RunStore:
-        """An existing run folder made by a sweep with the same ``config_hash``."""
+        """An existing run folder made by a sweep with the same ``config_hash``; its shards
+        are verified against their recorded checksums."""
         store = cls(root)
         try:
-            found = store.manifest()["config_hash"]
-        except (OSError, ValueError, KeyError):
+            manifest = store.manifest()
+            found = manifest["config_hash"]
+        except (OSError, ValueError, KeyError, TypeError):
             raise StoreError(f"--resume {root}: no sweep manifest ({root / MANIFEST})") from None
+        if manifest.get("command", "sweep") != "sweep":
+            raise StoreError(f"--resume {root}: the folder holds the output of ftsim run")
         if found != config_hash:
             raise StoreError(
                 f"--resume {root}: the folder holds a different sweep (config hash {found}; "
@@ -82,7 +94,24 @@ class RunStore:
                 "that started it, or start a new folder"
             )
         store.shards.mkdir(exist_ok=True)
+        store._verify(manifest.get(CHECKSUMS))
         return store
+
+    def _verify(self, recorded) -> None:
+        """Keep the recorded shards whose files match their checksum; a task whose rows or
+        timeline shard fails is discarded whole."""
+        recorded = recorded if isinstance(recorded, dict) else {}
+        present = {p.name for p in self.shards.iterdir() if _ANY_SHARD.match(p.name)}
+        good = {
+            name: digest
+            for name, digest in recorded.items()
+            if name in present and sha256_of(self.shards / name) == digest
+        }
+        bad = present - set(good)
+        for name in bad:
+            good.pop(name.replace(".timeline.csv", ".csv"), None)
+        self._checksums = good
+        self.discarded = sorted(present - set(good))
 
     def manifest(self) -> dict:
         return json.loads((self.root / MANIFEST).read_text())
@@ -93,16 +122,24 @@ class RunStore:
     # -- shards ------------------------------------------------------------------------
 
     def write_shard(self, key: TaskKey, rows: list[dict], timeline: list[dict]) -> None:
-        """Store a finished task. The timeline goes first: a rows shard marks the task done."""
+        """Store a finished task: the checksums of its shard files in the manifest, then the
+        files (timeline first; the rows shard marks the task done). So every shard file on
+        disk has its record, and a kill in between costs only recomputing the task."""
+        texts = {}
         if timeline:
-            atomic_write_text(self.shards / f"{key.name}.timeline.csv", csv_text(timeline))
-        atomic_write_text(self.shards / f"{key.name}.csv", csv_text(rows))
+            texts[f"{key.name}.timeline.csv"] = csv_text(timeline)
+        texts[f"{key.name}.csv"] = csv_text(rows)
+        for name, text in texts.items():
+            self._checksums[name] = hashlib.sha256(text.encode()).hexdigest()
+        self.update_manifest(**{CHECKSUMS: self._checksums})
+        for name, text in texts.items():
+            atomic_write_text(self.shards / name, text)
 
     def done(self) -> list[TaskKey]:
         """Keys of the finished tasks, in canonical order."""
         keys = []
-        for path in self.shards.glob("p*.csv"):
-            match = _SHARD.match(path.name)
+        for name in self._checksums:
+            match = _SHARD.match(name)
             if match:
                 keys.append(TaskKey(*map(int, match.groups())))
         return sorted(keys)
@@ -135,7 +172,7 @@ class RunStore:
         out, seen = [], set()
         for key in self.done():
             name = f"{key.name}.timeline.csv"
-            if (key.point, key.policy) not in seen and (self.shards / name).exists():
+            if (key.point, key.policy) not in seen and name in self._checksums:
                 seen.add((key.point, key.policy))
                 out += self._read(name)
         return out
