@@ -332,7 +332,7 @@ def _cmd_sweep(args, argv) -> int:
         if store.discarded:
             print(
                 f"ftsim: {len(store.discarded)} shard file(s) in {store.shards} are not "
-                "recorded in its manifest or fail their checksum (truncated or edited?); "
+                "recorded in SHA256SUMS or fail their checksum (truncated or edited?); "
                 "their tasks are computed again",
                 file=sys.stderr,
             )

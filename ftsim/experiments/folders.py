@@ -131,6 +131,7 @@ def check_results(folder: Path, point: int | None = None) -> list[str]:
         raise FolderError(
             f"{folder / MANIFEST}: 'columns' does not name columns of runs.csv (got {columns!r})"
         )
+    _check_points(manifest, folder / MANIFEST)
     _read_table(folder / "timeline.csv", TIMELINE_COLUMNS, TIMELINE_NUMBERS)
     points = sorted({_point(row, folder) for row in runs})
     if point is not None and point not in points:
@@ -151,6 +152,23 @@ def read_manifest(folder: Path) -> dict:
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files", {}), dict):
         raise FolderError(f"{path}: not a manifest written by ftsim")
     return manifest
+
+
+def _check_points(manifest: dict, path: Path) -> None:
+    """FolderError unless the manifest's sweep fields have the shapes ftsim writes."""
+    points = manifest.get("points", [])
+    if not isinstance(points, list) or not all(map(_is_point_entry, points)):
+        raise FolderError(f"{path}: 'points' is not a list of {{point, values}} entries")
+    if not isinstance(manifest.get("reference"), str | None):
+        raise FolderError(f"{path}: 'reference' is not a policy name")
+
+
+def _is_point_entry(entry) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("point"), int)
+        and isinstance(entry.get("values"), dict)
+    )
 
 
 def _read_table(path: Path, columns: tuple, numbers: tuple) -> list[dict]:

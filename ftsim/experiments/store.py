@@ -2,14 +2,16 @@
 
 A task's rows are written to ``shards/<key>.csv`` atomically (temp file + rename) as soon
 as it finishes, so a killed sweep loses only the tasks in flight. The key names the point,
-the policy index and the replication range. The manifest records the SHA-256 of every
-shard file once it is written (``shard_sha256``): that record marks the task done.
-``--resume`` reads it back, after checking that the manifest's config hash is the one the
-command would produce; a shard counts as done only if its file still has its recorded
-checksum, so a truncated or edited shard is recomputed, never reused. Shards hold the exact
-CSV text of their rows (floats in shortest round-trip form), and merging concatenates them
-in canonical order (point, policy, replication): the merged ``runs.csv`` is byte-identical
-however the work was split into tasks, executed or interrupted.
+the policy index and the replication range. Before a shard file is written, its SHA-256 is
+appended to ``shards/SHA256SUMS`` (the format of ``sha256sum``; appending keeps the cost
+per task constant, where rewriting the JSON manifest each time would grow with the sweep).
+``--resume`` reads the folder back, after checking that the manifest's config hash is the
+one the command would produce; a task counts as done only if its shard files still have
+their recorded checksums, so a truncated or edited shard is recomputed, never reused.
+Shards hold the exact CSV text of their rows (floats in shortest round-trip form), and
+merging concatenates them in canonical order (point, policy, replication): the merged
+``runs.csv`` is byte-identical however the work was split into tasks, executed or
+interrupted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,8 +29,10 @@ from ftsim.experiments.folders import MANIFEST, FolderError, prepare_output, sha
 from ftsim.experiments.output import atomic_write_text, csv_text, write_json
 
 SHARDS = "shards"
-CHECKSUMS = "shard_sha256"
-"""Manifest field: shard file name → SHA-256 of its text, for every shard written."""
+CHECKSUMS = "SHA256SUMS"
+"""File in ``shards/``: a line ``<sha256>  <shard file name>`` per shard written (the last
+line for a name counts)."""
+_CHECKSUM_LINE = re.compile(r"^([0-9a-f]{64})  (\S+)$")
 _SHARD = re.compile(r"^p(\d+)-q(\d+)-r(\d+)-(\d+)\.csv$")
 _ANY_SHARD = re.compile(r"^p\d+-q\d+-r\d+-\d+(\.timeline)?\.csv$")
 
@@ -61,7 +66,7 @@ class RunStore:
         self.root = Path(root)
         self.shards = self.root / SHARDS
         self._checksums: dict[str, str] = {}
-        """Shard files known to be complete: name → SHA-256 (as in the manifest)."""
+        """Shard files known to be complete: name → SHA-256 (as in ``SHA256SUMS``)."""
         self.discarded: list[str] = []
         """Shard files found on resume that are not recorded or fail their checksum."""
 
@@ -94,13 +99,24 @@ class RunStore:
                 "that started it, or start a new folder"
             )
         store.shards.mkdir(exist_ok=True)
-        store._verify(manifest.get(CHECKSUMS))
+        store._verify(store._recorded())
         return store
 
-    def _verify(self, recorded) -> None:
+    def _recorded(self) -> dict[str, str]:
+        """Shard name → recorded SHA-256; lines cut short by a kill are ignored."""
+        try:
+            text = (self.shards / CHECKSUMS).read_text(errors="replace")
+        except FileNotFoundError:
+            return {}
+        return {
+            match.group(2): match.group(1)
+            for line in text.splitlines()
+            if (match := _CHECKSUM_LINE.match(line))
+        }
+
+    def _verify(self, recorded: dict[str, str]) -> None:
         """Keep the recorded shards whose files match their checksum; a task whose rows or
         timeline shard fails is discarded whole."""
-        recorded = recorded if isinstance(recorded, dict) else {}
         present = {p.name for p in self.shards.iterdir() if _ANY_SHARD.match(p.name)}
         good = {
             name: digest
@@ -122,16 +138,19 @@ class RunStore:
     # -- shards ------------------------------------------------------------------------
 
     def write_shard(self, key: TaskKey, rows: list[dict], timeline: list[dict]) -> None:
-        """Store a finished task: the checksums of its shard files in the manifest, then the
-        files (timeline first; the rows shard marks the task done). So every shard file on
-        disk has its record, and a kill in between costs only recomputing the task."""
+        """Store a finished task: the checksums of its shard files, then the files (timeline
+        first; the rows shard marks the task done). So every shard file on disk has its
+        record, and a kill in between costs only recomputing the task."""
         texts = {}
         if timeline:
             texts[f"{key.name}.timeline.csv"] = csv_text(timeline)
         texts[f"{key.name}.csv"] = csv_text(rows)
-        for name, text in texts.items():
-            self._checksums[name] = hashlib.sha256(text.encode()).hexdigest()
-        self.update_manifest(**{CHECKSUMS: self._checksums})
+        sums = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in texts.items()}
+        with open(self.shards / CHECKSUMS, "a") as handle:
+            handle.writelines(f"{digest}  {name}\n" for name, digest in sums.items())
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._checksums.update(sums)
         for name, text in texts.items():
             atomic_write_text(self.shards / name, text)
 

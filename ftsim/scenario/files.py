@@ -41,7 +41,7 @@ def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> str:
     except OSError as exc:
         raise TextFileError(f"cannot read the file ({exc.strerror})") from None
     if len(data) > max_bytes:
-        raise TextFileError(f"larger than {max_bytes // 2**20} MiB: not a text file of ours")
+        raise TextFileError(f"larger than {max_bytes / 2**20:g} MiB: not a file of ours")
     return decode_text(data)
 
 

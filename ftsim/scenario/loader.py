@@ -39,7 +39,7 @@ class ScenarioError(Exception):
 def read_yaml(path: Path) -> dict:
     """The scenario file as a mapping; ScenarioError if missing, unreadable or not YAML."""
     try:
-        text = read_text(path)
+        text = read_text(path, MAX_SCENARIO_BYTES)
     except TextFileError as exc:
         raise ScenarioError(path, [("", str(exc))]) from None
     try:
@@ -62,12 +62,26 @@ a few hundred). Anchors and aliases are allowed, but not a "billion laughs" docu
 few lines expand to billions of values."""
 
 
+MAX_SCENARIO_BYTES = 2**20
+"""Largest scenario file read (1 MiB; a scenario has a few kB): PyYAML reads about a
+megabyte per second."""
+
+
 class _ScenarioYamlLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing duplicate keys and too deep nesting."""
 
     def __init__(self, stream):
         super().__init__(stream)
         self._depth = 0
+
+    def fetch_flow_collection_start(self, TokenClass):
+        # Checked while scanning: the scanner's cost per token grows with the flow depth,
+        # so ``[[[[…`` would take quadratic time before the composer ever sees it.
+        if self.flow_level >= MAX_YAML_DEPTH:
+            raise yaml.scanner.ScannerError(
+                None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", self.get_mark()
+            )
+        super().fetch_flow_collection_start(TokenClass)
 
     def compose_node(self, parent, index):
         self._depth += 1
@@ -82,6 +96,17 @@ class _ScenarioYamlLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_object(self, node, deep=False):
+        # PyYAML's scalar constructors call int(), float() and date() directly, so a value
+        # such as ``!!int abc``, a 5000-digit integer or ``2020-13-45`` raises ValueError.
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError) as exc:
+            reason = str(exc).split(";")[0]  # no advice about sys.set_int_max_str_digits
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {_show(str(node.value))} ({reason})", node.start_mark
+            ) from None
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -164,7 +189,8 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
     problem = getattr(exc, "problem", None) or str(exc)
-    return f"invalid YAML{where}: {problem}"
+    context = getattr(exc, "context", None)
+    return f"invalid YAML{where}: {f'{context}, ' if context else ''}{problem}"
 
 
 def apply_override(data: dict, assignment: str) -> None:
