@@ -29,6 +29,7 @@ class UsageError(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv``; returns the exit status (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     try:
@@ -363,7 +364,7 @@ def _cmd_sweep(args, argv) -> int:
             progress=bar.update if bar else None,
         )
     except KeyboardInterrupt:
-        _report_interrupted_sweep(store, total, argv)
+        _report_interrupted_sweep(store, sweep.n_tasks(plan, args.batch), total, argv)
         return EXIT_INTERRUPTED
     finally:
         if bar:
@@ -390,12 +391,12 @@ def _cmd_sweep(args, argv) -> int:
     return 0
 
 
-def _report_interrupted_sweep(store, total: int, argv: list[str]) -> None:
+def _report_interrupted_sweep(store, tasks: int, total: int, argv: list[str]) -> None:
     """What a Ctrl-C'd sweep kept, and the command that continues it."""
-    done = store.done()
+    done = [key for key in store.done() if (store.shards / f"{key.name}.csv").exists()]
     reps = sum(len(key.reps) for key in done)
     print(
-        f"ftsim: interrupted; {len(done)} finished tasks ({reps} of {total} replications) "
+        f"ftsim: interrupted; {len(done)} of {tasks} tasks ({reps} of {total} replications) "
         f"are saved in {store.root}",
         file=sys.stderr,
     )

@@ -610,7 +610,7 @@ def test_ctrl_c_in_a_sweep_says_what_was_saved_and_how_to_resume(tmp_path):
     _, err = sweep.communicate(timeout=30)
     assert sweep.returncode == 130, err
     assert "Traceback" not in err
-    saved = re.search(r"(\d+) finished tasks \((\d+) of 15000 replications\) are saved in", err)
+    saved = re.search(r"(\d+) of 1500 tasks \((\d+) of 15000 replications\) are saved in", err)
     assert saved and int(saved.group(2)) == 10 * int(saved.group(1)) > 0, err
     command = err.strip().splitlines()[-1]
     assert command.endswith(f"--resume {out}") and " -o " not in command, command

@@ -254,12 +254,16 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
+def n_tasks(plan: Plan, batch: int) -> int:
+    """Tasks of the planned replications (before any added for a target half-width)."""
+    return sum(-(-p.scenario.run.replications // batch) for p in plan.points) * len(plan.policies)
+
+
 def local_workers(plan: Plan, jobs: int | None, batch: int) -> tuple[int, str | None]:
     """Local workers for ``jobs`` (default: the CPUs): at most the CPUs and the first round's
     tasks, as more would only compete for the same cores. Returns the number and, when a
     requested ``jobs`` was lowered, a note saying so."""
-    tasks = sum(-(-p.scenario.run.replications // batch) for p in plan.points) * len(plan.policies)
-    limits = {"the CPUs available": default_jobs(), "the tasks to run": tasks}
+    limits = {"the CPUs available": default_jobs(), "the tasks to run": n_tasks(plan, batch)}
     wanted = jobs or limits["the CPUs available"]
     reason = min(limits, key=limits.get)
     if wanted <= limits[reason]:
