@@ -304,6 +304,7 @@ CASES = [
     ("emb_ps 1e6", sets("cluster.emb_ps=1e6"), "cluster.emb_ps"),
     ("replications 1e9", sets("run.replications=1e9"), "run.replications"),
     ("trainer steps 1e9", sets("trainer={steps: 1000000000}"), "trainer.steps"),
+    ("trainer batch 400 digits", sets(f"trainer={{batch_size: {10**400}}}"), "trainer.batch_size"),
     (
         "trainer tables huge",
         sets("trainer={data: {cardinalities: [1000000000000]}}"),
