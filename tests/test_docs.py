@@ -34,10 +34,7 @@ DOCS = (ROOT / "README.md", ROOT / "docs" / "user_guide.md")
 SHELL_FENCES = {"", "sh", "bash", "console", "shell"}
 FTSIM = "python -m ftsim"
 DASK_PORT = "8786"
-ANNOUNCED = {"run": {"--force"}, "sweep": {"--force"}, "validate": {"--update-docs"}}
-"""Options the docs list ahead of their implementation (issue 14, on another branch): a
-synopsis may name them while the parser lacks them; once it has them they are required
-like any other option."""
+
 SETUP_STEPS = ("python3 -m venv .venv", ". .venv/bin/activate", "python -m pytest")
 """Parts of the install commands that need no check of their own offline: creating and
 activating the environment, and running this very test suite."""
@@ -159,7 +156,7 @@ def test_a_synopsis_names_exactly_the_options_of_its_command(block, command):
     commands = leaf_parsers(_parser())
     name, named = split_synopsis(command.text, commands)
     groups = option_groups(commands[name])
-    known = set().union(*groups) | ANNOUNCED.get(name, set())
+    known = set().union(*groups)
     assert named <= known, f"{block.where}: {name} has no option {sorted(named - known)}"
     missing = [sorted(g)[-1] for g in groups if not g & named]
     assert not missing, f"{block.where}: the synopsis of {name} leaves out {missing}"

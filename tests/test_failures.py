@@ -91,7 +91,7 @@ def test_correlated_domain_failures_take_the_whole_rack():
 
 
 def test_trace_replay(tmp_path):
-    (tmp_path / "trace.csv").write_text("time_h,node\n1.5,emb_ps2\n0.5,trainer1\n")
+    (tmp_path / "trace.csv").write_text("time_h,node\n0.5,trainer1\n1.5,emb_ps2\n")
     data = read_yaml(SCENARIOS / "smoke.yaml")
     data["failures"] = [{"kind": "trace", "file": "trace.csv"}]
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))

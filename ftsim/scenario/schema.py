@@ -10,6 +10,8 @@ Quantities carry units (see :mod:`ftsim.scenario.quantities`); inside, all numbe
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from pathlib import Path
 from statistics import NormalDist
 from typing import Annotated, Literal, Union
 
@@ -25,6 +27,7 @@ from pydantic import (
 
 from ftsim.policies.registry import policy_classes
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
+from ftsim.scenario.units import format_duration
 from ftsim.sim.failures import FailureSourceConfig
 from ftsim.trainer.config import ShardingConfig, TrainerConfig
 
@@ -34,6 +37,27 @@ PolicyConfig = Annotated[
 ]
 """Any registered policy's parameters, selected by ``kind``."""
 
+MAX_COUNT = 2**63 - 1
+"""Largest count accepted anywhere (a 64-bit integer): ``rows: 1e308`` is a typo, not a model."""
+
+MAX_NODES = 100_000
+"""Most trainers, and most embedding PS, a cluster may have (failure draws are per node)."""
+
+MAX_REPLICATIONS = 1_000_000
+"""Most replications per policy."""
+
+MAX_TRAINER_STEPS = 1_000_000
+"""Most steps of the embedded trainer per replication (each is a real forward/backward pass)."""
+
+MAX_TRAINER_VALUES = 2**31
+"""Most embedding values of the embedded trainer's model (8 GiB in float32)."""
+
+MAX_EVENTS_PER_REPLICATION = 1_000_000
+"""Most events (failures and checkpoints) one replication may be expected to simulate: about
+a minute of simulation. Failures are counted up to the horizon where a replication is cut
+off (``run.max_wall_factor`` × the failure-free time), checkpoints over the failure-free
+time; a scenario above it is refused rather than left running for hours."""
+
 
 def _count(value):
     """Accept ``1e9``-style strings (YAML reads them as text) for large integer counts."""
@@ -42,11 +66,15 @@ def _count(value):
             number = float(value.replace("_", ""))
         except ValueError:
             raise ValueError("expected a whole number such as 1000 or 1e9") from None
+        if not math.isfinite(number):
+            raise ValueError("must be a finite number")
         if number != int(number):
             raise ValueError("expected a whole number")
-        return int(number)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(number)
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
+        raise ValueError(f"must be at most {MAX_COUNT:.3g}")
     return value
 
 
@@ -279,8 +307,8 @@ class Background(Section):
 class Cluster(Section):
     """Nodes, network and storage of the training job."""
 
-    trainers: Count = Field(ge=1, description="data-parallel MLP trainers")
-    emb_ps: Count = Field(ge=1, description="embedding parameter servers (shards)")
+    trainers: Count = Field(ge=1, le=MAX_NODES, description="data-parallel MLP trainers")
+    emb_ps: Count = Field(ge=1, le=MAX_NODES, description="embedding parameter servers (shards)")
     nic_bandwidth: BytesPerSecond = Field(description="per-node NIC bandwidth")
     network_latency: Seconds = Field(0.0, description="one-way latency added per transfer")
     storage: Storage
@@ -302,10 +330,18 @@ class Cluster(Section):
 
 
 class Run(Section):
-    """Seed, replications and output location."""
+    """Seed, replications and output location.
+
+    A scenario whose replication is expected to simulate more than 1,000,000 events is
+    refused (the message names the field contributing most): failures are counted up to
+    the cut-off at ``max_wall_factor`` × the failure-free time, checkpoints (every policy
+    field named ``*interval``) over the failure-free time.
+    """
 
     seed: Count = Field(0, ge=0, description="root of every random stream of the run")
-    replications: Count = Field(1, ge=1, description="independent replications per policy")
+    replications: Count = Field(
+        1, ge=1, le=MAX_REPLICATIONS, description="independent replications per policy"
+    )
     output: str = Field("results", description="folder under which run folders are created")
     max_wall_factor: float = Field(
         100.0,
@@ -365,7 +401,9 @@ class TrainerSection(TrainerConfig):
     sharding: EmbeddingSharding = Field(default_factory=EmbeddingSharding)
 
     enabled: bool = Field(True, description="train the model inside the simulation")
-    steps: int = Field(1000, ge=1, description="trainer steps standing for the whole run")
+    steps: int = Field(
+        1000, ge=1, le=MAX_TRAINER_STEPS, description="trainer steps standing for the whole run"
+    )
     replications: int = Field(
         3, ge=1, description="replications (the first ones) that also train the model"
     )
@@ -379,7 +417,7 @@ class TrainerSection(TrainerConfig):
 class Scenario(Section):
     """A complete scenario: one job on one cluster under failures, several policies."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="names the results folder")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$", description="names the results folder")
     description: str = Field("", description="free text, kept in the results")
     job: Job = Field(description="the model and the amount of work")
     cluster: Cluster = Field(description="nodes, network, storage, rescheduling")
@@ -406,8 +444,14 @@ class Scenario(Section):
         return self
 
     def problems(self) -> list[tuple[str, str]]:
-        """Inconsistencies between sections, as (dotted path, message) pairs."""
-        found = []
+        """Inconsistencies between sections, as (dotted path, message) pairs.
+
+        Non-finite numbers are reported first and alone: the other checks compute with them.
+        A scenario without other problems is checked last against the event budget.
+        """
+        found = list(_non_finite(self, ""))
+        if found:
+            return found
         labels = [p.label for p in self.policies]
         for i, label in enumerate(labels):
             if labels.index(label) != i:
@@ -422,7 +466,58 @@ class Scenario(Section):
             found.append(("trainer.sharding.n_shards", message))
         if self.sweep and self.sweep.reference and self.sweep.reference not in labels:
             found.append(("sweep.reference", f"no policy named {self.sweep.reference!r}"))
-        return found
+        if self.trainer is not None and self.trainer.enabled:
+            found += self._trainer_problems()
+        return found or self._budget_problems()
+
+    def _trainer_problems(self) -> list[tuple[str, str]]:
+        """Trainer data that would fail or exhaust memory only once training starts."""
+        data = self.trainer.data
+        if data.kind == "criteo" and not Path(data.path).is_file():
+            return [("trainer.data.path", f"file not found: {Path(data.path).resolve()}")]
+        try:
+            sizes = data.table_sizes()
+        except ValueError as exc:
+            return [("trainer.data.cardinalities", str(exc))]
+        values = sum(sizes) * self.trainer.model.embedding_dim
+        if values > MAX_TRAINER_VALUES:
+            return [
+                (
+                    "trainer.data",
+                    f"the embedded model would hold {values:.3g} embedding values, more than "
+                    f"{MAX_TRAINER_VALUES:.3g}: lower row_cap, cardinalities or embedding_dim",
+                )
+            ]
+        return []
+
+    def _budget_problems(self) -> list[tuple[str, str]]:
+        """A replication expected to simulate more than ``MAX_EVENTS_PER_REPLICATION`` events,
+        reported at the field contributing most (a failure source's rate or an interval)."""
+        work_s = self.job.work_s
+        horizon_s = work_s * self.run.max_wall_factor
+        failures = {
+            f"failures.{i}.{source.rate_field()}": source.expected_failures(self, horizon_s)
+            for i, source in enumerate(self.failures)
+        }
+        actions = {i: _checkpoints(policy, work_s) for i, policy in enumerate(self.policies)}
+        busiest = max(actions, key=lambda i: sum(actions[i].values()))
+        n_failures, n_actions = sum(failures.values()), sum(actions[busiest].values())
+        total = n_failures + n_actions
+        if not total > MAX_EVENTS_PER_REPLICATION:
+            return []
+        causes = failures | {f"policies.{busiest}.{k}": v for k, v in actions[busiest].items()}
+        where = max(causes, key=causes.get)
+        horizon = format_duration(horizon_s)
+        return [
+            (
+                where,
+                f"a replication would simulate about {total:.2g} events ({n_failures:.2g} "
+                f"failures up to run.max_wall_factor × the training time = {horizon}, "
+                f"{n_actions:.2g} checkpoints of {self.policy_labels[busiest]}), more than "
+                f"the limit of {MAX_EVENTS_PER_REPLICATION:,}: make failures rarer or "
+                "checkpoints less frequent, or lower job.training or run.max_wall_factor",
+            )
+        ]
 
     def trains_model(self, rep: int) -> bool:
         """Whether replication ``rep`` also trains the embedded model (co-simulation)."""
@@ -432,3 +527,32 @@ class Scenario(Section):
     @property
     def policy_labels(self) -> list[str]:
         return [p.label for p in self.policies]
+
+
+def _checkpoints(policy, work_s: float) -> dict[str, float]:
+    """Actions a policy takes in a failure-free run, per field: every policy field named
+    ``*interval`` holding a duration is compute time between two of its actions."""
+    found = {}
+    for name in type(policy).model_fields:
+        value = getattr(policy, name)
+        if name.endswith("interval") and isinstance(value, float) and value > 0:
+            found[name] = work_s / value
+    return found
+
+
+def _non_finite(value, path: str) -> Iterator[tuple[str, str]]:
+    """(dotted path, message) for every NaN or infinite float and every integer beyond
+    ``MAX_COUNT`` inside ``value`` (a model, list, dict or scalar)."""
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _non_finite(getattr(value, name), f"{path}.{name}" if path else name)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _non_finite(item, f"{path}.{i}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{path}.{key}")
+    elif isinstance(value, float) and not math.isfinite(value):
+        yield path, f"must be a finite number (got {value})"
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
+        yield path, f"must be at most {MAX_COUNT:.3g}"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import heapq
+import io
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,7 +35,9 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
+from ftsim.scenario.files import TextFileError, read_text
 from ftsim.scenario.quantities import Seconds
+from ftsim.scenario.units import format_duration
 from ftsim.sim.nodes import Role, parse_node, role_range
 
 if TYPE_CHECKING:
@@ -75,6 +78,14 @@ class _Source(BaseModel):
         """Expected nodes of ``role`` taken by one failure of this source."""
         raise NotImplementedError
 
+    def expected_failures(self, scenario: Scenario, horizon_s: float) -> float:
+        """Mean failures this source produces in the first ``horizon_s`` seconds."""
+        return self.rate_per_s(scenario) * horizon_s
+
+    def rate_field(self) -> str:
+        """The field that sets how often this source fails (named in messages about it)."""
+        raise NotImplementedError
+
 
 def _share_of_role(scenario: Scenario, pool: range, role: str) -> float:
     """Fraction of the nodes in ``pool`` that have ``role``."""
@@ -93,9 +104,13 @@ class _LifetimeSource(_Source):
     def problems(self, scenario):
         if (self.node_mtbf is None) == (self.job_mtbf is None):
             return [("node_mtbf", "give exactly one of node_mtbf and job_mtbf")]
-        if (self.node_mtbf or self.job_mtbf) <= 0:
-            return [("node_mtbf", "MTBF must be positive")]
+        mtbf = getattr(self, self.rate_field())
+        if mtbf <= 0:
+            return [(self.rate_field(), f"MTBF must be positive (got {format_duration(mtbf)})")]
         return []
+
+    def rate_field(self):
+        return "node_mtbf" if self.node_mtbf is not None else "job_mtbf"
 
     def mean_lifetime_s(self, scenario: Scenario) -> float:
         """Mean lifetime of one node, seconds."""
@@ -180,6 +195,9 @@ class CorrelatedFailures(_Source):
     def _pool(self, scenario) -> range:
         return role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, self.role)
 
+    def rate_field(self):
+        return "domain_mtbf"
+
     def rate_per_s(self, scenario):
         return math.ceil(len(self._pool(scenario)) / self.domain_size) / self.domain_mtbf
 
@@ -247,8 +265,16 @@ class ScheduledFailures(_Source):
 
     def rate_per_s(self, scenario):
         end = self.end if self.end is not None else scenario.job.work_s
-        count = self.count if self.count is not None else len(self.times)
-        return count / (end - self.start)
+        return self._count() / (end - self.start)
+
+    def _count(self) -> int:
+        return self.count if self.count is not None else len(self.times)
+
+    def expected_failures(self, scenario, horizon_s):
+        return self._count()
+
+    def rate_field(self):
+        return "count" if self.count is not None else "times"
 
     def victims(self, scenario, role):
         c = scenario.cluster
@@ -284,9 +310,16 @@ class ScheduledFailures(_Source):
 
 _TIME_COLUMNS = {"time_s": 1.0, "time_min": 60.0, "time_h": 3600.0}
 
+MAX_TRACE_ROWS = 1_000_000
+"""Most failures a trace may list (a replication simulates each one)."""
+
 
 class TraceFailures(_Source):
-    """Replay of a failure trace CSV (path relative to the scenario file)."""
+    """Replay of a failure trace CSV (path relative to the scenario file).
+
+    Rows must be in time order, with finite, non-negative times: a NaN or negative time is
+    a broken trace, not a failure at time 0.
+    """
 
     kind: Literal["trace"]
     file: str = Field(description="CSV path, relative to the scenario file")
@@ -295,10 +328,12 @@ class TraceFailures(_Source):
     @field_validator("file")
     @classmethod
     def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        """The absolute path of a readable, well-formed trace."""
         base = Path((info.context or {}).get("base_dir", "."))
         path = (base / value).resolve()
         if not path.is_file():
             raise ValueError(f"trace file not found: {path}")
+        _read_trace(path)
         return str(path)
 
     def model_post_init(self, __context) -> None:
@@ -316,14 +351,16 @@ class TraceFailures(_Source):
         return found
 
     def rate_per_s(self, scenario):
-        if not self._rows:
-            return 0.0
-        return len(self._rows) / max(scenario.job.work_s, max(r[0] for r in self._rows))
+        return len(self._rows) / max(scenario.job.work_s, self._rows[-1][0])
+
+    def expected_failures(self, scenario, horizon_s):
+        return len(self._rows)
+
+    def rate_field(self):
+        return "file"
 
     def victims(self, scenario, role):
         c = scenario.cluster
-        if not self._rows:
-            return 0.0
         wanted = set(role_range(c.trainers, c.emb_ps, role))
         share = 0.0
         for _, column, value in self._rows:
@@ -335,7 +372,7 @@ class TraceFailures(_Source):
 
     def events(self, rng, scenario):
         c = scenario.cluster
-        for time_s, column, value in sorted(self._rows, key=lambda row: row[0]):
+        for time_s, column, value in self._rows:
             if column == "node":
                 victim = parse_node(c.trainers, c.emb_ps, value)
             else:
@@ -345,32 +382,54 @@ class TraceFailures(_Source):
 
 
 def _read_trace(path: Path) -> list[tuple[float, str, str]]:
-    """(time seconds, 'node' | 'role', value) per row; ValueError naming the line."""
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        fields = reader.fieldnames or []
-        time_columns = [f for f in fields if f in _TIME_COLUMNS]
-        victim_columns = [f for f in fields if f in ("node", "role")]
-        if len(time_columns) != 1 or len(victim_columns) != 1:
-            raise ValueError(
-                f"{path.name}: the header needs one of {', '.join(_TIME_COLUMNS)} and one of "
-                f"node, role (got {', '.join(fields) or 'nothing'})"
-            )
-        time_col, victim_col = time_columns[0], victim_columns[0]
-        rows = []
-        for line, record in enumerate(reader, start=2):
-            try:
-                time_s = float(record[time_col]) * _TIME_COLUMNS[time_col]
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"{path.name} line {line}: {time_col} is not a number "
-                    f"(got {record[time_col]!r})"
-                ) from None
-            value = (record[victim_col] or "").strip()
-            if time_s < 0 or (victim_col == "role" and value not in ("trainer", "emb_ps", "any")):
-                raise ValueError(f"{path.name} line {line}: bad row (got {dict(record)})")
-            rows.append((time_s, victim_col, value))
+    """(time seconds, 'node' | 'role', value) per row, in time order; ValueError naming the
+    file and line of the first problem."""
+    try:
+        text = read_text(path)
+    except TextFileError as exc:
+        raise ValueError(f"{path.name}: {exc}") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    fields = reader.fieldnames or []
+    time_columns = [f for f in fields if f in _TIME_COLUMNS]
+    victim_columns = [f for f in fields if f in ("node", "role")]
+    if len(time_columns) != 1 or len(victim_columns) != 1:
+        raise ValueError(
+            f"{path.name}: the header needs one of {', '.join(_TIME_COLUMNS)} and one of "
+            f"node, role (got {', '.join(fields) or 'nothing'})"
+        )
+    rows: list[tuple[float, str, str]] = []
+    for line, record in enumerate(reader, start=2):
+        if len(rows) == MAX_TRACE_ROWS:
+            raise ValueError(f"{path.name}: more than {MAX_TRACE_ROWS:,} failures")
+        try:
+            rows.append(_trace_row(record, time_columns[0], victim_columns[0], rows))
+        except ValueError as exc:
+            raise ValueError(f"{path.name} line {line}: {exc}") from None
+    if not rows:
+        raise ValueError(f"{path.name}: no failures (only a header)")
     return rows
+
+
+def _trace_row(record: dict, time_col: str, victim_col: str, before: list) -> tuple:
+    """One trace row as (time seconds, column, value); ValueError saying what is wrong."""
+    text = record[time_col]
+    try:
+        time_s = float(text) * _TIME_COLUMNS[time_col]
+    except (TypeError, ValueError):
+        raise ValueError(f"{time_col} is not a number (got {text!r})") from None
+    if not math.isfinite(time_s):
+        raise ValueError(f"{time_col} must be a finite number (got {text!r})")
+    if time_s < 0:
+        raise ValueError(f"{time_col} must not be negative (got {text!r})")
+    if before and time_s < before[-1][0]:
+        previous = before[-1][0] / _TIME_COLUMNS[time_col]
+        raise ValueError(f"rows must be in time order ({time_col} {text} comes after {previous:g})")
+    value = (record[victim_col] or "").strip()
+    if victim_col == "role" and value not in ("trainer", "emb_ps", "any"):
+        raise ValueError(f"role must be trainer, emb_ps or any (got {value!r})")
+    if not value:
+        raise ValueError(f"{victim_col} is empty")
+    return time_s, victim_col, value
 
 
 FailureSourceConfig = Annotated[
