@@ -1,4 +1,4 @@
-"""The ``ftsim`` command line: ``run``, ``sweep``, ``plot``, ``validate``, ``show``.
+"""The ``ftsim`` command line: ``run``, ``sweep``, ``plot``, ``trace``, ``validate``, ``show``.
 
 Exit status: 0 on success; 1 when ``validate`` has a failed check; 2 on invalid input (a
 bad scenario, an unknown policy name, an unusable folder), printed as located one-line
@@ -97,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     reference.set_defaults(handler=_cmd_show_reference)
     _sweep_parser(commands)
     _plot_parser(commands)
+    _trace_parser(commands)
     _validate_parser(commands)
     return parser
 
@@ -153,6 +154,21 @@ def _plot_parser(commands) -> None:
     plot.set_defaults(handler=_cmd_plot)
 
 
+def _trace_parser(commands) -> None:
+    trace = commands.add_parser(
+        "trace", help="a replication of a run as a Chrome/Perfetto trace (JSON), per node and link"
+    )
+    trace.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    trace.add_argument("--rep", type=int, default=0, help="replication (default 0)")
+    trace.add_argument(
+        "--policy", action="append", default=[], help="only this policy (repeatable; default all)"
+    )
+    trace.add_argument(
+        "-o", "--output", type=Path, help="trace file (default RUN_DIR/trace_repN.json; .gz: gzip)"
+    )
+    trace.set_defaults(handler=_cmd_trace)
+
+
 def _validate_parser(commands) -> None:
     validate = commands.add_parser(
         "validate", help="run the validation suite and write a report with figures"
@@ -207,8 +223,13 @@ def _scenario_options(parser: argparse.ArgumentParser) -> None:
 
 def _load(args):
     from ftsim.scenario.loader import load_scenario
+    from ftsim.sim.failures import source_notes
 
-    return load_scenario(args.scenario, _overrides(args))
+    scenario = load_scenario(args.scenario, _overrides(args))
+    if not getattr(args, "quiet", False):
+        for line in source_notes(scenario):  # e.g. the rows a failure log skipped
+            print(line, file=sys.stderr)
+    return scenario
 
 
 def _overrides(args) -> list[str]:
@@ -470,6 +491,35 @@ def _cmd_plot(args, argv) -> int:
 
     for name, outcome in plot_run(args.run_dir, args.point, args.breakdown_scale):
         print(f"{name}: {outcome}")
+    return 0
+
+
+def _cmd_trace(args, argv) -> int:
+    from ftsim.experiments.trace import (
+        TraceError,
+        build_trace,
+        mismatches,
+        read_run_folder,
+        write_trace,
+    )
+
+    try:
+        scenario, rows = read_run_folder(args.run_dir)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    indices = _selected_policies(scenario, args.policy)
+    reps = scenario.run.replications
+    if not 0 <= args.rep < reps:
+        raise UsageError(f"--rep: the run has replications 0 to {reps - 1} (got {args.rep})")
+    trace, sims = build_trace(scenario, indices, args.rep)
+    names = "_".join(scenario.policy_labels[i] for i in indices) if args.policy else ""
+    out = args.output or args.run_dir / f"trace_rep{args.rep}{'_' if names else ''}{names}.json"
+    write_trace(out, trace)
+    for line in mismatches(sims, rows):
+        print(line, file=sys.stderr)
+    labels = ", ".join(scenario.policy_labels[i] for i in indices)
+    print(f"trace: {out} ({len(trace['traceEvents'])} events; {labels}; replication {args.rep})")
+    print("open it in the Perfetto UI (ui.perfetto.dev: Open trace file) or chrome://tracing")
     return 0
 
 

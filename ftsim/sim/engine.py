@@ -59,13 +59,15 @@ class Phase:
 class Simulation:
     """One replication of one policy: build, run, collect."""
 
-    def __init__(self, scenario: Scenario, policy_index: int, rep: int):
+    def __init__(self, scenario: Scenario, policy_index: int, rep: int, record_flows: bool = False):
+        """``record_flows``: keep every finished flow in ``sim.net.net.records`` (for trace
+        export, ``ftsim trace``); it changes no result, only costs memory."""
         self.scenario = scenario
         self.rep = rep
         self.env = simpy.Environment()
         self.work_s = scenario.job.work_s
         self.layout = StateLayout(scenario)
-        self.net = ClusterNetwork(self.env, scenario, self.layout)
+        self.net = ClusterNetwork(self.env, scenario, self.layout, record=record_flows)
         """The cluster's links: every transfer a policy makes is a set of flows on it."""
         params = scenario.policies[policy_index]
         self.policy = policy_classes()[params.kind](
@@ -214,7 +216,9 @@ class Simulation:
         reschedule = self.scenario.cluster.reschedule
         rng = stream(self.scenario.run.seed, self.rep, Purpose.RESCHEDULE)
         for failure in failures:
-            delay = reschedule.sample(rng)
+            delay = reschedule.sample(rng)  # drawn for every failure: the stream stays aligned
+            if failure.reschedule_s is not None:  # logged by the source (a failure log)
+                delay = failure.reschedule_s
             if failure.time_s > self.env.now:
                 yield self.env.timeout(failure.time_s - self.env.now)
             if not self._job.is_alive:
@@ -296,6 +300,9 @@ class Simulation:
         return rows
 
 
-def simulate(scenario: Scenario, policy_index: int, rep: int) -> Simulation:
-    """Run one replication of one policy and return the finished simulation."""
-    return Simulation(scenario, policy_index, rep).run()
+def simulate(
+    scenario: Scenario, policy_index: int, rep: int, record_flows: bool = False
+) -> Simulation:
+    """Run one replication of one policy and return the finished simulation
+    (``record_flows``: see :class:`Simulation`)."""
+    return Simulation(scenario, policy_index, rep, record_flows).run()

@@ -19,16 +19,21 @@ Sources (``kind``):
   window, as in CPR's evaluation.
 - ``trace``: replay of a CSV with a time column (``time_s``, ``time_min`` or ``time_h``)
   and a ``node`` (``emb_ps3``) or ``role`` (a random node of that role) column.
+- ``failure_log``: replay of a public failure log (LANL's failure data: node, failure
+  start, repair end), its nodes mapped onto the cluster's, its repair times as the
+  rescheduling delays (:mod:`ftsim.sim.failure_log`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import heapq
 import io
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -38,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, 
 from ftsim.scenario.files import TextFileError, read_text
 from ftsim.scenario.quantities import Seconds
 from ftsim.scenario.units import format_duration
+from ftsim.sim import failure_log
 from ftsim.sim.nodes import Role, parse_node, role_range
 
 if TYPE_CHECKING:
@@ -56,8 +62,10 @@ class Failure:
     time_s: float
     nodes: tuple[int, ...]
     source: str
-    reschedule_s: float = 0.0
-    """Delay until the failed nodes are replaced, seconds (drawn by the simulator)."""
+    reschedule_s: float | None = None
+    """Delay until the failed nodes are replaced, seconds: drawn by the simulator from
+    ``cluster.reschedule`` when None; a source that knows it (a failure log's repair time)
+    sets it, and the simulator keeps it."""
 
 
 class _Source(BaseModel):
@@ -432,8 +440,197 @@ def _trace_row(record: dict, time_col: str, victim_col: str, before: list) -> tu
     return time_s, victim_col, value
 
 
+class FailureLogFailures(_Source):
+    """Replay of a public failure log in the LANL failure-data format (one row per node
+    outage: ``nodenum``, ``Prob Started``, ``Prob Fixed`` or ``Down Time``, optional
+    ``System``; see `ftsim/sim/failure_log.py`). Log node n (its ``nodenum``; a node id
+    that is not an integer counts as its rank among the log's sorted ids) maps onto node
+    n mod N of the N nodes of ``role`` (trainers first), or onto node n when n < N
+    (``mapping: first``; the job runs on the system's first N nodes), or by an explicit
+    ``nodes`` map; a row whose node maps nowhere is skipped and counted. The
+    ``start`` time (default: the first replayed failure) is t = 0 and earlier rows are
+    skipped; each failure's logged repair time (fixed − started) is the delay until its
+    node is replaced (``reschedule: logged``)."""
+
+    kind: Literal["failure_log"]
+    path: str = Field(description="the log (CSV), relative to the scenario file")
+    system: int | str | None = Field(
+        None, description="keep only the rows of this System (required if the log has several)"
+    )
+    start: datetime | None = Field(
+        None,
+        description="log time that is t = 0, e.g. '6/21/2005 10:54' (default: the first "
+        "replayed failure); earlier rows are skipped",
+    )
+    role: Role = Field("any", description="cluster nodes the log's nodes map onto")
+    mapping: Literal["modulo", "first"] = Field(
+        "modulo",
+        description="modulo: log node n (its nodenum) fails node n mod N of the N nodes of "
+        "role; first: node n, and log nodes n >= N are skipped",
+    )
+    nodes: dict[str, str] | None = Field(
+        None,
+        description="explicit map from log node id to cluster node, e.g. {17: emb_ps3} "
+        "(replaces mapping; unlisted log nodes are skipped)",
+    )
+    reschedule: Literal["logged", "cluster"] = Field(
+        "logged",
+        description="logged: a failed node is replaced after its logged repair time "
+        "(Prob Fixed - Prob Started); cluster: drawn from cluster.reschedule",
+    )
+    _entries: list = PrivateAttr(default_factory=list)
+    _errors: list = PrivateAttr(default_factory=list)
+    _plans: dict = PrivateAttr(default_factory=dict)
+
+    @field_validator("path")
+    @classmethod
+    def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        base = Path((info.context or {}).get("base_dir", "."))
+        path = (base / value).resolve()
+        if not path.is_file():
+            raise ValueError(f"failure log not found: {path}")
+        return str(path)
+
+    @field_validator("start", mode="before")
+    @classmethod
+    def _time(cls, value):
+        return failure_log.parse_time(value) if isinstance(value, str) else value
+
+    @field_validator("start")
+    @classmethod
+    def _local(cls, value):
+        if value is not None and value.tzinfo is not None:
+            raise ValueError("give a time without a time zone, as the log's times are")
+        return value
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _ids(cls, value):
+        if isinstance(value, dict):
+            return {failure_log.node_id(k): v for k, v in value.items()}
+        return value
+
+    def model_post_init(self, __context) -> None:
+        try:
+            self._entries = failure_log.read_failure_log(Path(self.path))
+        except failure_log.LogError as exc:
+            self._errors = [("path", str(exc))]
+
+    def _plan(self, scenario) -> dict:
+        """Replayed failures ``(t_s, node, repair_s)`` and the counts of rows skipped."""
+        c = scenario.cluster
+        key = (c.trainers, c.emb_ps)
+        if key in self._plans:
+            return self._plans[key]
+        entries = self._entries
+        systems = sorted({e.system for e in entries}, key=failure_log.id_order)
+        if self.system is not None:
+            entries = [e for e in entries if e.system == str(self.system).strip()]
+        ids = sorted({e.node for e in entries}, key=failure_log.id_order)
+        pool = role_range(c.trainers, c.emb_ps, self.role)
+        if self.nodes is not None:
+            target = {}
+            for log_id, name in self.nodes.items():
+                with contextlib.suppress(ValueError):  # reported by problems()
+                    target[log_id] = parse_node(c.trainers, c.emb_ps, name)
+        else:  # log node n: its nodenum if an integer, else its rank among the sorted ids
+            index = {i: int(i) if i.isdigit() else k for k, i in enumerate(ids)}
+            if self.mapping == "modulo":
+                target = {i: pool[n % len(pool)] for i, n in index.items()}
+            else:
+                target = {i: pool[n] for i, n in index.items() if n < len(pool)}
+        mapped = [e for e in entries if e.node in target]
+        t0 = self.start or (mapped[0].started if mapped else None)
+        kept = [e for e in mapped if e.started >= t0] if t0 else []
+        plan = {
+            "failures": [
+                ((e.started - t0).total_seconds(), target[e.node], e.repair_s) for e in kept
+            ],
+            "rows": len(self._entries),
+            "systems": systems,
+            "other_system": len(self._entries) - len(entries),
+            "unmapped": len(entries) - len(mapped),
+            "unmapped_nodes": len({e.node for e in entries} - set(target)),
+            "before_start": len(mapped) - len(kept),
+            "t0": t0,
+        }
+        self._plans[key] = plan
+        return plan
+
+    def problems(self, scenario):
+        if self._errors:
+            return list(self._errors)
+        c = scenario.cluster
+        found = []
+        for log_id, name in (self.nodes or {}).items():
+            try:
+                parse_node(c.trainers, c.emb_ps, name)
+            except ValueError as exc:
+                found.append((f"nodes.{log_id}", str(exc)))
+        plan = self._plan(scenario)
+        systems = plan["systems"]
+        if self.system is None and len(systems) > 1:
+            found.append(("system", f"the log holds systems {', '.join(systems)}: choose one"))
+        elif self.system is not None and plan["other_system"] == plan["rows"]:
+            found.append(
+                ("system", f"no row of system {self.system} (the log has: {', '.join(systems)})")
+            )
+        elif not found and not plan["failures"]:
+            found.append(("path", f"no failure to replay: {self._counts(plan)}"))
+        return found
+
+    @staticmethod
+    def _counts(plan: dict) -> str:
+        skipped = [
+            (plan["other_system"], "of other systems"),
+            (plan["unmapped"], f"of {plan['unmapped_nodes']} log nodes mapped to no node"),
+            (plan["before_start"], "before start"),
+        ]
+        parts = [f"{n} {why}" for n, why in skipped if n]
+        replayed = f"{plan['rows']} rows, {len(plan['failures'])} replayed"
+        return replayed + (f"; skipped: {', '.join(parts)}" if parts else "")
+
+    def note(self, scenario) -> str:
+        """What was read and skipped, for the user."""
+        plan = self._plan(scenario)
+        start = f"; t = 0 is {plan['t0']:%Y-%m-%d %H:%M}" if plan["t0"] else ""
+        return f"failure log {Path(self.path).name}: {self._counts(plan)}{start}"
+
+    def rate_per_s(self, scenario):
+        failures = self._plan(scenario)["failures"]
+        if not failures:
+            return 0.0
+        return len(failures) / max(scenario.job.work_s, failures[-1][0])
+
+    def victims(self, scenario, role):
+        failures = self._plan(scenario)["failures"]
+        if not failures:
+            return 0.0
+        wanted = set(role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, role))
+        return sum(node in wanted for _, node, _ in failures) / len(failures)
+
+    def events(self, rng, scenario):
+        logged = self.reschedule == "logged"
+        for time_s, node, repair_s in self._plan(scenario)["failures"]:
+            yield Failure(time_s, (node,), self.kind, repair_s if logged else None)
+
+
+def source_notes(scenario: Scenario) -> list[str]:
+    """One line per failure source with something to say (a failure log's rows skipped)."""
+    return [
+        f"failures.{i}: {source.note(scenario)}"
+        for i, source in enumerate(scenario.failures)
+        if hasattr(source, "note")
+    ]
+
+
 FailureSourceConfig = Annotated[
-    ExponentialFailures | WeibullFailures | CorrelatedFailures | ScheduledFailures | TraceFailures,
+    ExponentialFailures
+    | WeibullFailures
+    | CorrelatedFailures
+    | ScheduledFailures
+    | TraceFailures
+    | FailureLogFailures,
     Field(discriminator="kind"),
 ]
 

@@ -542,7 +542,11 @@ class Network:
         """All flows of a lone transfer have arrived: record them."""
         transfer.pending = 0
         if self.records is not None:
-            for flow in transfer.flows:
+            ends = transfer.schedule[1]
+            for flow, end_s in zip(transfer.flows, ends, strict=True):
+                if flow.end_s is None:  # the clock's rounding put "now" an ulp short of it
+                    flow.remaining_B = 0.0
+                    flow.end_s = transfer.start_s + end_s
                 self._record(flow)
 
     def _flows_of(self, transfer: Transfer) -> None:
