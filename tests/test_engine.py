@@ -96,6 +96,14 @@ POLICY_CONFIGS = {
         st.floats(0, 1),
         st.integers(1, 4),
     ),
+    "checknrun": st.builds(
+        "{{kind: checknrun, interval: {} min, differential: {}, baseline_every: {},"
+        " quantize_bits: {}}}".format,
+        _minutes,
+        st.sampled_from(["one_shot", "consecutive"]),
+        st.integers(1, 6),
+        st.sampled_from(["null", 2, 4, 8]),
+    ),
 }
 """A policy of each kind with its main parameters drawn, as a YAML flow mapping."""
 
@@ -131,6 +139,7 @@ ACCOUNTING_EXAMPLES = {
     "cpr_ssu": "{kind: cpr_ssu, interval: 30 min, partial_interval: 10 min}",
     "ecrm": "{kind: ecrm, k: 2, r: 1, checkpoint_interval: 30 min, fallback: rollback}",
     "swift": "{kind: swift, checkpoint_interval: 30 min}",
+    "checknrun": "{kind: checknrun, interval: 30 min, quantize_bits: 4}",
 }
 """One policy of every kind (and CheckFreq) on smoke."""
 

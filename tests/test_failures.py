@@ -110,3 +110,16 @@ def test_replications_differ_and_repeat():
     s = scenario("smoke")
     assert _draw(s, rep=0, limit=50) == _draw(s, rep=0, limit=50)
     assert _draw(s, rep=0, limit=50) != _draw(s, rep=1, limit=50)
+
+
+def test_every_failure_source_says_how_often_it_fails():
+    """The event budget check of the scenario names a source's rate field and needs its
+    expected failures: every kind of source must provide both (not the base class's)."""
+    import typing
+
+    from ftsim.sim.failures import FailureSourceConfig, _Source
+
+    kinds = typing.get_args(typing.get_args(FailureSourceConfig)[0])
+    assert len(kinds) >= 6
+    for kind in kinds:
+        assert kind.rate_field is not _Source.rate_field, kind.__name__

@@ -602,6 +602,12 @@ class FailureLogFailures(_Source):
             return 0.0
         return len(failures) / max(scenario.job.work_s, failures[-1][0])
 
+    def expected_failures(self, scenario, horizon_s):
+        return sum(time_s <= horizon_s for time_s, _, _ in self._plan(scenario)["failures"])
+
+    def rate_field(self):
+        return "path"
+
     def victims(self, scenario, role):
         failures = self._plan(scenario)["failures"]
         if not failures:
