@@ -51,6 +51,7 @@ class Rates:
         self.parity = per_shard * (128 * 4 + 4) / NIC / 0.1
         self.transfer = 2 * shard / (NIC * 0.5)
         self.pause = 11 * (0.1 + 2 * shard / 10 / 10e9)  # 10 range switches + 1 closing
+        self.latency = 50e-6  # prod50h's network latency: the rebuild's reads are one transfer
 
     def waiting(self) -> float:
         """Degraded slowdown of one lost shard before its rebuild: its partner serves 1 row
@@ -60,10 +61,12 @@ class Rates:
     def rebuilding(self, share: float = 1.0) -> float:
         """... while it is rebuilt (its partner gives 1/k of the rebuild's half NIC)."""
         busy = 0.5 / 2
-        return self.read + self.traffic * busy / (1 - busy) + self.pause / self.duration(share)
+        planned = share * self.transfer + self.pause  # pauses spread over the planned time
+        return self.read + self.traffic * busy / (1 - busy) + self.pause / planned
 
     def duration(self, share: float = 1.0) -> float:
-        return share * self.transfer + self.pause
+        """Wall seconds of a rebuild: its reads (a transfer, plus the latency), then pauses."""
+        return share * self.transfer + self.latency + self.pause
 
     def charged(self, wall_s: float, slowdown: float) -> float:
         """Degraded seconds charged over ``wall_s`` of training at this slowdown."""
@@ -155,7 +158,9 @@ def test_partial_fallback_reloads_only_the_undecodable_rows():
     assert row["n_fallbacks"] == 1 and row["undecodable_frac"] == 1 / 16
     assert row["lost_h"] == pytest.approx(0, abs=1e-9)
     assert row["pls"] == pytest.approx(2 / 16 * (event.progress_s - event.key) / (50 * 3600 * 18))
-    reload_s = sim.layout.read_s([shard / 16] * 2)
+    # each replacement reads 1/16 of a shard from storage (4 GB/s each of 8) through its
+    # NIC, less the parity updates streaming through it
+    reload_s = shard / 16 / (NIC - rates.parity * NIC) + rates.latency
     assert row["load_h"] * 3600 == pytest.approx(reload_s)
     assert row["reschedule_h"] * 3600 == pytest.approx(60)
     assert row["recovery_s"] == pytest.approx(60 + reload_s + rates.duration(15 / 16))
@@ -174,7 +179,9 @@ def test_grouped_layout_keeps_failures_in_different_groups_decodable():
     sim = simulate(_ecrm(one_group, grouped, "policies.1.fallback=partial"), 1, 0)
     row = sim.row()
     assert row["n_fallbacks"] == 1 and row["undecodable_frac"] == 1.0
-    assert row["load_h"] * 3600 == pytest.approx(sim.layout.read_s([sim.layout.shard_bytes] * 2))
+    # NIC-bound reads (storage gives each 4 GB/s), less the parity stream on the NIC
+    nic_left = NIC - Rates(sim).parity * NIC
+    assert row["load_h"] * 3600 == pytest.approx(sim.layout.shard_bytes / nic_left + 50e-6)
     assert row["degraded_h"] == 0 and math.isnan(row["recovery_s"])
 
 

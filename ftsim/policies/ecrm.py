@@ -54,15 +54,16 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide
-from ftsim.policies.events import Checkpoint, ModelEvent, RestoreAll
+from ftsim.policies.base import Policy, TrainerSide
+from ftsim.policies.events import ModelEvent, RestoreAll
 from ftsim.policies.registry import register
+from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.stripes import LayoutError, StripeLayout
 
 
-class EcrmParams(PolicyParams):
+class EcrmParams(SavingParams):
     """Parameters of ``ecrm``."""
 
     kind: Literal["ecrm"]
@@ -242,6 +243,9 @@ class Ecrm(Policy):
         self.pause_s = (params.rebuild_ranges + 1) * switch_s if params.freeze else 0.0
         """Updates paused per rebuild: one range switch per range plus one closing the last."""
         self.save_s = layout.full_save_s()
+        self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
+        self.parity_Bps = per_shard * job.mean_row_bytes * params.r / job.iteration_s
+        """Parity updates each PS sends (and, on average, receives) while training, B/s."""
         self.interval_s = params.checkpoint_interval
         self.committed_s = 0.0
         self.next_s = self.interval_s
@@ -255,8 +259,10 @@ class Ecrm(Policy):
         """Rebuilding shard → its range-switch pauses over its rebuild time."""
         self._slowdown = {"other": self.parity_slowdown} if self.parity_slowdown else {}
         self._rollback_pending = False
-        self._reload: list[float] = []
-        """Bytes per failed server to reload from the fall-back checkpoint (``partial``)."""
+        self._reloaded = None
+        """Fired when the latest fall-back's undecodable rows are back (rebuilds wait)."""
+        self._reload: list[tuple[int, float]] = []
+        """(failed shard, bytes) to reload from the fall-back checkpoint (``partial``)."""
         self.recovery_s: list[float] = []
         self.n_fallbacks = 0
         self.undecodable: list[float] = []
@@ -266,16 +272,29 @@ class Ecrm(Policy):
     def next_action_at(self) -> float:
         return self.next_s
 
+    def start(self, sim) -> None:
+        """Parity updates stream between the PS for the whole run: every transfer (saves,
+        rebuilds, reloads) shares the PS NICs with them."""
+        if self.parity_Bps:
+            for shard in range(self.n_shards):
+                sim.net.stream_on_nic(sim.net.ps_node(shard), self.parity_Bps)
+
     def act(self, sim):
         progress = sim.progress_s
-        yield from sim.phase("save", self.save_s, "fall-back checkpoint")
-        self.committed_s = progress
-        self.n_checkpoints += 1
-        sim.model_event(Checkpoint, key=progress)
+        yield from self.writer.save(sim, sim.net.full_save(), progress, self._committed)
         self.next_s = progress + self.interval_s
 
+    def _committed(self, progress_s: float) -> None:
+        self.committed_s = progress_s
+        self.n_checkpoints += 1
+
     def slowdown(self) -> dict[str, float]:
-        return self._slowdown
+        persist = self.writer.slowdown()
+        if not persist:
+            return self._slowdown
+        out = dict(self._slowdown)
+        out["other"] = out.get("other", 0.0) + persist["other"]
+        return out
 
     def _traffic_slowdown(self, degraded: dict[int, float], rebuilding: set[int]) -> float:
         """Extra seconds per compute second from degraded reads and rebuild reads while
@@ -301,6 +320,7 @@ class Ecrm(Policy):
         sim.replan()
 
     def on_failure(self, sim, failure) -> None:
+        self.writer.abort()
         trainers = self.scenario.cluster.trainers
         shards = set(failed_shards(trainers, failure.nodes))
         if not shards:
@@ -309,7 +329,7 @@ class Ecrm(Policy):
         loss = self.stripes.loss(lost)
         if loss.decodable:
             sim.model_event(DecodeShards, shards=tuple(sorted(shards)))
-            self._take_over(sim, failure, dict.fromkeys(shards, 1.0), 0.0)
+            self._take_over(sim, failure, dict.fromkeys(shards, 1.0), None)
             return
         self.n_fallbacks += 1
         self.undecodable.append(sum(loss.undecodable.values()) / len(lost))
@@ -326,15 +346,16 @@ class Ecrm(Policy):
         sim.model_event(DecodeShards, shards=tuple(sorted(lost)), key=self.committed_s)
         undecodable = loss.undecodable
         self.lost_update_s += sum(undecodable.values()) * (sim.progress_s - self.committed_s)
-        reload = [share * self.layout.shard_bytes for share in undecodable.values() if share]
-        self._reload += reload
+        self._reload += [(x, share * self.layout.shard_bytes) for x, share in undecodable.items()]
         rebuild = {x: 1.0 - share for x, share in undecodable.items()}
-        self._take_over(sim, failure, rebuild, self.layout.read_s(reload))
+        self._reloaded = sim.env.event()  # recover() fires it once the rows are back
+        self._take_over(sim, failure, rebuild, self._reloaded)
 
-    def _take_over(self, sim, failure, shares: dict[int, float], delay_s: float) -> None:
-        """Make a new rebuild, started ``delay_s`` after the replacements of ``failure`` are
-        ready, the owner of the shards ``shares`` (shard → share of its rows to rebuild; 0:
-        nothing to rebuild). Older rebuilds of these shards no longer own them."""
+    def _take_over(self, sim, failure, shares: dict[int, float], after) -> None:
+        """Make a new rebuild, started once the replacements of ``failure`` are ready (and
+        the event ``after``, if any, has fired: the reload of undecodable rows), the owner
+        of the shards ``shares`` (shard → share of its rows to rebuild; 0: nothing to
+        rebuild). Older rebuilds of these shards no longer own them."""
         self._generation += 1
         generation = self._generation
         for shard, share in shares.items():
@@ -347,29 +368,33 @@ class Ecrm(Policy):
                 self._owner.pop(shard, None)
         mine = {shard: share for shard, share in shares.items() if share > 0}
         if mine:
-            sim.env.process(self._rebuild(sim, failure, generation, mine, delay_s))
+            sim.env.process(self._rebuild(sim, failure, generation, mine, after))
         self._update(sim)
 
     def _owned(self, generation: int, shards) -> set[int]:
         """The ``shards`` whose rebuild is still the one of ``generation``."""
         return {s for s in shards if self._owner.get(s) == generation}
 
-    def _rebuild(self, sim, failure, generation: int, shares: dict[int, float], delay_s: float):
+    def _rebuild(self, sim, failure, generation: int, shares: dict[int, float], after):
         """Background: wait for the replacements (and the reload of undecodable rows), then
         rebuild the decodable rows range by range; ends the degraded state only of the
         shards it still owns (a later failure may have taken some, or all, over)."""
-        ready = failure.time_s + failure.reschedule_s + delay_s
+        ready = failure.time_s + failure.reschedule_s
         if ready > sim.env.now:
             yield sim.env.timeout(ready - sim.env.now)
+        if after is not None and not after.processed:
+            yield after
         mine = self._owned(generation, shares)
         if not mine:
             return
-        duration = max(shares[s] for s in mine) * self.transfer_s + self.pause_s
-        self._pause_frac.update(dict.fromkeys(mine, self.pause_s / duration))
+        planned = max(shares[s] for s in mine) * self.transfer_s + self.pause_s
+        self._pause_frac.update(dict.fromkeys(mine, self.pause_s / planned))
         self.rebuilding |= mine
         self._update(sim)
         start = sim.env.now
-        yield sim.env.timeout(duration)
+        yield sim.net.start(self._rebuild_flows(sim, mine, shares), "rebuild", "rebuild")
+        if self.pause_s:
+            yield sim.env.timeout(self.pause_s)
         mine = self._owned(generation, shares)
         if not mine:
             return
@@ -380,22 +405,39 @@ class Ecrm(Policy):
             self.rebuilding.discard(shard)
         self._update(sim)
 
+    def _rebuild_flows(self, sim, shards, shares: dict[int, float]) -> list:
+        """Each replacement reads k rows for every row it rebuilds from the survivors that
+        hold their stripes (``StripeLayout.reads``), through a cap of ``rebuild_share`` of
+        its NIC (the rest stays with training)."""
+        net, cap = sim.net, self.scenario.cluster.nic_bandwidth * self.params.rebuild_share
+        flows = []
+        for x in sorted(shards):
+            limit = net.net.link(f"rebuild.cap.emb_ps{x}", cap)
+            reads = self.stripes.reads(x) * shares[x] * self.layout.shard_bytes
+            dst = net.ps_node(x)
+            for j in np.flatnonzero(reads):
+                flows.append((float(reads[j]), (*net.between(net.ps_node(int(j)), dst), limit)))
+        return flows
+
     def recover(self, sim, failures):
         trainers = self.scenario.cluster.trainers
         lost_trainer = any(any_trainer(trainers, f.nodes) for f in failures)
         if self._rollback_pending or self._reload or lost_trainer:
             yield from sim.await_replacements(failures)
         if self._rollback_pending:
-            load_s = self.layout.full_load_s()  # rare: not computed up front (E + T flows)
-            yield from sim.phase("load", load_s, "restore all from fall-back")
+            yield from sim.transfer("load", sim.net.full_load(), "restore all from fall-back")
             self._rollback_pending = False
             return
-        load_s = self.layout.read_s(self._reload) if self._reload else 0.0
-        if lost_trainer:
-            load_s = max(load_s, self.layout.nic_s(self.layout.dense_bytes))
-        if load_s:
-            yield from sim.phase("load", load_s, "reload undecodable rows")
+        flows = [
+            (size, sim.net.from_storage(sim.net.ps_node(x))) for x, size in self._reload if size
+        ]
+        failed = sorted({n for f in failures for n in f.nodes if n < trainers})
+        flows += [flow for trainer in failed for flow in sim.net.replica_copy(trainer)]
+        if flows:
+            yield from sim.transfer("load", flows, "reload undecodable rows")
         self._reload = []
+        if self._reloaded is not None and not self._reloaded.triggered:
+            self._reloaded.succeed()
 
     def result_columns(self):
         recovery = self.recovery_s

@@ -308,6 +308,12 @@ class ClusterNetwork:
         source = (trainer + 1) % self.trainers
         return [(self.layout.dense_bytes, self.between(source, trainer))]
 
+    def stream_on_nic(self, node: int, rate_Bps: float) -> None:
+        """A continuous stream (e.g. parity updates) takes ``rate_Bps`` of ``node``'s NIC,
+        both ways, from now on; negative to end it."""
+        self.net.reserve_rate(self._nic(node, "send"), rate_Bps)
+        self.net.reserve_rate(self._nic(node, "recv"), rate_Bps)
+
     def stream_to_storage(self, rate_Bps: float) -> None:
         """A continuous write stream (an update log) takes ``rate_Bps`` of the storage's
         aggregate write bandwidth from now on; negative to end it."""
