@@ -467,7 +467,7 @@ class CheckNRun(Policy):
         if kept.codec_bytes:
             codec_s = kept.codec_bytes / self.params.codec_bandwidth
             yield from sim.phase("save", codec_s, "quantize rows")
-        flows = sim.net.shard_writes(range(self.n_shards), kept.shard_bytes)
+        flows = [*sim.net.shard_writes(range(self.n_shards), kept.shard_bytes)]
         flows += sim.net.dense_write()
         what = "baseline" if kept.baseline else "differential checkpoint"
         yield from sim.transfer("save", flows, what)

@@ -186,7 +186,8 @@ class ClusterNetwork:
         self.net = Network(env, latency_s=cluster.network_latency, record=record)
         """The flow model; with ``record`` it keeps every finished flow (for traces)."""
         self._routes: dict[tuple[str, int], tuple[Link, ...]] = {}
-        self._full: dict[str, tuple] = {}
+        self._full: dict = {}
+        """Transfers every replication repeats (full save and load, saves of all PS)."""
         self.trainers = cluster.trainers
         storage = cluster.storage
         self._storage_write = self.net.link("storage.write", storage.write_bandwidth)
@@ -270,9 +271,17 @@ class ClusterNetwork:
 
     # -- the transfers policies make ---------------------------------------------------
 
-    def shard_writes(self, shards: Sequence[int], bytes_each: float | None = None) -> list:
-        """Each PS of ``shards`` writes ``bytes_each`` (default: its whole shard) to storage."""
+    def shard_writes(self, shards: Sequence[int], bytes_each: float | None = None):
+        """Each PS of ``shards`` writes ``bytes_each`` (default: its whole shard) to storage.
+        Every PS writing the same bytes (a partial save) is built once per run: the network
+        then recognizes it and skips checking it again."""
         size = self.layout.shard_bytes if bytes_each is None else bytes_each
+        if len(shards) == self.cluster.emb_ps:
+            key = ("all writes", size)
+            if key not in self._full:
+                flows = [(size, self.to_storage(self.ps_node(s))) for s in range(len(shards))]
+                self._full[key] = tuple(flows)
+            return self._full[key]
         return [(size, self.to_storage(self.ps_node(s))) for s in shards]
 
     def shard_reads(self, shards: Sequence[int], bytes_each: float | None = None) -> list:
@@ -292,7 +301,7 @@ class ClusterNetwork:
     def full_save(self) -> tuple:
         """Every PS writes its shard while trainer 0 writes the dense copy."""
         if "save" not in self._full:
-            flows = self.shard_writes(range(self.cluster.emb_ps)) + self.dense_write()
+            flows = [*self.shard_writes(range(self.cluster.emb_ps)), *self.dense_write()]
             self._full["save"] = tuple(flows)
         return self._full["save"]
 

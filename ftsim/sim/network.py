@@ -503,23 +503,26 @@ class Network:
     # -- a transfer alone on the network -----------------------------------------------
 
     def _specs(self, flows) -> tuple[tuple, tuple, tuple]:
-        """Checked ``(size_B, route)`` pairs, their link-index paths and sizes. A tuple of
-        flows passed again (e.g. a cached full save) is looked up, not checked again."""
+        """Checked ``(size_B, route)`` pairs, their paths in local link indices with the
+        global index of each local link, and sizes. A tuple of flows passed again (e.g. a
+        cached full save) is looked up, not checked again."""
         if isinstance(flows, tuple):
             found = self._spec_cache.get(id(flows))
             if found is not None and found[0] is flows:
                 return found[1:]
         specs = tuple((size_B, self._route(size_B, route)) for size_B, route in flows)
-        paths = tuple(tuple(link.index for link in route) for _, route in specs)
+        local = _localize(tuple(tuple(link.index for link in route) for _, route in specs))
         sizes = tuple(size_B for size_B, _ in specs)
         if isinstance(flows, tuple):
-            self._spec_cache[id(flows)] = (flows, specs, paths, sizes)
-        return specs, paths, sizes
+            self._spec_cache[id(flows)] = (flows, specs, local, sizes)
+        return specs, local, sizes
 
-    def _run_alone(self, transfer: Transfer, paths: tuple, sizes: tuple) -> None:
+    def _run_alone(self, transfer: Transfer, local: tuple, sizes: tuple) -> None:
         """Run ``transfer`` on its precomputed schedule: one wake-up, when it is done (last
-        byte plus latency)."""
-        transfer.schedule = lone_schedule(paths, sizes, tuple(self._capacities))
+        byte plus latency). The schedule depends only on the links the transfer crosses."""
+        paths, used = local
+        capacities = self._capacities
+        transfer.schedule = lone_schedule(paths, sizes, tuple(capacities[g] for g in used))
         end_s = max(transfer.schedule[1], default=0.0)
         self._wake = None
         if end_s == 0.0:
@@ -617,14 +620,18 @@ class Network:
 
     def _reallocate(self) -> None:
         """Recompute all rates and replace the pending wake-up by the earliest completion."""
+        self._wake = None  # a pending wake-up is now stale
+        if not self._active:
+            return
         flows = list(self._active)
-        rates = cached_max_min_rates(tuple(flow.path for flow in flows), tuple(self._capacities))
+        paths, used = _localize(tuple(flow.path for flow in flows))
+        capacities = self._capacities
+        rates = cached_max_min_rates(paths, tuple(capacities[g] for g in used))
         soonest_s = math.inf
         for flow, rate in zip(flows, rates, strict=True):
             flow.rate_Bps = rate
             if rate > 0:
                 soonest_s = min(soonest_s, flow.remaining_B / rate)
-        self._wake = None  # a pending wake-up is now stale
         if soonest_s < math.inf:
             self._wake = self.env.timeout(soonest_s)
             self._wake.callbacks.append(self._on_wake)
@@ -674,6 +681,15 @@ class Network:
                     flow.cancelled,
                 )
             )
+
+
+def _localize(paths: tuple[tuple[int, ...], ...]) -> tuple[tuple, tuple[int, ...]]:
+    """Paths over global link indices → the same paths over local indices 0, 1, … (in
+    order of first use) and the global index of each local link: rates depend only on the
+    links the flows cross, so memoized results hold whatever else the network holds."""
+    index: dict[int, int] = {}
+    local = tuple(tuple(index.setdefault(g, len(index)) for g in path) for path in paths)
+    return local, tuple(index)
 
 
 MIN_LEFT = 0.01
