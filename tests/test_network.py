@@ -335,7 +335,7 @@ def test_share_time_series():
     net.follow_shares(link, [(0.0, 0.0), (1.0, 0.5), (3.0, 0.0)])
     env.run()
     assert flow.end_s == pytest.approx(5.0, rel=REL)
-    assert link.capacity_Bps == link.nominal_Bps == 10.0
+    assert net.capacity_of(link) == link.nominal_Bps == 10.0
 
 
 def test_zero_capacity_blocks_until_restored():
@@ -455,7 +455,11 @@ def test_flow_within_done_rel_of_its_size_is_complete():
 # ---------------------------------------------------------------- random cases vs oracle
 
 N_LINKS = 4
-times = st.one_of(st.integers(0, 4).map(float), st.floats(0, 8))
+# Times below 1e-9 s are 0: a start at 1e-246 s differs from 0 only below float resolution,
+# and the exact oracle then sees a tie that no float model can reproduce.
+times = st.one_of(
+    st.integers(0, 4).map(float), st.floats(0, 8).map(lambda x: 0.0 if x < 1e-9 else x)
+)
 sizes = st.one_of(st.integers(0, 20).map(float), st.floats(1e-3, 100))
 caps = st.one_of(st.integers(1, 10).map(float), st.floats(0.5, 100))
 flow_cases = st.lists(
@@ -497,7 +501,7 @@ def run_network(capacities, flows, cancels, changes, latency):
         active = net.flows
         routes = [flow.path for flow in active]
         rates = [flow.rate_Bps for flow in active]
-        capacities_now = [link.capacity_Bps for link in links]
+        capacities_now = [net.capacity_of(link) for link in links]
         assert_max_min(routes, capacities_now, rates)
         exact = oracle_rates(routes, capacities_now)
         assert all(close(r, float(e)) for r, e in zip(rates, exact, strict=True))

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ftsim.sim.network import Link, Network, Transfer
+from ftsim.sim.network import Link, Network, Topology, Transfer
 from ftsim.sim.nodes import node_name
 
 if TYPE_CHECKING:
@@ -168,6 +168,23 @@ class StateLayout:
         return lone_transfer_s(sizes, caps, aggregate, latency)
 
 
+_SHARED: dict[int, tuple] = {}
+_SHARED_SIZE = 16
+
+
+def _shared(scenario: Scenario) -> tuple[Topology, dict, dict]:
+    """The links, routes and repeated transfers of ``scenario``'s cluster, built once and
+    shared by the networks of all its replications (each network keeps its own capacities
+    and flows): a replication then costs its events, not the size of the cluster. Keyed by
+    the scenario object, which every replication of a run shares."""
+    found = _SHARED.get(id(scenario))
+    if found is None or found[0] is not scenario:
+        if len(_SHARED) >= _SHARED_SIZE:
+            _SHARED.clear()
+        found = _SHARED[id(scenario)] = (scenario, Topology(), {}, {})
+    return found[1:]
+
+
 class ClusterNetwork:
     """The links of one replication's cluster on a :class:`Network`, and the flows of its
     transfers. Links are created when a route first needs them, so the cost follows the
@@ -183,11 +200,9 @@ class ClusterNetwork:
         cluster = scenario.cluster
         self.cluster = cluster
         self.layout = layout
-        self.net = Network(env, latency_s=cluster.network_latency, record=record)
+        topology, self._routes, self._full = _shared(scenario)
+        self.net = Network(env, cluster.network_latency, record, topology)
         """The flow model; with ``record`` it keeps every finished flow (for traces)."""
-        self._routes: dict[tuple[str, int], tuple[Link, ...]] = {}
-        self._full: dict = {}
-        """Transfers every replication repeats (full save and load, saves of all PS)."""
         self.trainers = cluster.trainers
         storage = cluster.storage
         self._storage_write = self.net.link("storage.write", storage.write_bandwidth)

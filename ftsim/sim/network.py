@@ -158,25 +158,36 @@ def max_min_rates(routes: Sequence[Sequence[int]], capacities: Sequence[float]) 
 class Link:
     """A bandwidth limit shared by the flows that cross it; made by :meth:`Network.link`.
 
-    ``nominal_Bps`` is the capacity it was created with, ``capacity_Bps`` the current one
-    (lower while background load reserves a share).
+    Immutable: ``nominal_Bps`` is the capacity it was created with; what a network's flows
+    get now (lower while background load or a stream takes some) is
+    :meth:`Network.capacity_of`. Links belong to a :class:`Topology`, which networks of many
+    replications can share.
     """
 
-    __slots__ = ("name", "nominal_Bps", "capacity_Bps", "index", "share", "reserved_Bps")
+    __slots__ = ("name", "nominal_Bps", "index")
 
     def __init__(self, name: str, capacity_Bps: float, index: int):
         self.name = name
         self.nominal_Bps = capacity_Bps
-        self.capacity_Bps = capacity_Bps
         self.index = index
-        self.share = 0.0
-        """Share of the nominal capacity taken by background load (``reserve_share``)."""
-        self.reserved_Bps = 0.0
-        """Rate taken by continuous streams (:meth:`Network.reserve_rate`), bytes/s."""
-        """Position in the network's capacity list (what :func:`max_min_rates` sees)."""
+        """Position in the topology (and in each network's capacity list)."""
 
     def __repr__(self) -> str:
-        return f"Link({self.name!r}, {self.capacity_Bps:g} B/s)"
+        return f"Link({self.name!r}, {self.nominal_Bps:g} B/s)"
+
+
+class Topology:
+    """Links by name, and what is known of routes and transfers over them: the static part
+    of a network, shared by the networks of every replication of one scenario so that each
+    builds and checks its routes once, not once per replication."""
+
+    def __init__(self) -> None:
+        self.links: dict[str, Link] = {}
+        self.nominal: list[float] = []
+        self.checked: set[tuple[Link, ...]] = set()
+        """Route tuples already checked (links of this topology, no repeats)."""
+        self.specs: dict[int, tuple] = {}
+        """id of a flows tuple → (the tuple, checked specs, local paths, sizes)."""
 
 
 class Flow:
@@ -295,20 +306,29 @@ class Network:
     or cancelled flow is appended to ``records`` (otherwise ``records`` is None).
     """
 
-    def __init__(self, env: simpy.Environment, latency_s: float = 0.0, record: bool = True):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        latency_s: float = 0.0,
+        record: bool = True,
+        topology: Topology | None = None,
+    ):
         if not (math.isfinite(latency_s) and latency_s >= 0):
             raise ValueError(f"latency_s must be finite and >= 0, got {latency_s}")
         self.env = env
         self.latency_s = latency_s
         self.records: list[FlowRecord] | None = [] if record else None
-        self._links: dict[str, Link] = {}
-        self._capacities: list[float] = []
+        self.topology = topology or Topology()
+        self._links = self.topology.links
+        self._capacities: list[float] = list(self.topology.nominal)
+        """Current capacity of every link, bytes/s (this network's, not the topology's)."""
+        self._shares: dict[int, float] = {}
+        self._reserved: dict[int, float] = {}
         self._active: dict[Flow, None] = {}  # insertion-ordered set: deterministic order
         self._updated_s = env.now
         self._wake: simpy.Event | None = None
-        self._checked: set[tuple[Link, ...]] = set()
-        self._spec_cache: dict[int, tuple] = {}
-        """Route tuples already checked (they hold this network's links, no repeats)."""
+        self._checked = self.topology.checked
+        self._spec_cache = self.topology.specs
         self._lone: Transfer | None = None
         """A transfer running alone on an otherwise idle network, on its precomputed
         schedule (no flows in ``_active``); made real flows when anything else happens."""
@@ -333,10 +353,22 @@ class Network:
         if capacity_Bps is None:
             raise KeyError(f"no link {name!r}; give a capacity to create it")
         _check_capacity(capacity_Bps)
-        link = Link(name, capacity_Bps, len(self._capacities))
+        link = Link(name, capacity_Bps, len(self.topology.nominal))
         self._links[name] = link
-        self._capacities.append(capacity_Bps)
+        self.topology.nominal.append(capacity_Bps)
+        self._grow()
         return link
+
+    def capacity_of(self, link: Link) -> float:
+        """``link``'s capacity for this network's flows now, bytes/s."""
+        self._grow()
+        return self._capacities[link.index]
+
+    def _grow(self) -> None:
+        """Links another network of the topology created since: at their nominal capacity."""
+        nominal = self.topology.nominal
+        if len(self._capacities) < len(nominal):
+            self._capacities.extend(nominal[len(self._capacities) :])
 
     def start(
         self, size_B: float, route: Iterable[Link], label: str = "", category: str = ""
@@ -424,7 +456,7 @@ class Network:
         self._check_link(link)
         self._materialize()
         self._sync()
-        link.capacity_Bps = capacity_Bps
+        self._grow()
         self._capacities[link.index] = capacity_Bps
         self._reallocate()
 
@@ -432,8 +464,8 @@ class Network:
         """Leave ``1 - share`` of ``link``'s nominal capacity (less any reserved rate) to
         flows from now on."""
         _check_share(share)
-        link.share = share
-        self.set_capacity(link, _left_Bps(link))
+        self._shares[link.index] = share
+        self.set_capacity(link, self._left_Bps(link))
 
     def reserve_rate(self, link: Link, rate_Bps: float) -> None:
         """A continuous stream (e.g. an update log written as training goes) takes
@@ -442,8 +474,17 @@ class Network:
         capacity: a saturated link still lets other flows through."""
         if not math.isfinite(rate_Bps):
             raise ValueError(f"rate_Bps must be finite, got {rate_Bps}")
-        link.reserved_Bps = max(link.reserved_Bps + rate_Bps, 0.0)
-        self.set_capacity(link, _left_Bps(link))
+        reserved = max(self._reserved.get(link.index, 0.0) + rate_Bps, 0.0)
+        self._reserved[link.index] = reserved
+        self.set_capacity(link, self._left_Bps(link))
+
+    def _left_Bps(self, link: Link) -> float:
+        """What background shares and streams leave of ``link`` to flows, bytes/s."""
+        reserved = self._reserved.get(link.index, 0.0)
+        left = link.nominal_Bps * (1.0 - self._shares.get(link.index, 0.0)) - reserved
+        if reserved > 0:
+            left = max(left, MIN_LEFT * link.nominal_Bps)
+        return left
 
     def follow_shares(self, link: Link, points: Sequence[tuple[float, float]]) -> simpy.Process:
         """Reserve ``share`` of ``link`` from each ``(time_s, share)`` point to the next.
@@ -521,6 +562,7 @@ class Network:
         """Run ``transfer`` on its precomputed schedule: one wake-up, when it is done (last
         byte plus latency). The schedule depends only on the links the transfer crosses."""
         paths, used = local
+        self._grow()
         capacities = self._capacities
         transfer.schedule = lone_schedule(paths, sizes, tuple(capacities[g] for g in used))
         end_s = max(transfer.schedule[1], default=0.0)
@@ -625,6 +667,7 @@ class Network:
             return
         flows = list(self._active)
         paths, used = _localize(tuple(flow.path for flow in flows))
+        self._grow()
         capacities = self._capacities
         rates = cached_max_min_rates(paths, tuple(capacities[g] for g in used))
         soonest_s = math.inf
@@ -696,14 +739,6 @@ MIN_LEFT = 0.01
 """Share of a link's nominal capacity that streams never take (assumption: a saturated link
 still gives other flows a little; without it a save behind a log that fills the storage
 would never end)."""
-
-
-def _left_Bps(link: Link) -> float:
-    """What background shares and streams leave of ``link`` to flows, bytes/s."""
-    left = link.nominal_Bps * (1.0 - link.share) - link.reserved_Bps
-    if link.reserved_Bps > 0:
-        left = max(left, MIN_LEFT * link.nominal_Bps)
-    return left
 
 
 def _check_capacity(capacity_Bps: float) -> None:
