@@ -406,17 +406,18 @@ class Ecrm(Policy):
         self._update(sim)
 
     def _rebuild_flows(self, sim, shards, shares: dict[int, float]) -> list:
-        """Each replacement reads k rows for every row it rebuilds from the survivors that
-        hold their stripes (``StripeLayout.reads``), through a cap of ``rebuild_share`` of
-        its NIC (the rest stays with training)."""
+        """Each replacement reads k rows for every row it rebuilds, through a cap of
+        ``rebuild_share`` of its NIC (the rest stays with training): one flow per rebuilt
+        shard into the replacement's NIC, its bottleneck. The reads come from the survivors
+        holding its stripes, spread thin (``StripeLayout.reads``: each serves a k/(N − 1)
+        share on average), so their send side is not a flow of its own: a replication then
+        costs O(1) per rebuild, not O(servers)."""
         net, cap = sim.net, self.scenario.cluster.nic_bandwidth * self.params.rebuild_share
         flows = []
         for x in sorted(shards):
             limit = net.net.link(f"rebuild.cap.emb_ps{x}", cap)
-            reads = self.stripes.reads(x) * shares[x] * self.layout.shard_bytes
-            dst = net.ps_node(x)
-            for j in np.flatnonzero(reads):
-                flows.append((float(reads[j]), (*net.between(net.ps_node(int(j)), dst), limit)))
+            size = self.params.k * shares[x] * self.layout.shard_bytes
+            flows.append((size, (limit, *net.from_node_side(net.ps_node(x)))))
         return flows
 
     def recover(self, sim, failures):

@@ -304,9 +304,9 @@ class Swift(Policy):
             (True, True): "shard checkpoints and dense snapshot",
             (False, True): "dense snapshot at the end of the logged share",
         }[shards, dense]
-        flows = [*sim.net.shard_writes(range(self.n_shards))] if shards else []
+        flows = sim.net.shard_writes(range(self.n_shards)) if shards else ()
         if dense:
-            flows += sim.net.dense_write()
+            flows = (*flows, *sim.net.dense_write())
         yield from sim.transfer("save", flows, detail)
         if shards:
             self.n_checkpoints += 1

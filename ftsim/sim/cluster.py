@@ -272,6 +272,17 @@ class ClusterNetwork:
         limit = self._node_limit(node, write=False)
         return (self._storage_read, *limit, *downlink, self._nic(node, "recv"))
 
+    def from_node_side(self, node: int) -> tuple[Link, ...]:
+        """What bytes arriving at ``node`` from many senders cross on its side: its NIC's
+        receive link (and its rack's downlink when racks are set: senders are spread over
+        the cluster)."""
+        route = self._routes.get(("in", node))
+        if route is None:
+            rack = self._rack(node)
+            down = () if rack is None else (self._uplink(rack, "down"),)
+            route = self._routes["in", node] = (*down, self._nic(node, "recv"))
+        return route
+
     def between(self, src: int, dst: int) -> tuple[Link, ...]:
         racks = (self._rack(src), self._rack(dst))
         cross = (
