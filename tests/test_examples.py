@@ -1,0 +1,71 @@
+"""The curated example under ``results/examples/prod50h`` is what the code computes now.
+
+Timing columns are recomputed for every row (timing only: the time model never depends on
+the trainer) and must be equal to the last digit. The accuracy columns of replication 0
+are recomputed with the trainer: the measured PLS counts lookups (integers) and must be
+equal; the log loss comes from training in floating point, whose last bits depend on the
+BLAS kernel, so it must agree within 2e-3 (one thousandth of a nat is ten times what a
+perturbation of 1e-6 in every parameter moves it, and a tenth of a typical policy effect).
+"""
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+EXAMPLE = ROOT / "results" / "examples" / "prod50h"
+TIMING = (
+    "ideal_h",
+    "wall_h",
+    "overhead_frac",
+    "save_h",
+    "load_h",
+    "lost_h",
+    "reschedule_h",
+    "degraded_h",
+    "other_h",
+    "n_failures",
+    "n_checkpoints",
+    "pls_model",
+)
+
+
+def _rows(path) -> dict[tuple[str, str], dict]:
+    with open(path, newline="") as handle:
+        return {(r["policy"], r["rep"]): r for r in csv.DictReader(handle)}
+
+
+def _run(out, *extra: str) -> None:
+    command = [sys.executable, "-m", "ftsim", "run", str(EXAMPLE / "scenario.yaml")]
+    subprocess.run([*command, "-q", "-o", str(out), *extra], check=True, cwd=ROOT)
+
+
+def test_the_example_is_complete_and_light():
+    names = {p.name for p in EXAMPLE.rglob("*") if p.is_file()}
+    assert {"summary.csv", "runs.csv", "scenario.yaml", "manifest.json"} <= names
+    assert {"breakdown.png", "accuracy_vs_overhead.png", "timeline.png"} <= names
+    size = sum(p.stat().st_size for p in (ROOT / "results" / "examples").rglob("*"))
+    assert size < 2e6
+    assert all(p.stat().st_size < 100e3 for p in EXAMPLE.rglob("*.pdf"))
+
+
+def test_every_timing_column_is_what_the_code_computes_now(tmp_path):
+    _run(tmp_path / "now", "--no-trainer")
+    committed, now = _rows(EXAMPLE / "runs.csv"), _rows(tmp_path / "now" / "runs.csv")
+    assert committed.keys() == now.keys()
+    for key, row in committed.items():
+        for column in TIMING:
+            if column in row:
+                assert now[key][column] == row[column], (key, column)
+
+
+def test_replication_0_trains_to_the_committed_accuracy(tmp_path):
+    _run(tmp_path / "now", "--reps", "1", "--set", "trainer.replications=1")
+    committed, now = _rows(EXAMPLE / "runs.csv"), _rows(tmp_path / "now" / "runs.csv")
+    for key, row in now.items():
+        assert row["pls_measured"] == committed[key]["pls_measured"], key
+        for column in ("final_logloss", "logloss_delta"):
+            assert float(row[column]) == pytest.approx(float(committed[key][column]), abs=2e-3)
