@@ -45,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     _scenario_options(run)
     run.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
     run.add_argument("--policy", action="append", default=[], help="only this policy (repeatable)")
+    run.add_argument("--jobs", type=int, help="parallel worker processes (default: the CPU count)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     run.set_defaults(handler=_cmd_run)
 
@@ -183,9 +184,11 @@ def _cmd_run(args, argv) -> int:
         write_csv_and_parquet,
         write_json,
     )
-    from ftsim.experiments.runner import format_summary, run_scenario, summarize
+    from ftsim.experiments.runner import default_jobs, format_summary, run_scenario, summarize
     from ftsim.scenario.loader import config_hash
 
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
     scenario = _load(args)
     indices = _selected_policies(scenario, args.policy)
     digest = config_hash(scenario)
@@ -195,7 +198,9 @@ def _cmd_run(args, argv) -> int:
     )
     total = len(indices) * scenario.run.replications
     bar = _progress(total, args.quiet)
-    rows, timeline = run_scenario(scenario, indices, progress=bar.update if bar else None)
+    rows, timeline = run_scenario(
+        scenario, indices, progress=bar.update if bar else None, jobs=args.jobs or default_jobs()
+    )
     if bar:
         bar.close()
     summary = summarize(rows)

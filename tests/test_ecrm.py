@@ -69,7 +69,7 @@ def test_partial_fallback_loses_updates_instead_of_work():
     )
     row = simulate(s, 1, 0).row()
     assert row["n_fallbacks"] == 1 and row["lost_h"] == pytest.approx(0, abs=1e-9)
-    assert row["pls"] > 0
+    assert row["pls_model"] > 0
 
 
 def test_decoding_on_the_real_model_is_exact_and_the_final_model_matches():
@@ -78,7 +78,7 @@ def test_decoding_on_the_real_model_is_exact_and_the_final_model_matches():
     assert sum(isinstance(e, DecodeShards) for e in sims[1].model_events) == 2
     full, ecrm = cosimulate(s, sims)
     assert ecrm["decode_max_rel_err"] <= 1e-5
-    assert abs(ecrm["logloss_delta"]) < 1e-5 and ecrm["pls"] == 0
+    assert abs(ecrm["logloss_delta"]) < 1e-5 and ecrm["pls_measured"] == 0
     base, [_, model] = run_models(s, sims)
     a, b = base.embeddings.weights, model.trainer.embeddings.weights
     assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()

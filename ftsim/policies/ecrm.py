@@ -108,6 +108,10 @@ class EcrmSide(TrainerSide):
         if own:  # before the fork the rows are the baseline's: encode them at the fork
             self.parity = ParityCode.attach(trainer, self.params.k, self.params.r)
 
+    def detach(self, trainer) -> None:
+        if self.parity is not None and self.parity.emb is trainer.embeddings:
+            trainer.remove_update_listener(self.parity.on_update)
+
     def restored(self, trainer) -> None:
         if self.parity is not None:
             self.parity.rebuild_parity()  # restores bypass the update listeners
@@ -274,5 +278,5 @@ class Ecrm(Policy):
             "degraded_throughput_frac": 1 / (1 + self.degraded_per_shard + self.freeze_slowdown),
             "parity_slowdown_frac": self.parity_slowdown,
             "n_fallbacks": self.n_fallbacks,
-            "pls": self.lost_update_s / (self.scenario.job.work_s * self.n_shards),
+            "pls_model": self.lost_update_s / (self.scenario.job.work_s * self.n_shards),
         }

@@ -20,7 +20,7 @@ Time model:
   offers, training is throttled to it (charged to ``other``);
 - selective logging (``log_budget``, a fraction of each interval): a shard's log is the
   prefix of that share of the iterations after its checkpoint; the updates of the rest of
-  the interval are **lost** when the shard fails (counted in ``pls``) — recomputing them
+  the interval are **lost** when the shard fails (counted in ``pls_model``) — recomputing them
   would need a full rollback, since a logged gradient needs the dense model of its
   iteration;
 - recovery of shards: rescheduling, reading the shard checkpoint, then replaying the logged
@@ -34,7 +34,7 @@ Time model:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -73,12 +73,18 @@ class SwiftParams(PolicyParams):
 @dataclass(frozen=True, slots=True)
 class ReplayShards(ModelEvent):
     """The ``shards`` reload their last checkpoint (progress ``key``; the initial rows if
-    none) or last recovered state, and replay their update logs since then."""
+    none) or last recovered state, and replay their update logs since then.
+
+    ``exact`` (per event): the logs cover every update since those states (``log_budget``
+    1), so the replay rebuilds the failure-free rows bit for bit (the row-wise optimizers
+    repeat the same float operations, :mod:`ftsim.trainer.update_log`) and the co-simulation
+    need not retrain the policy.
+    """
 
     key: float
     shards: tuple[int, ...]
+    exact: bool = field(default=False, kw_only=True)
     modifies: ClassVar[bool] = True
-    exact: ClassVar[bool] = False
 
     @property
     def reads(self) -> float | None:
@@ -119,10 +125,16 @@ class SwiftSide(TrainerSide):
         from ftsim.trainer.update_log import UpdateLog
 
         model = self.model
-        interval_steps = self.params.checkpoint_interval / model.work_s * model.steps
-        budget_steps = round(self.params.log_budget * interval_steps)
+        budget_steps = None  # a full log: every step, whatever the rounding of intervals
+        if self.params.log_budget < 1:
+            interval_steps = self.params.checkpoint_interval / model.work_s * model.steps
+            budget_steps = round(self.params.log_budget * interval_steps)
         self.log = UpdateLog(trainer, budget_steps=budget_steps)
         self.undoer = Undoer(trainer)
+
+    def detach(self, trainer) -> None:
+        self.log.close()
+        self.undoer.close()
 
     def checkpointed(self, trainer) -> None:
         for shard in range(trainer.n_shards):
@@ -213,7 +225,10 @@ class Swift(Policy):
             sim.model_event(UndoStep)
             sim.rollback_to(now - min(self.iteration_s / 2, now))  # the in-flight iteration
         if shards:
-            sim.model_event(ReplayShards, key=self.checkpoint_s[shards[0]], shards=shards)
+            full_log = self.params.log_budget >= 1
+            sim.model_event(
+                ReplayShards, key=self.checkpoint_s[shards[0]], shards=shards, exact=full_log
+            )
         for shard in shards:
             since = now - self.checkpoint_s[shard]
             logged = min(since, self.params.log_budget * self.interval_s)
@@ -252,5 +267,5 @@ class Swift(Policy):
             "recovery_s": (
                 sum(self.recovery_s) / len(self.recovery_s) if self.recovery_s else math.nan
             ),
-            "pls": self.lost_update_s / (work * self.n_shards),
+            "pls_model": self.lost_update_s / (work * self.n_shards),
         }
