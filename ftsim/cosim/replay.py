@@ -228,16 +228,24 @@ def _columns(base: Trainer, models: list[PolicyModel]) -> list[dict]:
 
 class _BatchCache:
     """A data source whose batches are generated once per replication: the baseline and
-    every forked trainer read the same batch ``i`` (a pure function of seed and index)."""
+    every forked trainer read the same batch ``i`` (a pure function of seed and index), and
+    evaluate on the same held-out set."""
 
     def __init__(self, data):
         self._data = data
         self._batches: dict[int, object] = {}
+        self._eval_sets: dict[int, object] = {}
 
     def batch(self, index: int):
         found = self._batches.get(index)
         if found is None:
             found = self._batches[index] = self._data.batch(index)
+        return found
+
+    def eval_set(self, n: int):
+        found = self._eval_sets.get(n)
+        if found is None:
+            found = self._eval_sets[n] = self._data.eval_set(n)
         return found
 
     def __getattr__(self, name):
