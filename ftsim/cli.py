@@ -1,17 +1,30 @@
-"""The ``ftsim`` command line: ``run``, ``sweep``, ``plot``, ``show``.
+"""The ``ftsim`` command line: ``run``, ``sweep``, ``plot``, ``trace``, ``validate``, ``show``.
 
-Invalid input (a bad scenario, an unknown policy name) prints located one-line errors to
-standard error and exits with status 2, never a traceback.
+Exit status: 0 on success; 1 when ``validate`` has a failed check; 2 on invalid input (a
+bad scenario, an unknown policy name, an unusable folder), printed as located one-line
+errors on standard error, never a traceback: scenario problems as ``FILE: dotted.path:
+what is wrong``, others as ``ftsim: ...``; 3 when ``run`` or ``sweep`` finished but some
+replication did not finish training within ``run.max_wall_factor`` × the failure-free time;
+130 on Ctrl-C, after saying what was kept; 141 when the output is piped into a reader that
+stops early (``| head``), quietly, as if killed by SIGPIPE. Unexpected exceptions are bugs
+and keep their traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ftsim.experiments.folders import FolderError
+
 EXIT_USAGE = 2
+EXIT_UNFINISHED = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 
 
 class UsageError(Exception):
@@ -19,19 +32,40 @@ class UsageError(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv``; returns the exit status (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
+    try:
+        status = _dispatch(args, argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Standard output was closed by its reader: point it at /dev/null so that the
+        # interpreter's final flush does not fail again, and end like a SIGPIPE'd tool.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    return status
+
+
+def _dispatch(args, argv: list[str]) -> int:
+    """Run the command; known kinds of bad input become one-line messages and exit 2."""
     from ftsim.scenario.loader import ScenarioError
 
     try:
         return args.handler(args, argv)
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
-        return EXIT_USAGE
-    except UsageError as exc:
+    except (UsageError, FolderError) as exc:
         print(f"ftsim: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("ftsim: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if exc.filename is None:  # not about a path the user gave: a bug or the system
+            raise
+        print(f"ftsim: {exc.filename}: {exc.strerror}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", type=Path)
     _scenario_options(run)
     run.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
+    _force_option(run)
     run.add_argument("--policy", action="append", default=[], help="only this policy (repeatable)")
     run.add_argument("--jobs", type=int, help="parallel worker processes (default: the CPU count)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
@@ -63,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     reference.set_defaults(handler=_cmd_show_reference)
     _sweep_parser(commands)
     _plot_parser(commands)
+    _trace_parser(commands)
     _validate_parser(commands)
     return parser
 
@@ -99,6 +135,7 @@ def _sweep_parser(commands) -> None:
     )
     sweep.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this sweep")
     sweep.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
+    _force_option(sweep)
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     sweep.set_defaults(handler=_cmd_sweep)
 
@@ -109,7 +146,28 @@ def _plot_parser(commands) -> None:
     plot.add_argument(
         "--point", type=int, help="sweep point of the breakdown and timeline (default: best)"
     )
+    plot.add_argument(
+        "--breakdown-scale",
+        choices=("auto", "linear", "log"),
+        default="auto",
+        help="y axis of the breakdown (default auto: log when the bars span more than 10x)",
+    )
     plot.set_defaults(handler=_cmd_plot)
+
+
+def _trace_parser(commands) -> None:
+    trace = commands.add_parser(
+        "trace", help="a replication of a run as a Chrome/Perfetto trace (JSON), per node and link"
+    )
+    trace.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    trace.add_argument("--rep", type=int, default=0, help="replication (default 0)")
+    trace.add_argument(
+        "--policy", action="append", default=[], help="only this policy (repeatable; default all)"
+    )
+    trace.add_argument(
+        "-o", "--output", type=Path, help="trace file (default RUN_DIR/trace_repN.json; .gz: gzip)"
+    )
+    trace.set_defaults(handler=_cmd_trace)
 
 
 def _validate_parser(commands) -> None:
@@ -120,13 +178,30 @@ def _validate_parser(commands) -> None:
         "-o",
         "--output",
         type=Path,
-        default=Path("docs") / "validation.md",
-        help="report path (default docs/validation.md; figures in docs/validation/)",
+        help="report path (default results/validation/validation.md; figures in a folder "
+        "named like the report without .md)",
+    )
+    validate.add_argument(
+        "--update-docs",
+        action="store_true",
+        help="write the report to docs/validation.md (figures in docs/validation/) of the "
+        "source checkout",
+    )
+    validate.add_argument(
+        "--force", action="store_true", help="replace an -o file that is not a validation report"
     )
     validate.add_argument(
         "--quick", action="store_true", help="fewer replications (statistical checks may fail)"
     )
     validate.set_defaults(handler=_cmd_validate)
+
+
+def _force_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a non-empty -o folder that holds no earlier output of this command",
+    )
 
 
 def _scenario_options(parser: argparse.ArgumentParser) -> None:
@@ -149,8 +224,13 @@ def _scenario_options(parser: argparse.ArgumentParser) -> None:
 
 def _load(args):
     from ftsim.scenario.loader import load_scenario
+    from ftsim.sim.failures import source_notes
 
-    return load_scenario(args.scenario, _overrides(args))
+    scenario = load_scenario(args.scenario, _overrides(args))
+    if not getattr(args, "quiet", False):
+        for line in source_notes(scenario):  # e.g. the rows a failure log skipped
+            print(line, file=sys.stderr)
+    return scenario
 
 
 def _overrides(args) -> list[str]:
@@ -177,6 +257,7 @@ def _selected_policies(scenario, names: list[str]) -> list[int]:
 
 
 def _cmd_run(args, argv) -> int:
+    from ftsim.experiments.folders import prepare_output, result_checksums
     from ftsim.experiments.output import (
         git_commit,
         versions,
@@ -184,30 +265,39 @@ def _cmd_run(args, argv) -> int:
         write_csv_and_parquet,
         write_json,
     )
-    from ftsim.experiments.runner import default_jobs, format_summary, run_scenario, summarize
+    from ftsim.experiments.pool import default_jobs
+    from ftsim.experiments.runner import format_summary, run_scenario, summarize
     from ftsim.scenario.loader import config_hash
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     scenario = _load(args)
     indices = _selected_policies(scenario, args.policy)
-    digest = config_hash(scenario)
+    ran = _as_run(scenario, indices)
+    digest = config_hash(ran)  # the same when run again from the folder's scenario.yaml
     started = datetime.now(UTC)
     out = args.output or (
         Path(scenario.run.output) / scenario.name / f"{started:%Y%m%dT%H%M%SZ}_{digest}"
     )
-    total = len(indices) * scenario.run.replications
-    bar = _progress(total, args.quiet)
-    rows, timeline = run_scenario(
-        scenario, indices, progress=bar.update if bar else None, jobs=args.jobs or default_jobs()
-    )
-    if bar:
-        bar.close()
+    created = not out.exists()
+    prepare_output(out, "run", args.force)
+    progress = _run_progress(scenario, len(indices), args.quiet)
+    try:
+        rows, timeline = run_scenario(
+            scenario, indices, progress=progress, jobs=args.jobs or default_jobs()
+        )
+    except KeyboardInterrupt:
+        if created:
+            out.rmdir()
+        print(f"ftsim: interrupted; nothing was written to {out}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        progress.close()
     summary = summarize(rows)
     write_csv_and_parquet(out / "runs", rows)
     write_csv(out / "timeline.csv", timeline)
     write_csv(out / "summary.csv", summary)
-    _write_resolved(out / "scenario.yaml", scenario)
+    _write_resolved(out / "scenario.yaml", ran)
     write_json(
         out / "manifest.json",
         {
@@ -223,23 +313,76 @@ def _cmd_run(args, argv) -> int:
             "versions": versions(),
             "started_utc": started.isoformat(),
             "finished_utc": datetime.now(UTC).isoformat(),
+            "files": result_checksums(out),
         },
     )
     if not args.quiet:
         print(format_summary(summary))
         print(f"results: {out}")
-    return 0
+    return _unfinished_status(summary)
 
 
-def _cmd_sweep(args, argv) -> int:
-    from ftsim.experiments import sweep
-    from ftsim.experiments.store import RunStore, StoreError
+def _run_progress(scenario, n_policies: int, quiet: bool):
+    """Progress of ``run``: the timing simulations, then the trained replications."""
+    from ftsim.experiments.progress import Progress, Stage
+    from ftsim.experiments.runner import trained_replications
+
+    timing = Stage("timing", scenario.run.replications * n_policies, "simulations")
+    trained = len(trained_replications(scenario))
+    training = Stage("co-simulation", trained, "replications", each=True)
+    return Progress([timing, training], quiet)
+
+
+def _as_run(scenario, indices: list[int]):
+    """The resolved scenario restricted to the policies that ran (``--policy``), so that
+    ``run`` on the saved scenario.yaml reproduces runs.csv; a sweep reference that did not
+    run falls back to the default (the first policy)."""
+    policies = [scenario.policies[i] for i in indices]
+    sweep = scenario.sweep
+    if sweep and sweep.reference not in {None, *(p.label for p in policies)}:
+        sweep = sweep.model_copy(update={"reference": None})
+    return scenario.model_copy(update={"policies": policies, "sweep": sweep})
+
+
+def _unfinished_status(summary: list[dict], point_columns: list[str] = ()) -> int:
+    """Warn on standard error about unfinished replications: exit status 3 if any, else 0."""
+    from ftsim.experiments.runner import unfinished_warnings
+
+    warnings = unfinished_warnings(summary, point_columns)
+    for line in warnings:
+        print(line, file=sys.stderr)
+    return EXIT_UNFINISHED if warnings else 0
+
+
+def _check_sweep_options(args) -> None:
+    """UsageError for option values and combinations a sweep cannot use."""
+    import math
+
+    from ftsim.scenario.schema import MAX_REPLICATIONS
 
     for name in ("jobs", "batch", "max_reps"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.max_reps > MAX_REPLICATIONS:
+        raise UsageError(f"--max-reps must be at most {MAX_REPLICATIONS:,} (got {args.max_reps})")
+    width = args.target_halfwidth
+    if width is not None and not (math.isfinite(width) and width > 0):
+        raise UsageError(f"--target-halfwidth must be a positive number (got {width})")
     if args.resume and args.output and args.resume != args.output:
         raise UsageError("--resume RUN_DIR writes to RUN_DIR; leave out -o")
+    if args.resume and args.force:
+        raise UsageError("--force does not apply to --resume (it only continues a sweep)")
+    if args.dask_address and args.executor != "dask":
+        raise UsageError("--dask-address needs --executor dask")
+
+
+def _cmd_sweep(args, argv) -> int:
+    from ftsim.experiments import sweep
+    from ftsim.experiments.folders import result_checksums
+    from ftsim.experiments.progress import Progress, Stage
+    from ftsim.experiments.store import RunStore
+
+    _check_sweep_options(args)
     plan = sweep.plan_sweep(
         args.scenario,
         _overrides(args),
@@ -249,35 +392,50 @@ def _cmd_sweep(args, argv) -> int:
         args.target_halfwidth,
         args.max_reps,
     )
+    if args.dask_address:
+        sweep.check_dask_scheduler(args.dask_address)
     started = datetime.now(UTC)
     total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
+    if args.resume:
+        store = RunStore.resume(args.resume, plan.config_hash)
+        if store.discarded:
+            print(
+                f"ftsim: {len(store.discarded)} shard file(s) in {store.shards} are not "
+                "recorded in SHA256SUMS or fail their checksum (truncated or edited?); "
+                "their tasks are computed again",
+                file=sys.stderr,
+            )
+    else:
+        out = args.output or (
+            Path(plan.base.run.output)
+            / plan.base.name
+            / f"{started:%Y%m%dT%H%M%SZ}_{plan.config_hash}_sweep"
+        )
+        store = RunStore.create(
+            out, sweep.manifest(plan, ["ftsim", *argv], started.isoformat()), args.force
+        )
+    _write_resolved(store.root / "scenario.yaml", plan.base)
+    jobs = args.jobs
+    if args.executor == "process" or args.dask_address is None:
+        jobs, note = sweep.local_workers(plan, args.jobs, args.batch)
+        if note:
+            print(f"ftsim: {note}", file=sys.stderr)
+    progress = Progress([Stage("sweep", total, "replications")], args.quiet)
     try:
-        if args.resume:
-            store = RunStore.resume(args.resume, plan.config_hash)
-        else:
-            out = args.output or (
-                Path(plan.base.run.output)
-                / plan.base.name
-                / f"{started:%Y%m%dT%H%M%SZ}_{plan.config_hash}_sweep"
-            )
-            store = RunStore.create(
-                out, sweep.manifest(plan, ["ftsim", *argv], started.isoformat())
-            )
-        _write_resolved(store.root / "scenario.yaml", plan.base)
-        bar = _progress(total, args.quiet)
         computed, reused = sweep.run_sweep(
             plan,
             store,
             executor=args.executor,
-            jobs=args.jobs,
+            jobs=jobs,
             dask_address=args.dask_address,
             batch=args.batch,
-            progress=bar.update if bar else None,
+            progress=lambda steps: progress("sweep", steps),
         )
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
-    if bar:
-        bar.close()
+    except KeyboardInterrupt:
+        _report_interrupted_sweep(store, sweep.n_tasks(plan, args.batch), total, argv)
+        return EXIT_INTERRUPTED
+    finally:
+        progress.close()
     summary = sweep.finish(plan, store)
     session = {
         "argv": ["ftsim", *argv],
@@ -287,7 +445,9 @@ def _cmd_sweep(args, argv) -> int:
         "reused_reps": reused,
     }
     store.update_manifest(
-        finished_utc=session["finished_utc"], sessions=[*store.manifest()["sessions"], session]
+        finished_utc=session["finished_utc"],
+        sessions=[*store.manifest()["sessions"], session],
+        files=result_checksums(store.root),
     )
     if not args.quiet:
         from ftsim.experiments.stats import format_table
@@ -295,26 +455,78 @@ def _cmd_sweep(args, argv) -> int:
         print(format_table(summary, plan.columns))
     print(f"computed {computed}, reused {reused} (replications)")
     print(f"results: {store.root}")
-    return 0
+    return _unfinished_status(summary.to_dict("records"), plan.columns)
+
+
+def _report_interrupted_sweep(store, tasks: int, total: int, argv: list[str]) -> None:
+    """What a Ctrl-C'd sweep kept, and the command that continues it."""
+    done = [key for key in store.done() if (store.shards / f"{key.name}.csv").exists()]
+    reps = sum(len(key.reps) for key in done)
+    print(
+        f"ftsim: interrupted; {len(done)} of {tasks} tasks ({reps} of {total} replications) "
+        f"are saved in {store.root}",
+        file=sys.stderr,
+    )
+    print(f"ftsim: continue with: {resume_command(argv, store.root)}", file=sys.stderr)
+
+
+def resume_command(argv: list[str], folder: Path) -> str:
+    """The command line that continues the sweep of ``argv`` in ``folder``: the same
+    arguments without ``-o``/``--output``/``--resume``, plus ``--resume FOLDER``."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("-o", "--output", "--resume"):
+            skip = True
+        elif not arg.startswith(("--output=", "--resume=")) and not (
+            arg.startswith("-o") and not arg.startswith("--")
+        ):
+            kept.append(arg)
+    program = "python -m ftsim" if Path(sys.argv[0]).name == "__main__.py" else "ftsim"
+    return f"{program} {shlex.join([*kept, '--resume', str(folder)])}"
 
 
 def _cmd_plot(args, argv) -> int:
+    from ftsim.experiments.folders import check_results, make_writable_folder
+
+    for note in check_results(args.run_dir, args.point):
+        print(f"ftsim: {note}", file=sys.stderr)
+    make_writable_folder(args.run_dir / "plots")
     from ftsim.plots import plot_run
 
-    if not (args.run_dir / "runs.csv").exists():
-        raise UsageError(f"{args.run_dir}: no runs.csv (not a run or sweep folder)")
-    for name, outcome in plot_run(args.run_dir, point=args.point):
+    for name, outcome in plot_run(args.run_dir, args.point, args.breakdown_scale):
         print(f"{name}: {outcome}")
     return 0
 
 
-def _progress(total: int, quiet: bool):
-    """A tqdm bar on a terminal, nothing otherwise."""
-    if quiet or not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
+def _cmd_trace(args, argv) -> int:
+    from ftsim.experiments.trace import (
+        TraceError,
+        build_trace,
+        mismatches,
+        read_run_folder,
+        write_trace,
+    )
 
-    return tqdm(total=total, unit="rep", leave=False)
+    try:
+        scenario, rows = read_run_folder(args.run_dir)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    indices = _selected_policies(scenario, args.policy)
+    reps = scenario.run.replications
+    if not 0 <= args.rep < reps:
+        raise UsageError(f"--rep: the run has replications 0 to {reps - 1} (got {args.rep})")
+    trace, sims = build_trace(scenario, indices, args.rep)
+    names = "_".join(scenario.policy_labels[i] for i in indices) if args.policy else ""
+    out = args.output or args.run_dir / f"trace_rep{args.rep}{'_' if names else ''}{names}.json"
+    write_trace(out, trace)
+    for line in mismatches(sims, rows):
+        print(line, file=sys.stderr)
+    labels = ", ".join(scenario.policy_labels[i] for i in indices)
+    print(f"trace: {out} ({len(trace['traceEvents'])} events; {labels}; replication {args.rep})")
+    print("open it in the Perfetto UI (ui.perfetto.dev: Open trace file) or chrome://tracing")
+    return 0
 
 
 def _write_resolved(path: Path, scenario) -> None:
@@ -357,12 +569,40 @@ def _cmd_show_reference(args, argv) -> int:
 def _cmd_validate(args, argv) -> int:
     from ftsim.validation.suite import all_passed, results_table, validate
 
+    report = _validation_report(args)
+
     def progress(section) -> None:
         for check in section.checks:
             verdict = "PASS" if check.passed else "FAIL"
             print(f"{verdict}  {check.name}: {check.measured}", flush=True)
 
-    sections = validate(args.output, quick=args.quick, progress=progress)
+    sections = validate(report, quick=args.quick, progress=progress)
     print(results_table(sections))
-    print(f"report: {args.output}")
+    print(f"report: {report}")
     return 0 if all_passed(sections) else 1
+
+
+def _validation_report(args) -> Path:
+    """Where ``validate`` writes: -o, the checkout's docs with --update-docs, or the default
+    under results/. Checked before the (long) run: the report must be a new file or an
+    earlier report (else --force), and its folder and figure folder writable."""
+    from ftsim.experiments.folders import make_writable_folder
+    from ftsim.validation.suite import DEFAULT_REPORT, docs_report, figures_folder, is_report
+
+    if args.update_docs and args.output:
+        raise UsageError("--update-docs writes docs/validation.md; leave out -o")
+    report = args.output or DEFAULT_REPORT
+    if args.update_docs:
+        report = docs_report()
+        if report is None:
+            raise UsageError("--update-docs: no docs/ folder next to the ftsim package")
+    if report.is_dir():
+        raise UsageError(f"-o {report}: is a folder; give the path of a Markdown file")
+    if report.exists() and not args.force and not is_report(report):
+        raise UsageError(
+            f"-o {report}: the file exists and is not a validation report; choose another "
+            "path, or pass --force to replace it"
+        )
+    make_writable_folder(report.parent)
+    make_writable_folder(figures_folder(report))
+    return report

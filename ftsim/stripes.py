@@ -1,45 +1,257 @@
 """Where the members of an erasure-coded stripe live: the layout shared by the time model and
 the trainer.
 
-Both halves of the simulator need it: the ECRM policy's time model decides from it whether
-a set of failed servers can be decoded, and the trainer's parity code
-(:mod:`ftsim.trainer.parity`) places parity rows by it. It depends on NumPy only, so neither
-half imports the other.
+Both halves of the simulator need it: the ECRM policy's time model asks it which rows a set
+of failed servers leaves undecodable and which survivors serve the decoding reads, and the
+trainer's parity code (:mod:`ftsim.trainer.parity`) forms stripes and places parity by it.
+It depends on NumPy only, so neither half imports the other.
 
-Rotating layout (RAID-5 style, after ECRec): over N shards with row round-robin placement,
-stripe ``j`` holds the k consecutive global rows ``j*k .. j*k + k - 1``, on shards
-``(j*k + i) % N``; its r parity rows rotate over the N − k shards that hold none of its
-data (see :mod:`ftsim.trainer.parity` for the formula and its balance).
+Rows are placed round-robin: global row g lives on shard g mod N. A stripe is k data rows on k
+distinct shards plus r parity rows on r further shards. Two layouts (``kind``):
+
+- ``rotating`` (RAID-5 style, as ECRec's ``BaseParityScheme`` spreads every stripe over all
+  servers): stripe j holds the k consecutive rows ``j*k .. j*k + k - 1``, on shards
+  ``(j*k + i) % N``; with ``s = j*k % N``, ``P = N / gcd(N, k)`` and ``o = (j // P) * r``,
+  parity slot m lives on shard ``(s + k + (o + m) % (N - k)) % N``, i.e. the parity rotates
+  over the N − k shards that hold none of the stripe's data. Any k + r servers share some
+  stripe, so r + 1 failures anywhere leave rows undecodable.
+- ``grouped``: the N shards form N/n groups of n = ``group_size`` consecutive shards (k + r ≤ n)
+  and every stripe lies inside one group, so failures in different groups stay decodable.
+  Local row j of shard ``q*n + p`` (group q, position p) is global row ``j*N + q*n + p``. Rows
+  come in blocks b of k local rows per shard; inside block b, group q has n stripes
+  t = 0 .. n−1, stripe id ``b*N + q*n + t``: data offset i is local row ``b*k + i`` of
+  position ``(t + i) % n``, parity slot m is on position ``(t + k + m) % n`` (parity rotates
+  within the group; every position holds k data rows and r parity rows per block of n
+  stripes, exactly balanced).
+
+:meth:`StripeLayout.loss` answers, from the layout alone, which share of each failed shard's
+rows a set of failures leaves undecodable: exact over one period of the layout (every stripe
+pattern counted once), in O(failed² · k · r) time whatever N (a rotating period has about N²
+stripes; it is never materialised), memoised per failed set. :meth:`StripeLayout.reads`
+gives which survivors serve the decoding reads of a lone failed shard (O(N), memoised).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-
-def parity_shards_of(n_shards: int, k: int, r: int, stripes: np.ndarray) -> np.ndarray:
-    """Shard of every parity slot of ``stripes`` (n,) under the rotation above: (n, r)."""
-    stripes = np.asarray(stripes, dtype=np.int64)
-    start = (stripes * k) % n_shards
-    rot = (stripes // (n_shards // math.gcd(n_shards, k))) * r
-    slot = (rot[:, None] + np.arange(r)) % (n_shards - k)
-    return (start[:, None] + k + slot) % n_shards
+LayoutKind = Literal["rotating", "grouped"]
 
 
-def survives(n_shards: int, k: int, r: int, failed: set[int]) -> bool:
-    """Whether losing the shards ``failed`` leaves every stripe decodable (≤ r members lost).
+class LayoutError(ValueError):
+    """An impossible layout; ``field`` names the parameter at fault (k, r or group_size)."""
 
-    Depends on the layout only, so the time model can decide without a trainer: the stripe
-    pattern repeats every P·(N − k)/gcd(N − k, r) stripes (P = N / gcd(N, k)), so checking one
-    period checks them all.
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class Loss:
+    """What losing a set of shards together costs, exact over one layout period.
+
+    ``undecodable[x]``: fraction of failed shard x's data rows in stripes that lost more than
+    r members (they need a checkpoint; the others are decodable).
     """
-    if len(failed) <= r:
-        return True
-    period = (n_shards // math.gcd(n_shards, k)) * ((n_shards - k) // math.gcd(n_shards - k, r))
-    stripes = np.arange(period)
-    data = (stripes[:, None] * k + np.arange(k)) % n_shards
-    members = np.concatenate([data, parity_shards_of(n_shards, k, r, stripes)], axis=1)
-    lost = np.isin(members, sorted(failed)).sum(axis=1)
-    return bool(lost.max() <= r)
+
+    shards: tuple[int, ...]
+    undecodable: dict[int, float]
+
+    @property
+    def decodable(self) -> bool:
+        """Every stripe lost at most r members."""
+        return not any(self.undecodable.values())
+
+
+@dataclass(frozen=True, slots=True)
+class StripeLayout:
+    """Stripe layout of a (k + r, k) code over ``n_shards`` round-robin shards (see the module
+    docstring). ``group_size`` (grouped only) defaults to k + r."""
+
+    n_shards: int
+    k: int
+    r: int
+    kind: LayoutKind = "rotating"
+    group_size: int | None = None
+
+    def __post_init__(self) -> None:
+        n, k, r = self.n_shards, self.k, self.r
+        if k < 1 or r < 1:
+            raise LayoutError("k" if k < 1 else "r", f"need k >= 1 and r >= 1; got k={k}, r={r}")
+        if self.kind == "rotating":
+            if self.group_size is not None:
+                raise LayoutError("group_size", "group_size applies to the grouped layout only")
+            if k + r > n:
+                raise LayoutError("k", f"need k + r <= n_shards ({n}); got k={k}, r={r}")
+        elif self.kind == "grouped":
+            if self.size < k + r:
+                raise LayoutError(
+                    "group_size", f"group_size ({self.size}) must be at least k + r ({k + r})"
+                )
+            if n % self.size:
+                raise LayoutError(
+                    "group_size", f"n_shards ({n}) must be a multiple of group_size ({self.size})"
+                )
+        else:
+            raise LayoutError("layout", f"unknown layout {self.kind!r}")
+
+    @property
+    def size(self) -> int:
+        """Servers a stripe's members are drawn from: N (rotating) or the group size."""
+        if self.kind == "rotating":
+            return self.n_shards
+        return self.group_size if self.group_size is not None else self.k + self.r
+
+    # ------------------------------------------------------------- rows and stripes
+    def n_stripes(self, n_rows: int) -> int:
+        """Stripes ``0 .. n_stripes - 1`` cover rows ``0 .. n_rows - 1``; each has at least one
+        existing row (the last ones may be short: their rows >= n_rows count as zero)."""
+        if self.kind == "rotating":
+            return -(-n_rows // self.k)
+        block_rows = self.k * self.n_shards
+        last = (n_rows - 1) // block_rows
+        return last * self.n_shards + min(self.n_shards, n_rows - last * block_rows)
+
+    def stripe_of(self, rows: np.ndarray) -> np.ndarray:
+        """Stripe id of each global row."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.kind == "rotating":
+            return rows // self.k
+        n, size, k = self.n_shards, self.size, self.k
+        shard, local = rows % n, rows // n
+        t = (shard % size - local % k) % size
+        return (local // k) * n + (shard // size) * size + t
+
+    def offset_of(self, rows: np.ndarray) -> np.ndarray:
+        """Offset (0 .. k−1) of each global row inside its stripe."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.kind == "rotating":
+            return rows % self.k
+        return (rows // self.n_shards) % self.k
+
+    def data_rows(self, stripes: np.ndarray) -> np.ndarray:
+        """Global rows of the data members of ``stripes`` (n,): (n, k), by offset (ids beyond
+        the table are the missing members of short stripes)."""
+        stripes = np.asarray(stripes, dtype=np.int64)[:, None]
+        i = np.arange(self.k)
+        if self.kind == "rotating":
+            return stripes * self.k + i
+        n, size = self.n_shards, self.size
+        block, within = stripes // n, stripes % n
+        group, t = within // size, within % size
+        return (block * self.k + i) * n + group * size + (t + i) % size
+
+    def parity_shards(self, stripes: np.ndarray) -> np.ndarray:
+        """Shard of every parity slot of ``stripes`` (n,): (n, r), distinct from the data
+        shards and from each other."""
+        stripes = np.asarray(stripes, dtype=np.int64)[:, None]
+        m = np.arange(self.r)
+        n, k = self.n_shards, self.k
+        if self.kind == "rotating":
+            rot = (stripes // (n // math.gcd(n, k))) * self.r
+            return (stripes * k % n + k + (rot + m) % (n - k)) % n
+        size = self.size
+        group, t = (stripes % n) // size, stripes % size
+        return group * size + (t + k + m) % size
+
+    # ------------------------------------------------------------------- failures
+    def loss(self, failed: set[int] | frozenset[int]) -> Loss:
+        """What losing the shards ``failed`` together costs (memoised per set)."""
+        return _loss(self, frozenset(failed))
+
+    def survives(self, failed: set[int] | frozenset[int]) -> bool:
+        """Whether losing ``failed`` leaves every stripe decodable (≤ r members lost)."""
+        return len(failed) <= self.r or self.loss(failed).decodable
+
+    def reads(self, shard: int) -> np.ndarray:
+        """(N,) rows read from each shard per decoded row of ``shard`` when it fails alone,
+        averaged over one period: decoding a row reads the k − 1 other data rows of its
+        stripe and its first parity row (sums to k; memoised per shard)."""
+        return _reads(self, shard)
+
+    def _period(self) -> tuple[int, int, int]:
+        """Rotating: (g, h, U) with g = gcd(N, k), h = gcd(N − k, r), U = (N − k)/h.
+
+        Stripe j's members depend only on ``s = j*k % N`` (a multiple of g) and
+        ``c = o % (N − k)`` (a multiple of h); over one period of (N/g)·U stripes every
+        (s, c) pair occurs exactly once, and shard x holds data in the U·k/g stripes of the
+        starts s = x − i (i < k) that are multiples of g.
+        """
+        n, k = self.n_shards, self.k
+        return math.gcd(n, k), math.gcd(n - k, self.r), (n - k) // math.gcd(n - k, self.r)
+
+
+@functools.lru_cache(maxsize=4096)
+def _loss(layout: StripeLayout, failed: frozenset[int]) -> Loss:
+    """:meth:`StripeLayout.loss`. Rotating: for each start s holding data of a failed shard,
+    d = failed data members; if d > r all U patterns c are undecodable, else those whose r
+    parity slots hit at least r − d + 1 failed shards, found from the failed shards' offsets
+    (at most r patterns per failed shard). Grouped: the k stripes of each block holding data
+    of the shard, inside its group. O(failed² · k · r) either way, independent of N."""
+    n, k, r = layout.n_shards, layout.k, layout.r
+    undecodable = {}
+    if layout.kind == "grouped":
+        size = layout.size
+        for x in failed:
+            group, position = divmod(x, size)
+            down = {f % size for f in failed if f // size == group}
+            bad = 0
+            for i in range(k):  # x is data offset i of stripe t = position − i
+                t = position - i
+                members = {(t + j) % size for j in range(k + r)}
+                bad += len(members & down) > r
+            undecodable[x] = bad / k
+        return Loss(tuple(sorted(failed)), undecodable)
+    g, h, patterns = layout._period()
+    span = n - k
+    for x in failed:
+        bad = 0
+        starts = [s for s in ((x - i) % n for i in range(k)) if s % g == 0]
+        for s in starts:
+            data = {(s + i) % n for i in range(k)}
+            lost = len(data & failed)
+            if lost > r:
+                bad += patterns
+                continue
+            hits: dict[int, int] = {}
+            for f in failed - data:
+                t = (f - s - k) % n  # offset of f among the parity positions of s
+                for m in range(r):
+                    c = (t - m) % span  # pattern whose parity slot m lands on f
+                    if c % h == 0:
+                        hits[c] = hits.get(c, 0) + 1
+            bad += sum(count > r - lost for count in hits.values())
+        undecodable[x] = bad / (len(starts) * patterns)
+    return Loss(tuple(sorted(failed)), undecodable)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reads(layout: StripeLayout, shard: int) -> np.ndarray:
+    """:meth:`StripeLayout.reads` (read-only array)."""
+    n, k = layout.n_shards, layout.k
+    out = np.zeros(n)
+    if layout.kind == "grouped":
+        size = layout.size
+        base = shard - shard % size
+        for i in range(k):  # the stripe t = position − i holding the shard at offset i
+            t = shard % size - i
+            for j in [*range(k), k]:  # data members, first parity slot
+                if j != i:
+                    out[base + (t + j) % size] += 1
+        out /= k
+    else:
+        g, h, patterns = layout._period()
+        starts = [s for s in ((shard - i) % n for i in range(k)) if s % g == 0]
+        for s in starts:
+            for i in range(k):
+                if (s + i) % n != shard:
+                    out[(s + i) % n] += patterns
+            out[(s + k + np.arange(0, n - k, h)) % n] += 1  # first parity slot of each c
+        out /= len(starts) * patterns
+    out.flags.writeable = False
+    return out

@@ -104,7 +104,8 @@ def test_log_loss_increase_grows_with_pls_across_a_pls_sweep():
 def test_prioritized_saves_lose_less_than_vanilla_cpr_at_equal_saved_bytes():
     """CPR with a full checkpoint every 10 h (4 in 50 h) against CPR-MFU and CPR-SSU with a
     full checkpoint every 12.5 h (3) plus a partial save of 5% of the rows every 2.5 h (16):
-    vanilla CPR saves 5% more bytes, yet loses more. Ten failures of two random embedding
+    vanilla CPR saves 5% more bytes than MFU (and SSU, which writes only the distinct rows
+    it sampled, less still), yet loses more. Ten failures of two random embedding
     PS at uniform random times (so no policy's checkpoints line up with them by design),
     10 replications. MFU and SSU lose fewer lookups (PLS) and less log loss than CPR on the
     same replications: the mean paired difference is negative and a one-sided Wilcoxon
@@ -123,9 +124,10 @@ def test_prioritized_saves_lose_less_than_vanilla_cpr_at_equal_saved_bytes():
         "failures=[{kind: scheduled, count: 10, nodes_per_failure: 2, role: emb_ps}]",
     )
     cpr, *prioritized = _trained(s)
+    mfu, ssu = (policy["saved_gb"].mean() for policy in prioritized)
+    assert mfu <= cpr["saved_gb"].mean() <= 1.06 * mfu
+    assert ssu <= mfu  # SSU writes only the distinct rows it sampled: fewer still
     for policy in prioritized:
-        saved = policy["saved_gb"].mean()
-        assert saved <= cpr["saved_gb"].mean() <= 1.06 * saved
         assert policy["pls_measured"].mean() < cpr["pls_measured"].mean()
         difference = policy["logloss_delta"] - cpr["logloss_delta"]
         assert difference.mean() < 0

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ftsim.policies.cpr import zipf_top_share
+from ftsim.policies.cpr import distinct_rows, row_popularity, sampled_buffer
 from ftsim.sim.engine import simulate
 from tests.conftest import scenario
 
@@ -84,8 +84,66 @@ def test_trainer_failure_rolls_back_or_copies_from_a_replica():
     assert replica["load_h"] * 3600 == pytest.approx(20e6 * 2 * 4 / 3.125e9 + 50e-6)
 
 
-def test_zipf_top_share():
-    assert zipf_top_share(1.0, 1000, 1.05) == pytest.approx(1.0)
-    uniform = zipf_top_share(0.1, 10**6, 1e-9)
-    assert uniform == pytest.approx(0.1, rel=1e-3)
-    assert 0.5 < zipf_top_share(0.01, 10**6, 1.05) < 0.9
+def test_mfu_pays_for_counters_their_updates_and_the_selection():
+    s = scenario("prod50h")
+    sim = simulate(s, MFU, 0)
+    row, job = sim.row(), s.job
+    shard_rows = 26 * 33e6 / 18
+    # A 4-byte counter per row: 191 MB per embedding PS, 0.78% of its 24.6 GB of state.
+    assert row["tracker_bytes_per_shard"] == pytest.approx(4 * shard_rows)
+    assert row["tracker_mem_frac"] == pytest.approx(4 * shard_rows / sim.layout.shard_bytes)
+    # One 10-ns increment per touched row and iteration, over 20 PS cores: U/E rows per
+    # 100 ms, with U the expected distinct rows among 20480 Zipf(1.05) lookups of each of
+    # the 26 tables.
+    touched = distinct_rows(row_popularity(s, 1.05), 20480) / 18
+    assert 0.4 * 20480 * 26 / 18 < touched < 0.6 * 20480 * 26 / 18
+    assert row["tracking_slowdown_frac"] == pytest.approx(touched * 10e-9 / 20 / 0.1)
+    assert row["other_h"] == pytest.approx(job.training / 3600 * touched * 10e-9 / 20 / 0.1)
+    # A partial save scans every counter of the shard (10 ns each), then writes 5% of it.
+    write_s = sim.layout.write_s([0.05 * sim.layout.shard_bytes] * 18)
+    assert row["partial_save_s"] == pytest.approx(shard_rows * 10e-9 + write_s)
+    saves = (
+        row["n_checkpoints"] * sim.policy.save_s + row["n_partial_saves"] * (row["partial_save_s"])
+    )
+    assert row["save_h"] * 3600 == pytest.approx(saves)
+
+
+def test_ssu_pays_for_sampling_and_its_buffer_and_saves_what_it_sampled():
+    s = scenario("prod50h")
+    sim = simulate(s, SSU, 0)
+    row = sim.row()
+    shard_rows = 26 * 33e6 / 18
+    buffer = 0.05 * shard_rows  # default: fraction × rows of a shard
+    assert row["tracker_bytes_per_shard"] == pytest.approx(8 * buffer)  # 8-byte row ids
+    touched = distinct_rows(row_popularity(s, 1.05), 20480) / 18
+    assert row["tracking_slowdown_frac"] == pytest.approx(touched * 5e-9 / 20 / 0.1)
+    # The buffer holds the ids sampled in its last W iterations: repeats of hot rows leave
+    # far fewer distinct rows than its capacity, and those are what a partial save writes.
+    held = sampled_buffer(row_popularity(s, 1.05), 0.01, 20480, 18 * buffer, 2 * 36000)
+    assert held.entries == pytest.approx(18 * buffer)
+    assert held.window < 2 * 36000
+    assert row["partial_rows_per_shard"] == pytest.approx(held.rows / 18)
+    assert row["partial_rows_per_shard"] < 0.5 * buffer
+    write_s = sim.layout.write_s([held.rows / 18 * s.job.mean_row_bytes] * 18)
+    assert row["partial_save_s"] == pytest.approx(held.entries / 18 * 10e-9 + write_s)
+    assert row["saved_share_model"] == pytest.approx(held.share)
+
+
+def test_mfu_and_ssu_keep_different_shares_and_cost_different_times():
+    s = scenario("prod50h")
+    mfu, ssu, cpr = (simulate(s, i, 0).row() for i in (MFU, SSU, CPR))
+    # MFU's top 5% of rows carry more of the updates than SSU's sample of the last minutes.
+    assert 0.7 < ssu["saved_share_model"] < mfu["saved_share_model"] < 0.95
+    assert cpr["pls_predicted"] > ssu["pls_predicted"] > mfu["pls_predicted"]
+    # SSU writes fewer rows, samples more cheaply than MFU counts, and keeps 10× less memory.
+    assert ssu["partial_save_s"] < mfu["partial_save_s"]
+    assert ssu["tracking_slowdown_frac"] < mfu["tracking_slowdown_frac"]
+    assert ssu["tracker_mem_frac"] == pytest.approx(mfu["tracker_mem_frac"] / 10)
+    assert cpr["overhead_frac"] < ssu["overhead_frac"] < mfu["overhead_frac"]
+
+
+def test_tracking_costs_stop_when_cpr_falls_back_to_full_recovery():
+    s = scenario("prod50h", "policies.2.target_pls=0.0001")
+    row = simulate(s, MFU, 0).row()
+    assert row["cpr_decision"] == "full"
+    assert row["other_h"] == 0 and row["n_partial_saves"] == 0

@@ -1,19 +1,29 @@
-"""ECRM: parity traffic, degraded recovery, fall-back, and exact decoding on the real model."""
+"""ECRM: parity traffic, degraded recovery, per-row fall-back, rebuild ownership, stripe
+layouts, and exact decoding on the real model."""
 
+import itertools
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ftsim.cosim.replay import cosimulate, run_models
-from ftsim.policies.ecrm import DecodeShards
+from ftsim.policies.ecrm import DecodeShards, EcrmParams, EcrmSide
+from ftsim.scenario.loader import ScenarioError
 from ftsim.sim.accounting import CATEGORIES
 from ftsim.sim.engine import simulate
-from ftsim.stripes import survives
+from ftsim.stripes import StripeLayout
+from ftsim.trainer import ShardedEmbeddings, ShardingConfig, SparseOptimizerConfig, Trainer
+from ftsim.trainer.parity import ParityCode
 from tests.conftest import scenario
 from tests.test_cosim import SMALL_TRAINER
+from tests.trainer.conftest import small_config
 
 SINGLE_FAILURES = "failures=[{kind: scheduled, times: [10 h, 30 h], nodes: [[emb_ps3], [emb_ps7]]}]"
+NIC = 3.125e9  # 25 Gbit/s
 
 
 def _ecrm(*extra):
@@ -22,17 +32,64 @@ def _ecrm(*extra):
     )
 
 
+def _at(*times_and_nodes: tuple[str, list[str]]) -> str:
+    """A scheduled failure source from (time, victims) pairs."""
+    times = ", ".join(t for t, _ in times_and_nodes)
+    nodes = ", ".join("[" + ", ".join(v) + "]" for _, v in times_and_nodes)
+    return f"failures=[{{kind: scheduled, times: [{times}], nodes: [{nodes}]}}]"
+
+
+class Rates:
+    """prod50h's ECRM rates recomputed from the scenario's numbers (k = 2, r = 1, one lookup
+    per touched row): independent of the policy's code."""
+
+    def __init__(self, sim):
+        shard = sim.layout.shard_bytes
+        per_shard = 20480 * 26 / 18  # touched rows per server and iteration
+        self.read = per_shard * 128 * 4 / NIC / 0.1  # one extra row per lost lookup
+        self.traffic = 2 * self.read  # pull + push of a server's touched rows
+        self.parity = per_shard * (128 * 4 + 4) / NIC / 0.1
+        self.transfer = 2 * shard / (NIC * 0.5)
+        self.pause = 11 * (0.1 + 2 * shard / 10 / 10e9)  # 10 range switches + 1 closing
+        self.latency = 50e-6  # prod50h's network latency: the rebuild's reads are one transfer
+
+    def waiting(self) -> float:
+        """Degraded slowdown of one lost shard before its rebuild: its partner serves 1 row
+        per lookup (rotating, k = 2: the data pairs are fixed; parity reads spread)."""
+        return self.read
+
+    def rebuilding(self, share: float = 1.0) -> float:
+        """... while it is rebuilt (its partner gives 1/k of the rebuild's half NIC)."""
+        busy = 0.5 / 2
+        planned = share * self.transfer + self.pause  # pauses spread over the planned time
+        return self.read + self.traffic * busy / (1 - busy) + self.pause / planned
+
+    def duration(self, share: float = 1.0) -> float:
+        """Wall seconds of a rebuild: its reads (a transfer, plus the latency), then pauses."""
+        return share * self.transfer + self.latency + self.pause
+
+    def charged(self, wall_s: float, slowdown: float) -> float:
+        """Degraded seconds charged over ``wall_s`` of training at this slowdown."""
+        return wall_s * slowdown / (1 + self.parity + slowdown)
+
+
 def test_single_failures_are_decoded_without_stopping_training():
     sim = simulate(_ecrm(), 1, 0)
-    row = sim.row()
+    row, rates = sim.row(), Rates(sim)
     assert row["n_fallbacks"] == 0
     assert row["lost_h"] == pytest.approx(0, abs=1e-9)
     assert row["load_h"] == 0 and row["reschedule_h"] == 0  # training never stops
-    assert row["degraded_h"] > 0 and row["other_h"] > 0
     assert row["parity_mem_frac"] == 0.5
-    # Recovery = rescheduling delay + rebuild of one shard: k · shard bytes at half a NIC.
-    rebuild_s = 2 * sim.layout.shard_bytes / (3.125e9 * 0.5)
-    assert row["recovery_s"] == pytest.approx(60 + rebuild_s)
+    assert sim.policy.parity_slowdown == pytest.approx(rates.parity)
+    # Recovery = rescheduling delay + rebuild of one shard (k · shard bytes at half a NIC,
+    # plus the update pauses of 11 range switches).
+    assert row["recovery_s"] == pytest.approx(60 + rates.duration())
+    per_failure = rates.charged(60, rates.waiting()) + rates.charged(
+        rates.duration(), rates.rebuilding()
+    )
+    assert row["degraded_h"] * 3600 == pytest.approx(2 * per_failure, rel=1e-9)
+    alone = 1 / (1 + rates.rebuilding())
+    assert row["degraded_throughput_frac"] == pytest.approx(alone)
     gap = row["ideal_h"] + sum(row[f"{c}_h"] for c in CATEGORIES) - row["wall_h"]
     assert abs(gap) < 1e-9 * row["wall_h"]
 
@@ -47,29 +104,239 @@ def test_parity_traffic_slowdown_follows_bytes_over_bandwidth():
     assert overlapped["other_h"] == 0
 
 
-def test_two_servers_at_once_exceed_r1_and_fall_back_to_the_checkpoint():
+def test_a_second_failure_during_a_rebuild_keeps_the_shard_degraded():
+    """emb_ps3 fails at 10 h and again 80 s later, while its first rebuild (from 60 s) runs:
+    the first rebuild's end must not clear the degraded state; the second rebuild (from
+    140 s) does."""
+    sim = simulate(_ecrm(_at(("10 h", ["emb_ps3"]), ("36080 s", ["emb_ps3"]))), 1, 0)
+    row, rates = sim.row(), Rates(sim)
+    expected = (
+        rates.charged(60, rates.waiting())  # first replacement on its way
+        + rates.charged(20, rates.rebuilding())  # first rebuild, until the second failure
+        + rates.charged(60, rates.waiting())  # second replacement on its way
+        + rates.charged(rates.duration(), rates.rebuilding())  # second rebuild
+    )
+    assert row["degraded_h"] * 3600 == pytest.approx(expected, rel=1e-9)
+    [rebuild] = [p for p in sim.timeline if p.kind == "rebuild"]
+    assert rebuild.start_s == pytest.approx(10 * 3600 + 140)
+    assert rebuild.end_s == pytest.approx(10 * 3600 + 140 + rates.duration())
+    assert row["recovery_s"] == pytest.approx(60 + rates.duration())
+    assert not sim.policy.degraded and not sim.policy.rebuilding
+
+
+def test_two_servers_at_once_exceed_r1_and_roll_back_to_the_checkpoint():
     # Under the rotating layout every pair of servers shares a stripe: r = 1 survives one.
-    assert not survives(18, 2, 1, {3, 4}) and survives(18, 2, 1, {3})
-    assert survives(18, 4, 2, {3, 4}) and not survives(18, 4, 2, {3, 4, 5})
-    s = _ecrm("failures=[{kind: scheduled, times: [30 h], nodes: [[emb_ps3, emb_ps4]]}]")
-    sim = simulate(s, 1, 0)
+    r1, r2 = StripeLayout(18, 2, 1), StripeLayout(18, 4, 2)
+    assert not r1.survives({3, 4}) and r1.survives({3})
+    assert r2.survives({3, 4}) and not r2.survives({3, 4, 5})
+    sim = simulate(
+        _ecrm(_at(("30 h", ["emb_ps3", "emb_ps4"])), "policies.1.fallback=rollback"), 1, 0
+    )
     row = sim.row()
-    assert row["n_fallbacks"] == 1
+    assert row["n_fallbacks"] == 1 and row["degraded_h"] == 0
     # Rollback to the fall-back checkpoint taken after 24 h of compute: the compute done
-    # between the end of that save and the failure (at the parity-slowed rate) is lost.
+    # between the end of that save and the failure (at the parity-slowed rate) is lost,
+    # decodable rows included (a rollback moves the whole model back).
     saved_at = next(p.end_s for p in sim.timeline if p.kind == "save")
     lost_s = (30 * 3600 - saved_at) / (1 + sim.policy.parity_slowdown)
     assert row["lost_h"] == pytest.approx(lost_s / 3600)
+    assert row["load_h"] == pytest.approx(sim.layout.full_load_s() / 3600)
 
 
-def test_partial_fallback_loses_updates_instead_of_work():
-    s = _ecrm(
-        "failures=[{kind: scheduled, times: [30 h], nodes: [[emb_ps3, emb_ps4]]}]",
-        "policies.1.fallback=partial",
+def test_partial_fallback_reloads_only_the_undecodable_rows():
+    """emb_ps3 and emb_ps4 at once (rotating, k = 2, r = 1): their data partners are emb_ps2
+    and emb_ps5, and each one's stripes put their parity on the other in 1 of 16 rotations:
+    1/16 of each shard's rows are undecodable. Only those rows are reloaded and lose their
+    updates; the other 15/16 are decoded and rebuilt after the reload."""
+    sim = simulate(
+        _ecrm(_at(("30 h", ["emb_ps3", "emb_ps4"])), "policies.1.fallback=partial"), 1, 0
     )
-    row = simulate(s, 1, 0).row()
-    assert row["n_fallbacks"] == 1 and row["lost_h"] == pytest.approx(0, abs=1e-9)
-    assert row["pls_model"] > 0
+    row, rates, shard = sim.row(), Rates(sim), sim.layout.shard_bytes
+    assert sim.policy.stripes.loss({3, 4}).undecodable == {3: 1 / 16, 4: 1 / 16}
+    [event] = [e for e in sim.model_events if isinstance(e, DecodeShards)]
+    assert event.shards == (3, 4) and event.key == 24 * 3600
+    assert row["n_fallbacks"] == 1 and row["undecodable_frac"] == 1 / 16
+    assert row["lost_h"] == pytest.approx(0, abs=1e-9)
+    lost_s = event.progress_s - event.key
+    assert row["pls_model"] == pytest.approx(2 / 16 * lost_s / (50 * 3600 * 18))
+    # each replacement reads 1/16 of a shard from storage (4 GB/s each of 8) through its
+    # NIC, less the parity updates streaming through it
+    reload_s = shard / 16 / (NIC - rates.parity * NIC) + rates.latency
+    assert row["load_h"] * 3600 == pytest.approx(reload_s)
+    assert row["reschedule_h"] * 3600 == pytest.approx(60)
+    assert row["recovery_s"] == pytest.approx(60 + reload_s + rates.duration(15 / 16))
+    assert row["degraded_h"] > 0
+
+
+def test_grouped_layout_keeps_failures_in_different_groups_decodable():
+    grouped = "policies.1.layout=grouped"  # groups of k + r = 3: {0, 1, 2}, {3, 4, 5}, ...
+    two_groups = _at(("30 h", ["emb_ps3", "emb_ps9"]))
+    row = simulate(_ecrm(two_groups, grouped, "policies.1.fallback=partial"), 1, 0).row()
+    assert row["n_fallbacks"] == 0 and row["pls_model"] == 0 and row["load_h"] == 0
+    assert simulate(_ecrm(two_groups), 1, 0).row()["n_fallbacks"] == 1  # rotating
+    # Two servers of one group: every stripe of the group lost two members; nothing to
+    # decode, both shards reload entirely and nothing is rebuilt.
+    one_group = _at(("30 h", ["emb_ps3", "emb_ps4"]))
+    sim = simulate(_ecrm(one_group, grouped, "policies.1.fallback=partial"), 1, 0)
+    row = sim.row()
+    assert row["n_fallbacks"] == 1 and row["undecodable_frac"] == 1.0
+    # NIC-bound reads (storage gives each 4 GB/s), less the parity stream on the NIC
+    nic_left = NIC - Rates(sim).parity * NIC
+    assert row["load_h"] * 3600 == pytest.approx(sim.layout.shard_bytes / nic_left + 50e-6)
+    assert row["degraded_h"] == 0 and math.isnan(row["recovery_s"])
+
+
+def test_group_size_must_divide_the_servers():
+    with pytest.raises(ScenarioError, match=r"policies\.1\.group_size: n_shards \(18\) must be"):
+        _ecrm("policies.1.layout=grouped", "policies.1.group_size=4")
+    with pytest.raises(ScenarioError, match=r"policies\.1\.group_size: .*grouped layout only"):
+        _ecrm("policies.1.group_size=3")
+    _ecrm("policies.1.layout=grouped", "policies.1.group_size=6")  # valid
+
+
+# -------------------------------------------------------------------- the stripe layout
+def _period(layout: StripeLayout) -> int:
+    """Stripes after which the layout repeats."""
+    n, k, r = layout.n_shards, layout.k, layout.r
+    if layout.kind == "grouped":
+        return n
+    return n // math.gcd(n, k) * ((n - k) // math.gcd(n - k, r))
+
+
+def _brute_loss(layout: StripeLayout, failed: set[int]):
+    """Undecodable share and reads per helper, counted stripe by stripe over one period."""
+    stripes = np.arange(_period(layout))
+    data = layout.data_rows(stripes) % layout.n_shards
+    parity = layout.parity_shards(stripes)
+    undecodable, reads = {}, {}
+    for x in failed:
+        mine = share = decoded = 0
+        reads[x] = np.zeros(layout.n_shards)
+        for d, p in zip(data.tolist(), parity.tolist(), strict=True):
+            if x not in d:
+                continue
+            mine += 1
+            lost_data = sum(s in failed for s in d)
+            if lost_data + sum(s in failed for s in p) > layout.r:
+                share += 1
+                continue
+            decoded += 1
+            for s in [s for s in d if s not in failed] + [s for s in p if s not in failed][
+                :lost_data
+            ]:
+                reads[x][s] += 1
+        undecodable[x] = share / mine
+        reads[x] /= max(decoded, 1)
+    return undecodable, reads
+
+
+@st.composite
+def layouts(draw):
+    r = draw(st.integers(1, 2))
+    if draw(st.booleans()):
+        n = draw(st.integers(r + 1, 24))
+        return StripeLayout(n, draw(st.integers(1, n - r)), r)
+    k = draw(st.integers(1, 4))
+    size = draw(st.integers(k + r, k + r + 2))
+    return StripeLayout(size * draw(st.integers(1, 4)), k, r, "grouped", size)
+
+
+@settings(max_examples=150, deadline=None)
+@given(layout=layouts(), data=st.data())
+def test_loss_matches_stripe_by_stripe_count(layout, data):
+    failed = data.draw(st.sets(st.integers(0, layout.n_shards - 1), min_size=1, max_size=6))
+    undecodable, _ = _brute_loss(layout, failed)
+    assert layout.loss(failed).undecodable == pytest.approx(undecodable, abs=1e-12)
+    assert layout.survives(failed) == (max(undecodable.values()) == 0)
+    x = data.draw(st.sampled_from(sorted(failed)))
+    np.testing.assert_allclose(layout.reads(x), _brute_loss(layout, {x})[1][x], atol=1e-12)
+
+
+def test_reads_of_a_lone_failure():
+    # rotating, N = 18, k = 2: fixed data pairs (2, 3); parity over the 16 other servers
+    reads = StripeLayout(18, 2, 1).reads(3)
+    assert reads[2] == 1 and reads[3] == 0
+    assert np.allclose(np.delete(reads, [2, 3]), 1 / 16)
+    grouped = StripeLayout(18, 2, 1, "grouped").reads(3)
+    assert grouped.tolist() == [0, 0, 0, 0, 1, 1] + [0] * 12  # the two other group members
+
+
+@pytest.mark.parametrize("kind", ["rotating", "grouped"])
+def test_expected_undecodable_share_does_not_depend_on_the_layout(kind):
+    """Random 4-of-18 failures, k = 2, r = 1: a lost row is undecodable iff one of the other
+    two members of its stripe failed too, P = 1 − C(15, 3)/C(17, 3), whatever the layout;
+    grouping changes how often some row is undecodable, not how many on average."""
+    layout = StripeLayout(18, 2, 1, kind)
+    shares, fallbacks = [], 0
+    for failed in itertools.combinations(range(18), 4):
+        undecodable = layout.loss(set(failed)).undecodable
+        shares.append(sum(undecodable.values()) / 4)
+        fallbacks += max(undecodable.values()) > 0
+    assert np.mean(shares) == pytest.approx(1 - math.comb(15, 3) / math.comb(17, 3))
+    # grouped: no fall-back iff the 4 servers sit in 4 distinct groups of 3 (out of 6)
+    no_fallback = math.comb(6, 4) * 3**4 / math.comb(18, 4) if kind == "grouped" else 0
+    assert fallbacks / math.comb(18, 4) == pytest.approx(1 - no_fallback)
+
+
+@pytest.mark.parametrize(
+    "layout, rows", [(StripeLayout(18, 2, 1), 2 * 288), (StripeLayout(18, 2, 1, "grouped"), 360)]
+)
+def test_the_trainer_code_loses_exactly_the_rows_the_time_model_counts(layout, rows):
+    """Over whole layout periods, the parity code's unrecoverable rows on each failed shard
+    are the share ``Loss.undecodable`` of its rows."""
+    emb = ShardedEmbeddings(
+        [rows], 2, ShardingConfig(n_shards=18), SparseOptimizerConfig(), np.random.default_rng(0)
+    )
+    code = ParityCode(emb, 2, 1, layout=layout.kind)
+    failed = {3, 4, 10, 12}
+    _, unrecoverable = code.decode_recoverable(sorted(failed))
+    for x, share in layout.loss(failed).undecodable.items():
+        assert np.isin(unrecoverable, emb.shard_rows(x)).sum() == share * len(emb.shard_rows(x))
+
+
+# ---------------------------------------------------------------------------- the trainer
+@pytest.mark.parametrize(
+    "kind, failed", [("rotating", (0, 2)), ("grouped", (0, 1, 3))]
+)  # some stripes of the failed shards are decodable, some not
+def test_decode_or_restore_rows_right_after_the_event(kind, failed):
+    cfg = small_config(sparse="momentum", seed=3)
+    tr = Trainer(cfg.model_copy(update={"sharding": ShardingConfig(n_shards=6)}))
+    side = EcrmSide(EcrmParams(kind="ecrm", k=2, r=1, layout=kind), model=None)
+    side.attach(tr, own=True)
+    tr.train(30)
+    checkpoint = tr.snapshot()
+    tr.train(40)
+    before = tr.embeddings.snapshot()
+    lost = []
+    model = SimpleNamespace(
+        checkpoints={7.0: checkpoint}, side=side, lose=lambda _, rows: lost.append(rows)
+    )
+    DecodeShards(progress_s=9.0, shards=failed, key=7.0).apply(model, tr)
+    code, emb = side.parity, tr.embeddings
+    stripes = np.arange(code.n_stripes)
+    rows, present = code.stripe_rows(stripes)
+    members = np.concatenate([np.where(present, rows % 6, -1), code.parity_shards(stripes)], 1)
+    bad = np.isin(members, failed).sum(axis=1) > 1
+    on_failed = present & np.isin(rows % 6, failed)
+    restored = np.sort(rows[bad[:, None] & on_failed])
+    decoded = np.sort(rows[~bad[:, None] & on_failed])
+    assert len(restored) and len(decoded)
+    [counted] = lost
+    np.testing.assert_array_equal(counted, restored)  # only these rows lose their updates
+    after = emb.snapshot()
+    np.testing.assert_array_equal(after.values[restored], checkpoint.embeddings.values[restored])
+    for name in after.state:
+        got, want = after.state[name][restored], checkpoint.embeddings.state[name][restored]
+        np.testing.assert_array_equal(got, want)
+    scale = np.abs(before.values[decoded]).max()
+    assert np.abs(after.values[decoded] - before.values[decoded]).max() <= 1e-5 * scale
+    for name in after.state:
+        want = before.state[name][decoded]
+        assert np.abs(after.state[name][decoded] - want).max() <= 1e-5 * np.abs(want).max()
+    others = np.setdiff1d(np.arange(emb.n_rows), np.concatenate([restored, decoded]))
+    np.testing.assert_array_equal(after.values[others], before.values[others])
+    assert side.decode_error <= 1e-5
+    assert max(code.consistency_error().values()) < 1e-6  # re-encoded after the restore
 
 
 def test_decoding_on_the_real_model_is_exact_and_the_final_model_matches():
@@ -84,3 +351,16 @@ def test_decoding_on_the_real_model_is_exact_and_the_final_model_matches():
     assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
     assert model.side.parity.consistency_error()["values"] < 1e-5
     assert math.isfinite(full["final_logloss"])
+
+
+def test_partial_fallback_on_the_real_model_counts_lost_lookups():
+    s = _ecrm(SMALL_TRAINER, _at(("30 h", ["emb_ps3", "emb_ps4"])), "policies.1.fallback=partial")
+    sims = [simulate(s, i, 0) for i in range(2)]
+    [event] = [e for e in sims[1].model_events if isinstance(e, DecodeShards)]
+    assert event.key is not None
+    ecrm = cosimulate(s, sims)[1]
+    # Measured: lookups of the restored rows (1/16 of the two shards') since the checkpoint;
+    # predicted: the same share of the two shards' updates, with uniform row popularity.
+    # Restoring every row of the two shards would measure 16 times more.
+    assert 0.5 < ecrm["pls_measured"] / sims[1].row()["pls_model"] < 2
+    assert ecrm["decode_max_rel_err"] <= 1e-5

@@ -6,8 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ftsim.policies.cpr import CprMfu
+from ftsim.policies.registry import policy_classes
 from ftsim.sim.accounting import CATEGORIES
-from ftsim.sim.engine import simulate
+from ftsim.sim.cluster import transfer_time_s
+from ftsim.sim.engine import Simulation, simulate
 from tests.conftest import scenario
 
 IDENTITY_TOL = 1e-9
@@ -35,35 +38,155 @@ def test_no_failures_and_daly_interval_means_no_checkpoints():
     assert row["n_checkpoints"] == 0 and row["wall_h"] == row["ideal_h"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def assert_accounting(row) -> None:
+    """The accounting identity and non-negative categories for one result row."""
+    if not row["completed"]:  # failures too frequent to finish within 100 × ideal
+        assert row["overhead_frac"] == math.inf
+        assert row["wall_h"] == pytest.approx(100 * row["ideal_h"])
+        return
+    assert abs(_identity_gap(row)) <= IDENTITY_TOL * row["wall_h"]
+    assert all(row[f"{c}_h"] >= -IDENTITY_TOL for c in CATEGORIES)
+    assert row["overhead_frac"] == pytest.approx((row["wall_h"] - row["ideal_h"]) / row["ideal_h"])
+
+
+_minutes = st.floats(1, 120)
+POLICY_CONFIGS = {
+    "full": st.builds(
+        "{{kind: full, interval: {} min, save_mode: {}, persist_slowdown: {}}}".format,
+        _minutes,
+        st.sampled_from(["sync", "checkfreq"]),
+        st.floats(0, 0.5),
+    ),
+    "cpr": st.builds(
+        "{{kind: cpr, interval: {} min, fallback: {}, trainer_failure: {}}}".format,
+        _minutes,
+        st.booleans(),
+        st.sampled_from(["full", "replica"]),
+    ),
+    "cpr_mfu": st.builds(
+        "{{kind: cpr_mfu, interval: {} min, partial_interval: {} min, fraction: {},"
+        " trainer_failure: {}}}".format,
+        _minutes,
+        _minutes,
+        st.floats(0.001, 1),
+        st.sampled_from(["full", "replica"]),
+    ),
+    "cpr_ssu": st.builds(
+        "{{kind: cpr_ssu, interval: {} min, partial_interval: {} min, sampling_rate: {},"
+        " fallback: {}}}".format,
+        _minutes,
+        _minutes,
+        st.floats(0.001, 1),
+        st.booleans(),
+    ),
+    "ecrm": st.sampled_from([(1, 1), (2, 1), (3, 1), (1, 2), (2, 2)]).flatmap(
+        lambda kr: st.builds(
+            "{{kind: ecrm, k: {}, r: {}, checkpoint_interval: {} min, fallback: {},"
+            " parity_overlap: {}}}".format,
+            st.just(kr[0]),
+            st.just(kr[1]),
+            _minutes,
+            st.sampled_from(["rollback", "partial"]),
+            st.floats(0, 1),
+        )
+    ),
+    "swift": st.builds(
+        "{{kind: swift, checkpoint_interval: {} min, log_budget: {}, replay_machines: {}}}".format,
+        _minutes,
+        st.floats(0, 1),
+        st.integers(1, 4),
+    ),
+    "checknrun": st.builds(
+        "{{kind: checknrun, interval: {} min, differential: {}, baseline_every: {},"
+        " quantize_bits: {}}}".format,
+        _minutes,
+        st.sampled_from(["one_shot", "consecutive"]),
+        st.integers(1, 6),
+        st.sampled_from(["null", 2, 4, 8]),
+    ),
+}
+"""A policy of each kind with its main parameters drawn, as a YAML flow mapping."""
+
+
+def test_the_accounting_test_draws_every_policy_kind():
+    assert set(POLICY_CONFIGS) == set(policy_classes())
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
+    policy=st.sampled_from(sorted(POLICY_CONFIGS)).flatmap(POLICY_CONFIGS.get),
     mtbf_min=st.floats(5, 600),
-    interval_min=st.floats(1, 120),
-    mode=st.sampled_from(["sync", "checkfreq"]),
-    slowdown=st.floats(0, 0.5),
     resched=st.sampled_from(["constant", "exponential", "lognormal"]),
     write_gbps=st.floats(0.05, 20),
     rep=st.integers(0, 1000),
 )
-def test_accounting_identity_holds(
-    mtbf_min, interval_min, mode, slowdown, resched, write_gbps, rep
-):
+def test_accounting_identity_holds(policy, mtbf_min, resched, write_gbps, rep):
     s = scenario(
         "smoke",
         f"failures.0.job_mtbf={mtbf_min} min",
-        f"policies.0.interval={interval_min} min",
-        f"policies.0.save_mode={mode}",
-        f"policies.0.persist_slowdown={slowdown}",
+        f"policies=[{policy}]",
         f"cluster.reschedule={{kind: {resched}, mean: 3 min, cv: 0.5}}",
         f"cluster.storage.write_bandwidth={write_gbps} GB/s",
     )
-    row = simulate(s, 0, rep).row()
-    if not row["completed"]:  # failures too frequent to finish within 100 × ideal
-        assert row["overhead_frac"] == math.inf and row["wall_h"] == pytest.approx(400)
-        return
-    assert abs(_identity_gap(row)) <= IDENTITY_TOL * row["wall_h"]
-    assert all(row[f"{c}_h"] >= -IDENTITY_TOL for c in CATEGORIES)
-    assert row["overhead_frac"] == pytest.approx((row["wall_h"] - 4) / 4)
+    assert_accounting(simulate(s, 0, rep).row())
+
+
+ACCOUNTING_EXAMPLES = {
+    "full": "{kind: full, interval: 20 min}",
+    "checkfreq": "{kind: full, interval: 20 min, save_mode: checkfreq, persist_slowdown: 0.1}",
+    "cpr": "{kind: cpr, interval: 30 min}",
+    "cpr_mfu": "{kind: cpr_mfu, interval: 30 min, partial_interval: 10 min}",
+    "cpr_ssu": "{kind: cpr_ssu, interval: 30 min, partial_interval: 10 min}",
+    "ecrm": "{kind: ecrm, k: 2, r: 1, checkpoint_interval: 30 min, fallback: rollback}",
+    "swift": "{kind: swift, checkpoint_interval: 30 min}",
+    "checknrun": "{kind: checknrun, interval: 30 min, quantize_bits: 4}",
+}
+"""One policy of every kind (and CheckFreq) on smoke."""
+
+EXAMPLE_FAILURES = (
+    "failures=[{kind: scheduled, times: [50 min, 100 min, 150 min],"
+    " nodes: [[trainer1], [emb_ps1], [emb_ps2, emb_ps3]]}]"
+)
+"""A trainer, then a shard, then two shards at once: every example policy saves, loses work
+(a rollback, or SWIFT's in-flight iteration) and recovers."""
+
+
+def _accounting_example(name):
+    policy = f"policies=[{ACCOUNTING_EXAMPLES[name]}]"
+    return simulate(scenario("smoke", EXAMPLE_FAILURES, policy), 0, 0).row()
+
+
+@pytest.mark.parametrize("name", ACCOUNTING_EXAMPLES)
+def test_accounting_check_fails_when_a_phase_is_charged_half(name, monkeypatch):
+    assert_accounting(_accounting_example(name))
+    charge = Simulation._charge
+
+    def half_of_saves(self, category, start, detail):
+        if category == "save":
+            start = (start + self.env.now) / 2
+        charge(self, category, start, detail)
+
+    monkeypatch.setattr(Simulation, "_charge", half_of_saves)
+    row = _accounting_example(name)
+    assert row["save_h"] > 0
+    with pytest.raises(AssertionError):
+        assert_accounting(row)
+
+
+@pytest.mark.parametrize("name", ACCOUNTING_EXAMPLES)
+def test_accounting_check_fails_when_lost_work_is_quartered(name, monkeypatch):
+    breakdown = Simulation.breakdown_s
+
+    def quarter_lost(self):
+        out = breakdown(self)
+        out["lost"] /= 4
+        return out
+
+    monkeypatch.setattr(Simulation, "breakdown_s", quarter_lost)
+    row = _accounting_example(name)
+    assert row["lost_h"] > 0
+    with pytest.raises(AssertionError):
+        assert_accounting(row)
 
 
 def test_failure_during_recovery_restarts_it():
@@ -147,7 +270,7 @@ def test_checkfreq_persist_interrupted_by_failure_is_not_committed():
         "cluster.storage.write_bandwidth=10 MB/s",
     )
     sim = simulate(s, 0, 0)
-    snapshot_s, save_s = sim.policy.snapshot_s, sim.policy.save_s
+    snapshot_s, save_s = sim.policy.writer.snapshot_s, sim.policy.save_s
     assert 1800 + snapshot_s + save_s > 1810  # the failure hits while persisting
     assert sim.breakdown_s()["lost"] == pytest.approx(1810 - snapshot_s, rel=1e-9)
 
@@ -182,3 +305,105 @@ def test_cost_grows_with_events_not_iterations():
     assert next(fast.env._eid) == next(slow.env._eid)
     assert [p.kind for p in fast.timeline] == [p.kind for p in slow.timeline]
     assert math.isclose(fast.wall_s, slow.wall_s)
+
+
+HALVING = ("failures=[{kind: scheduled, times: [5 h, 8 h], role: emb_ps, nodes_per_failure: 4}]",)
+"""prod50h with two failures of 4 embedding PS at fixed wall times. They fall in no save
+of a policy whose wall clock depends on the iteration time, in either run (checked by the
+event counts), so whatever differs between the runs differs through the iteration time."""
+
+
+def _swift_save_s(sim: Simulation, iteration_s: float) -> float:
+    """SWIFT's shard checkpoint time when its update log, a fixed number of bytes per
+    iteration and shard, takes its rate out of the storage write bandwidth."""
+    job, cluster, params = sim.scenario.job, sim.scenario.cluster, sim.policy.params
+    rows = job.samples_per_iteration * job.lookups_per_sample * params.unique_lookup_fraction
+    log_bytes = 16 + rows / cluster.emb_ps * (8 + job.mean_value_bytes)
+    left = cluster.storage.write_bandwidth - cluster.emb_ps * log_bytes / iteration_s
+    shards = [sim.layout.shard_bytes] * cluster.emb_ps
+    return transfer_time_s(shards, cluster.nic_bandwidth, left, cluster.network_latency)
+
+
+def _per_iteration_slowdown(full: Simulation, half: Simulation) -> dict[str, float]:
+    """Work fixed per iteration (counter updates, sampling, parity bytes) slows training by
+    (work per iteration) / (iteration time): twice as much at half the iteration time."""
+    assert half.policy.slowdown() == pytest.approx({"other": 2 * full.policy.slowdown()["other"]})
+    return {"other": 2.0}
+
+
+def _ecrm(full: Simulation, half: Simulation) -> dict[str, float]:
+    """Parity traffic per iteration, and degraded reads and rebuild interference per
+    iteration, double as slowdowns; a range freeze (bytes over the NIC) does not."""
+    assert half.policy.read_slowdown == pytest.approx(2 * full.policy.read_slowdown)
+    assert half.policy.traffic_frac == pytest.approx(2 * full.policy.traffic_frac)
+    assert half.policy.pause_s == pytest.approx(full.policy.pause_s)
+    assert half.policy.transfer_s == pytest.approx(full.policy.transfer_s)
+    # degraded time mixes slowdowns that double (reads, rebuild interference) with range
+    # pauses that do not: it grows, by less than twice
+    return {**_per_iteration_slowdown(full, half), "degraded": (1.0, 2.0)}
+
+
+def _swift(full: Simulation, half: Simulation) -> dict[str, float]:
+    """The log rate doubles, so saves get less storage bandwidth; replay is compute-bound
+    (``replay_compute_frac`` of an iteration per logged iteration) at both iteration times,
+    so a logged compute second replays in the same time; undoing an iteration takes half."""
+    t = full.scenario.job.iteration_s
+    assert full.policy.save_s == pytest.approx(_swift_save_s(full, t))
+    assert half.policy.undo_s == pytest.approx(full.policy.undo_s / 2)
+    frac = full.policy.params.replay_compute_frac
+    for sim in (full, half):  # an hour of logged compute replays in frac hours at both
+        assert sim.policy.replay_time_s([3600.0]) == pytest.approx(frac * 3600.0)
+    assert half.policy.slowdown() == full.policy.slowdown() == {}
+    return {"save": _swift_save_s(half, t / 2) / full.policy.save_s}
+
+
+ITERATION_TIME_RULES = {
+    "full": lambda full, half: {},
+    "cpr": lambda full, half: {},
+    "cpr_mfu": _per_iteration_slowdown,
+    "cpr_ssu": _per_iteration_slowdown,
+    "ecrm": _ecrm,
+    "swift": _swift,
+}
+"""Per policy kind: how halving the iteration time must scale each breakdown category (a
+factor; categories not named stay the same), checking the policy's rates on the way."""
+
+
+def assert_iteration_time_dependence(index: int) -> None:
+    """Run policy ``index`` of prod50h (with ``HALVING``'s failures) at its iteration time
+    and at half of it; each breakdown category must scale as the policy's rule says."""
+    full = simulate(scenario("prod50h", *HALVING), index, 0)
+    half_time = full.scenario.job.iteration_s / 2
+    half = simulate(scenario("prod50h", *HALVING, f"job.iteration_time={half_time} s"), index, 0)
+    factors = ITERATION_TIME_RULES[full.policy.params.kind](full, half)
+    got, before = half.breakdown_s(), full.breakdown_s()
+    for category, (low, high) in [(c, f) for c, f in factors.items() if isinstance(f, tuple)]:
+        assert low * before[category] < got.pop(category) < high * before[category], category
+        del before[category]
+    expected = {c: v * factors.get(c, 1.0) for c, v in before.items()}
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-6)
+    assert next(half.env._eid) == next(full.env._eid)  # the same phases, failures in place
+
+
+@pytest.mark.parametrize("index", range(len(scenario("prod50h").policies)))
+def test_halving_the_iteration_time_changes_only_per_iteration_costs(index):
+    assert_iteration_time_dependence(index)
+
+
+def test_iteration_time_check_fails_when_a_save_depends_on_the_iteration_time(monkeypatch):
+    transfer = Simulation.transfer
+
+    def iteration_bound_save(self, category, flows, detail=""):
+        yield from transfer(self, category, flows, detail)
+        if category == "save":  # e.g. a barrier of ten iterations before each save
+            yield from self.phase("save", 10 * self.scenario.job.iteration_s)
+
+    monkeypatch.setattr(Simulation, "transfer", iteration_bound_save)
+    with pytest.raises(AssertionError):
+        assert_iteration_time_dependence(0)
+
+
+def test_iteration_time_check_fails_when_a_per_iteration_cost_does_not_scale(monkeypatch):
+    monkeypatch.setattr(CprMfu, "slowdown", lambda self: {"other": 0.0015})
+    with pytest.raises(AssertionError):
+        assert_iteration_time_dependence(2)

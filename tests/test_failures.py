@@ -91,7 +91,7 @@ def test_correlated_domain_failures_take_the_whole_rack():
 
 
 def test_trace_replay(tmp_path):
-    (tmp_path / "trace.csv").write_text("time_h,node\n1.5,emb_ps2\n0.5,trainer1\n")
+    (tmp_path / "trace.csv").write_text("time_h,node\n0.5,trainer1\n1.5,emb_ps2\n")
     data = read_yaml(SCENARIOS / "smoke.yaml")
     data["failures"] = [{"kind": "trace", "file": "trace.csv"}]
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
@@ -110,3 +110,16 @@ def test_replications_differ_and_repeat():
     s = scenario("smoke")
     assert _draw(s, rep=0, limit=50) == _draw(s, rep=0, limit=50)
     assert _draw(s, rep=0, limit=50) != _draw(s, rep=1, limit=50)
+
+
+def test_every_failure_source_says_how_often_it_fails():
+    """The event budget check of the scenario names a source's rate field and needs its
+    expected failures: every kind of source must provide both (not the base class's)."""
+    import typing
+
+    from ftsim.sim.failures import FailureSourceConfig, _Source
+
+    kinds = typing.get_args(typing.get_args(FailureSourceConfig)[0])
+    assert len(kinds) >= 6
+    for kind in kinds:
+        assert kind.rate_field is not _Source.rate_field, kind.__name__

@@ -7,9 +7,11 @@ import pytest
 
 from ftsim.cli import main
 from ftsim.plots import plot_run
+from ftsim.plots.breakdown import log_axis, segments
 from ftsim.plots.style import STYLE, PolicyStyle, policy_styles
 from ftsim.plots.tradeoff import frontier
 from ftsim.policies.registry import BY_KIND
+from ftsim.sim.accounting import CATEGORIES, OTHER
 from tests.conftest import SCENARIOS
 
 SMOKE = str(SCENARIOS / "smoke.yaml")
@@ -98,3 +100,87 @@ def test_frontier_keeps_the_points_nothing_beats_on_both_axes():
         {"overhead_pct": [1.0, 2.0, 3.0, 2.5], "logloss_delta": [0.5, 0.2, 0.1, 0.3]}
     )
     assert list(frontier(points).index) == [0, 1, 2]
+
+
+@pytest.fixture(scope="module")
+def prod50h_run(tmp_path_factory):
+    """A timing-only prod50h run: overheads from 0.5% (CPR) to 8% (full)."""
+    out = tmp_path_factory.mktemp("prod50h") / "run"
+    args = ["run", str(SCENARIOS / "prod50h.yaml"), "--no-trainer", "--reps", "2"]
+    assert main([*args, "-q", "-o", str(out)]) == 0
+    return out
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The matplotlib figures the breakdown and the timeline save, by name."""
+    from ftsim.plots import breakdown, timeline
+
+    drawn = {}
+    for module in (breakdown, timeline):
+        real = module.save
+
+        def keep(fig, data, folder, name, real=real):
+            drawn[name] = (fig, fig.axes[0].get_yscale(), fig.axes[0].get_xlim())
+            drawn[name + "_legend"] = [t.get_text() for t in _legend(fig).get_texts()]
+            return real(fig, data, folder, name)
+
+        monkeypatch.setattr(module, "save", keep)
+    return drawn
+
+
+def _legend(fig):
+    return fig.legends[0] if fig.legends else fig.axes[0].get_legend()
+
+
+def test_breakdown_is_on_a_log_axis_when_bars_span_more_than_10x(prod50h_run, figures):
+    plot_run(prod50h_run)
+    assert figures["breakdown"][1] == "log"
+    assert OTHER.replace(": ", ":\n", 1) in figures["breakdown_legend"]
+    plot_run(prod50h_run, breakdown_scale="linear")
+    assert figures["breakdown"][1] == "linear"
+
+
+def test_breakdown_scale_and_segments():
+    t = pd.DataFrame({f"{c}_pct": [0.25, 4.0] for c in CATEGORIES} | {"overhead_pct": [1.5, 24.0]})
+    assert log_axis(t, "auto") and log_axis(t, "log") and not log_axis(t, "linear")
+    assert not log_axis(t.assign(overhead_pct=[3.0, 24.0]), "auto")
+    for log, floor in ((False, 0.0), (True, 0.1)):
+        parts = segments(t, log, floor)
+        first, last = parts[CATEGORIES[0]], parts[CATEGORIES[-1]]
+        assert np.allclose(first[0], floor)
+        assert np.allclose(last[0] + last[1], t["overhead_pct"])  # bar tops are the totals
+    # on a log axis each category gets its share of the bar's log height (here 1/6 each)
+    log_heights = [np.log(b + h) - np.log(b) for b, h in segments(t, True, 0.1).values()]
+    assert np.allclose(log_heights, log_heights[0])
+
+
+def test_timeline_draws_redone_work_and_ends_inside_the_axes(prod50h_run, figures):
+    timeline = pd.read_csv(prod50h_run / "timeline.csv")
+    runs = pd.read_csv(prod50h_run / "runs.csv")
+    redo = timeline[(timeline.policy == "full") & (timeline.kind == "redo")]
+    # the engine labels re-executed progress: for full, all of the lost work of replication 0
+    lost_h = runs.loc[(runs.policy == "full") & (runs.rep == 0), "lost_h"].item()
+    assert len(redo) > 0 and (redo.end_h - redo.start_h).sum() == pytest.approx(lost_h)
+    plot_run(prod50h_run)
+    assert "redo (lost work re-executed)" in figures["timeline_legend"]
+    assert figures["timeline"][2][1] > timeline["end_h"].max()
+    drawn = pd.read_csv(prod50h_run / "plots" / "timeline.csv")
+    assert (drawn.kind == "redo").sum() == (timeline.kind == "redo").sum()
+
+
+def test_the_daly_overlay_is_drawn_or_its_absence_explained(tmp_path):
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "full", "--no-trainer"]
+    grid = ["--grid", "policies.0.interval=30 min,1 h,2 h", "--reps", "2", "--jobs", "1"]
+    assert main([*args, *grid, "-q", "-o", str(out)]) == 0
+    saved = out / "scenario.yaml"
+    stale = saved.read_text().replace("n_shards: 18", "n_shards: 4")  # folders before the fix
+    saved.write_text(stale)
+    outcome = dict(plot_run(out))["overhead_vs_interval"]
+    assert "without" not in outcome
+    curve = pd.read_csv(out / "plots" / "overhead_vs_interval.csv")
+    assert "daly_model" in set(curve["series"])
+    saved.unlink()
+    outcome = dict(plot_run(out))["overhead_vs_interval"]
+    assert outcome.endswith("; without the Daly model: scenario.yaml: file not found")

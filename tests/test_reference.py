@@ -49,7 +49,7 @@ def test_every_section_kind_and_field_is_listed_with_units():
         assert f"## `failures[]` with `kind: {kind}`" in text
     for name in Scenario.model_fields:
         assert f"| `{name}` |" in _section(text, "Top level")
-    assert "| `steps` | integer, ≥ 1 | `1000` |" in _section(text, "`trainer`")
+    assert "| `steps` | integer, ≥ 1, ≤ 1000000 | `1000` |" in _section(text, "`trainer`")
     cluster = _section(text, "`cluster`")
     assert "| `network_latency` | duration, e.g. `'30 min'` | `0 s` |" in cluster
     assert "| `nic_bandwidth` | bandwidth, e.g. `'25 Gbit/s'` | **required** |" in cluster

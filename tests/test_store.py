@@ -50,7 +50,7 @@ def test_shards_are_atomic_and_stray_files_ignored(tmp_path):
 
 
 def test_resume_checks_the_config_hash(tmp_path):
-    RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    RunStore.create(tmp_path / "run", {"command": "sweep", "config_hash": "abc"})
     assert RunStore.resume(tmp_path / "run", "abc").root == tmp_path / "run"
     with pytest.raises(StoreError, match="different sweep"):
         RunStore.resume(tmp_path / "run", "def")

@@ -30,13 +30,18 @@ def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
         "daly_wall_time",
         "daly_optimum",
         "accounting_identity",
-        "cpr_prod50h.full",
-        "cpr_prod50h.cpr_mfu",
-        "cpr_prod50h.cpr_ssu",
         "exact_recovery",
         "exact_recovery_ecrm_swift",
         "pls_prediction",
+        "cpr_prod50h.full",
+        "cpr_prod50h.cpr_mfu",
+        "cpr_prod50h.cpr_ssu",
     ]
+    # validation first, calibration apart, each with its own table
+    validation, calibration = text.split("\n## Validation\n")[1].split("\n## Calibration\n")
+    assert "`pls_prediction`" in validation and "`cpr_prod50h" not in validation
+    assert "`cpr_prod50h.full`" in calibration.split("\n### ")[0]
+    assert "window holds for storage bandwidth" in rows["cpr_prod50h.full"]
     assert all(r.endswith(("| PASS |", "| **FAIL** |")) for r in rows.values())
     for name in EXACT:
         assert rows[name].endswith("| PASS |"), rows[name]
@@ -45,10 +50,11 @@ def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
     assert "quick mode" in text and "ftsim 0." in text
     assert f"**{len(rows) - len(failed)} of {len(rows)} checks pass.**" in text
     # One section per check function, each figure linked relative to the report, PNG only.
-    assert len(re.findall(r"^## \d+\. ", text, flags=re.M)) == len(ftsim.validation.suite.REGISTRY)
+    sections = re.findall(r"^### \d+\. .* \((validation|calibration)\)$", text, flags=re.M)
+    assert len(sections) == len(ftsim.validation.suite.REGISTRY)
     links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
     assert links == [f"validation/{name}.png" for name in (
-        "daly_wall_time", "accounting_identity", "cpr_prod50h", "pls_prediction"
+        "daly_wall_time", "accounting_identity", "pls_prediction", "cpr_prod50h"
     )]  # fmt: skip
     for link in links:
         assert (report.parent / link).read_bytes()[:8] == PNG
@@ -87,3 +93,41 @@ def test_all_passing_checks_exit_zero(tmp_path, monkeypatch):
     monkeypatch.setattr(ftsim.validation.suite, "REGISTRY", {})
     check("ok", "fine")(lambda ctx: Check("ok", "c", "m", "e", "t", True, "s"))
     assert main(["validate", "-o", str(tmp_path / "v.md")]) == 0
+
+
+def _check_with_figure(ctx):
+    """A passing check that writes a figure, as the real ones do."""
+    ctx.figures.mkdir(parents=True, exist_ok=True)
+    (ctx.figures / "fig.png").write_bytes(PNG)
+    return Check("drawn", "c", "m", "e", "t", True, "s", figure=ctx.figures / "fig.png")
+
+
+def _figure_links_resolve(report):
+    links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", report.read_text())
+    return links and all((report.parent / link).read_bytes() == PNG for link in links)
+
+
+def test_the_report_goes_under_results_and_docs_change_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr(ftsim.validation.suite, "REGISTRY", {})
+    check("drawn", "A check with a figure")(_check_with_figure)
+    docs = tmp_path / "checkout" / "docs"
+    docs.mkdir(parents=True)
+    monkeypatch.setattr(ftsim.validation.suite, "docs_report", lambda: docs / "validation.md")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate"]) == 0
+    assert _figure_links_resolve(tmp_path / "results" / "validation" / "validation.md")
+    assert not any(docs.iterdir())
+    assert main(["validate", "--update-docs"]) == 0
+    assert _figure_links_resolve(docs / "validation.md")
+
+
+def test_an_existing_file_that_is_not_a_report_is_replaced_only_with_force(tmp_path, monkeypatch):
+    monkeypatch.setattr(ftsim.validation.suite, "REGISTRY", {})
+    check("ok", "fine")(lambda ctx: Check("ok", "c", "m", "e", "t", True, "s"))
+    notes = tmp_path / "notes.md"
+    notes.write_text("# My notes\n")
+    assert main(["validate", "-o", str(notes)]) == 2
+    assert notes.read_text() == "# My notes\n"
+    assert main(["validate", "-o", str(notes), "--force"]) == 0
+    assert notes.read_text().startswith("# Validation and calibration\n")
+    assert main(["validate", "-o", str(notes)]) == 0  # an earlier report is replaced

@@ -93,6 +93,9 @@ class PolicyModel:
         """Rows saved by partial saves since the last checkpoint."""
         self.saved_lookups: np.ndarray | None = None
         """Per row: cumulative lookups at the version of the row that storage holds."""
+        self.pending_saves: dict[float, tuple[np.ndarray, int]] = {}
+        """CheckFreq snapshots being persisted: key → (lookups per row at the snapshot,
+        partial saves made before it)."""
         self.lost_lookups = 0
         self.own_steps = 0
         """Steps trained on the policy's own trainer (the cost of not sharing the baseline)."""
@@ -129,6 +132,7 @@ class PolicyModel:
         self.trainer = None
         self.checkpoints.clear()
         self.partials.clear()
+        self.pending_saves.clear()
 
     def fork(self, base: Trainer) -> None:
         """Leave the baseline: continue on a trainer of our own with the baseline's state."""

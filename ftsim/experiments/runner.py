@@ -10,12 +10,14 @@ over a process pool and returns rows identical to a serial run.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import as_completed
+from contextlib import nullcontext
 
+from ftsim.experiments.pool import process_pool
 from ftsim.experiments.tdist import mean_ci
 from ftsim.scenario.schema import Scenario
-from ftsim.sim.accounting import CATEGORIES
+from ftsim.sim.accounting import CATEGORIES, OTHER_NOTE
 from ftsim.sim.engine import simulate
 
 ACCURACY = ("logloss_delta", "auc_delta", "pls_measured")
@@ -28,11 +30,17 @@ def simulate_replication(scenario: Scenario, policy_indices: list[int], rep: int
     sims = [simulate(scenario, index, rep) for index in policy_indices]
     rows = [sim.row() for sim in sims]
     if scenario.trains_model(rep):
-        from ftsim.cosim.replay import cosimulate
-
-        for row, model in zip(rows, cosimulate(scenario, sims), strict=True):
-            row.update(model)
+        train(scenario, sims, rows)
     return list(zip(sims, rows, strict=True))
+
+
+def train(scenario: Scenario, sims: list, rows: list[dict]) -> None:
+    """Co-simulate one replication's policies (``sims``) on the embedded model and add the
+    model columns (:func:`ftsim.cosim.replay.cosimulate`) to their ``rows``."""
+    from ftsim.cosim.replay import cosimulate
+
+    for row, model in zip(rows, cosimulate(scenario, sims), strict=True):
+        row.update(model)
 
 
 def simulate_reps(
@@ -55,95 +63,91 @@ def simulate_reps(
     return rows, timelines
 
 
+def trained_replications(scenario: Scenario) -> list[int]:
+    """The replications of a run that also train the embedded model."""
+    return [rep for rep in range(scenario.run.replications) if scenario.trains_model(rep)]
+
+
 def run_scenario(
     scenario: Scenario,
     policy_indices: list[int],
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[str, int], None] | None = None,
     jobs: int = 1,
 ) -> tuple[list[dict], list[dict]]:
     """All rows (policy-major) and replication 0's timeline of every selected policy.
 
-    With ``jobs`` > 1 the replications run in a pool of that many processes: each trained
-    replication is a task of its own (all its policies share its trainer), the timing-only
-    ones go in a few larger tasks. The rows do not depend on ``jobs``.
+    Two stages, reported as ``progress(stage, steps)``: ``timing`` simulates every policy ×
+    replication (a step per simulation), then ``co-simulation`` trains the embedded model
+    for the trained replications (a step per replication; its policies share one trainer).
+
+    With ``jobs`` > 1 and more than one trained replication, those replications are
+    co-simulated in a pool of up to ``jobs`` processes (each re-simulates its replication's
+    policies, which common random numbers make identical, and trains them), started before
+    the timing stage so that both overlap; the rows do not depend on ``jobs``.
     """
-    chunks = _chunks(scenario, jobs)
-    parts: dict[int, tuple[list[list[dict]], list[list[dict]]]] = {}
-    for reps, part in _run_chunks(scenario, policy_indices, chunks, jobs):
-        parts[reps.start] = part
-        if progress is not None:
-            progress(len(policy_indices) * len(reps))
-    ordered = [parts[reps.start] for reps in sorted(chunks, key=lambda r: r.start)]
-    rows = [row for i in range(len(policy_indices)) for part in ordered for row in part[0][i]]
-    timeline = [event for i in range(len(policy_indices)) for p in ordered for event in p[1][i]]
-    return rows, timeline
+    report = progress or (lambda stage, steps: None)
+    rows: dict[int, list[dict]] = {index: [] for index in policy_indices}
+    timeline: list[dict] = []
+    trained = trained_replications(scenario)
+    workers = min(jobs, len(trained)) if len(trained) > 1 else 1
+    with process_pool(workers) if workers > 1 else nullcontext() as pool:
+        futures = {}
+        if pool is not None:
+            futures = {
+                pool.submit(_cosimulate, scenario, policy_indices, rep): rep for rep in trained
+            }
+        to_train: dict[int, list] = {}
+        for rep in range(scenario.run.replications):
+            sims = [simulate(scenario, index, rep) for index in policy_indices]
+            for index, sim in zip(policy_indices, sims, strict=True):
+                rows[index].append(sim.row())
+            if rep == 0:
+                timeline = [event for sim in sims for event in sim.timeline_rows()]
+            if pool is None and scenario.trains_model(rep):
+                to_train[rep] = sims
+            report("timing", len(sims))
+        for rep, sims in to_train.items():
+            train(scenario, sims, [rows[index][rep] for index in policy_indices])
+            report("co-simulation", 1)
+        for future in as_completed(futures):
+            rep = futures[future]
+            for index, model in zip(policy_indices, future.result(), strict=True):
+                rows[index][rep].update(model)
+            report("co-simulation", 1)
+    return [row for index in policy_indices for row in rows[index]], timeline
 
 
-def default_jobs() -> int:
-    """CPUs this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+def _cosimulate(scenario: Scenario, policy_indices: list[int], rep: int) -> list[dict]:
+    """The model columns of replication ``rep``'s policies (a pool task)."""
+    from ftsim.cosim.replay import cosimulate
+
+    return cosimulate(scenario, [simulate(scenario, index, rep) for index in policy_indices])
 
 
-def _chunks(scenario: Scenario, jobs: int) -> list[range]:
-    """Replication ranges, one task each: trained replications alone (the expensive ones,
-    first), the others in about four tasks per worker (a timing-only replication takes
-    milliseconds: smaller tasks would cost more in messages than they spread)."""
-    reps = scenario.run.replications
-    trained = sum(1 for rep in range(reps) if scenario.trains_model(rep))
-    size = max(1, math.ceil((reps - trained) / (4 * jobs)))
-    return [range(r, r + 1) for r in range(trained)] + [
-        range(r, min(r + size, reps)) for r in range(trained, reps, size)
-    ]
-
-
-def _run_chunk(scenario: Scenario, policy_indices: list[int], reps: range):
-    return simulate_reps(scenario, policy_indices, reps, timeline_rep=0)
-
-
-def _run_chunks(scenario: Scenario, policy_indices: list[int], chunks: list[range], jobs: int):
-    """(reps, result) of every chunk, serially or, with ``jobs`` > 1, as workers finish."""
-    if jobs <= 1 or len(chunks) < 2:
-        for reps in chunks:
-            yield reps, _run_chunk(scenario, policy_indices, reps)
-        return
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    with ProcessPoolExecutor(
-        max_workers=min(jobs, len(chunks)), initializer=_one_blas_thread
-    ) as pool:
-        futures = {pool.submit(_run_chunk, scenario, policy_indices, reps): reps for reps in chunks}
-        try:
-            for future in as_completed(futures):
-                yield futures[future], future.result()
-        finally:
-            for future in futures:
-                future.cancel()
-
-
-def _one_blas_thread() -> None:
-    """Pin a worker's BLAS to one thread for its lifetime (as :func:`cosimulate` does for
-    the trainer): workers then share the cores instead of oversubscribing them."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
+def finished(row: dict) -> bool:
+    """Whether a replication finished training before ``run.max_wall_factor`` × the
+    failure-free time (an unfinished one has no overhead: its ``overhead_frac`` is inf)."""
+    return bool(row.get("completed", True))
 
 
 def summarize(rows: list[dict]) -> list[dict]:
-    """Per policy: mean overhead with its 95% t-interval over the ``n`` replications, mean
-    breakdown in hours, the time model's mean ``pls_model`` where the policy estimates it,
-    and for the ``n_trained`` replications that trained the model, the mean and 95%
-    t-interval of each accuracy column (:data:`ACCURACY`)."""
+    """Per policy: mean overhead with its 95% t-interval and mean breakdown in hours, over
+    the ``n`` finished replications (``n_unfinished`` counts the others, whose overhead is
+    undefined; with none finished the statistics are NaN); the time model's mean
+    ``pls_model`` where the policy estimates it; and for the ``n_trained`` finished
+    replications that trained the model, the mean and 95% t-interval of each accuracy column
+    (:data:`ACCURACY`)."""
     out = []
     for policy in dict.fromkeys(r["policy"] for r in rows):
-        mine = [r for r in rows if r["policy"] == policy]
+        mine = [r for r in rows if r["policy"] == policy and finished(r)]
+        unfinished = sum(1 for r in rows if r["policy"] == policy) - len(mine)
         mean, half, n = mean_ci([r["overhead_frac"] for r in mine])
-        summary = {"policy": policy, "n": n, "overhead_mean": mean, "overhead_ci95": half}
-        for category in CATEGORIES:
-            summary[f"{category}_h"] = sum(r[f"{category}_h"] for r in mine) / n
-        summary["wall_h"] = sum(r["wall_h"] for r in mine) / n
-        summary["n_failures"] = sum(r["n_failures"] for r in mine) / n
-        if all("pls_model" in r for r in mine):
-            summary["pls_model_mean"] = sum(r["pls_model"] for r in mine) / n
+        summary = {"policy": policy, "n": n, "n_unfinished": unfinished}
+        summary.update(overhead_mean=mean, overhead_ci95=half)
+        for column in [f"{c}_h" for c in CATEGORIES] + ["wall_h", "n_failures"]:
+            summary[column] = _mean([r[column] for r in mine])
+        if mine and all("pls_model" in r for r in mine):
+            summary["pls_model_mean"] = _mean([r["pls_model"] for r in mine])
         trained = [r for r in mine if "logloss_delta" in r]
         if trained:
             summary["n_trained"] = len(trained)
@@ -155,9 +159,29 @@ def summarize(rows: list[dict]) -> list[dict]:
     return out
 
 
+def unfinished_warnings(summary: Iterable[dict], point_columns: Iterable[str] = ()) -> list[str]:
+    """One line per policy (and sweep point) with unfinished replications, saying what its
+    statistics cover; ``summary`` rows have ``policy``, ``n``, ``n_unfinished`` and the
+    ``point_columns``."""
+    lines = []
+    for s in summary:
+        if not s["n_unfinished"]:
+            continue
+        where = ", ".join(f"{c}={s[c]}" for c in point_columns)
+        lines.append(
+            f"warning: {s['policy']}{f' at {where}' if where else ''}: {s['n_unfinished']} of "
+            f"{s['n'] + s['n_unfinished']} replications did not finish within "
+            f"run.max_wall_factor × the failure-free time; statistics are over the {s['n']} "
+            "that finished"
+        )
+    return lines
+
+
 def format_summary(summary: list[dict]) -> str:
-    """The summary as a fixed-width text table for the terminal. Each interval's header
-    names its sample: ``n`` replications for the time model, ``n_trained`` for accuracy."""
+    """The summary as a fixed-width text table for the terminal: hours per category, the
+    time model's PLS, an ``unfinished`` column when some replications did not finish, and a
+    note on what ``other`` is when some policy has any. Each interval's header names its
+    sample: ``n`` replications for the time model, ``n_trained`` for accuracy."""
     header = [
         "policy", "overhead", "±CI95(n)", "n", *[f"{c}_h" for c in CATEGORIES], "failures",
         "pls_model",
@@ -167,35 +191,50 @@ def format_summary(summary: list[dict]) -> str:
         lines.append(
             [
                 s["policy"],
-                f"{100 * s['overhead_mean']:.2f}%",
+                "unfinished" if s["n"] == 0 else f"{100 * s['overhead_mean']:.2f}%",
                 _ci(100 * s["overhead_ci95"], "{:.2f}%"),
                 str(s["n"]),
-                *[f"{s[f'{c}_h']:.3f}" for c in CATEGORIES],
-                f"{s['n_failures']:.1f}",
-                f"{s['pls_model_mean']:.4f}" if "pls_model_mean" in s else "-",
+                *[_ci(s[f"{c}_h"], "{:.3f}") for c in CATEGORIES],
+                _ci(s["n_failures"], "{:.1f}"),
+                _ci(s.get("pls_model_mean", math.nan), "{:.4f}"),
             ]
         )
+    if any(s["n_unfinished"] for s in summary):
+        header.append("unfinished")
+        for line, s in zip(lines[1:], summary, strict=True):
+            line.append(str(s["n_unfinished"]))
     if any("n_trained" in s for s in summary):
         header += ["logloss_delta", "±CI95(n_trained)", "pls_measured", "n_trained"]
         for line, s in zip(lines[1:], summary, strict=True):
-            if "n_trained" not in s:
-                line += ["-"] * 4
-                continue
-            line += [
-                f"{s['logloss_delta_mean']:+.2e}",
-                _ci(s["logloss_delta_ci95"], "{:.1e}"),
-                f"{s['pls_measured_mean']:.4f}",
-                str(s["n_trained"]),
-            ]
+            line += _trained_cells(s)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join(
+    table = "\n".join(
         "  ".join(
             cell.ljust(w) if i == 0 else cell.rjust(w)
             for i, (cell, w) in enumerate(zip(line, widths, strict=True))
         )
         for line in lines
     )
+    return f"{table}\n{OTHER_NOTE}" if any(s["other_h"] > 0 for s in summary) else table
 
 
-def _ci(half_width: float, form: str) -> str:
-    return "-" if half_width != half_width else form.format(half_width)
+def _trained_cells(s: dict) -> list[str]:
+    """Log-loss delta ± CI, measured PLS and n of the trained replications ('-' if none
+    finished)."""
+    if "n_trained" not in s:
+        return ["-"] * 4
+    return [
+        f"{s['logloss_delta_mean']:+.2e}",
+        _ci(s["logloss_delta_ci95"], "{:.1e}"),
+        f"{s['pls_measured_mean']:.4f}",
+        str(s["n_trained"]),
+    ]
+
+
+def _mean(values: list[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def _ci(value: float, form: str) -> str:
+    """``value`` formatted, or '-' when it is NaN (no interval from fewer than 2 values)."""
+    return "-" if value != value else form.format(value)

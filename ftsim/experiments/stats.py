@@ -47,7 +47,7 @@ the trained ones (``n_trained``) for the accuracy columns and ``pls_measured``."
 PAIRED = ("overhead_frac", "logloss_delta")
 """Columns also compared with the reference policy on matched replications."""
 
-_NOT_METRICS = {"point", "rep", "seed"}
+_NOT_METRICS = {"point", "rep", "seed", "completed"}
 
 
 def t_quantile(confidence: float, df: int) -> float:
@@ -80,10 +80,14 @@ def summarize(
     reference: str | None = None,
     confidence: float = CONFIDENCE,
 ) -> pd.DataFrame:
-    """One row per (point, policy), in the order of ``runs``.
+    """One row per (point, policy), in the order of ``runs``, over finished replications.
 
-    Columns: ``point``, the swept ``point_columns``, ``policy``, ``kind``, ``n`` (the
-    replications), ``n_trained`` (those that trained the model, when some did); for each
+    A replication stopped at ``run.max_wall_factor`` (``completed`` false) has no overhead:
+    it is counted in ``n_unfinished`` and left out of every statistic and paired difference.
+
+    Columns: ``point``, the swept ``point_columns``, ``policy``, ``kind``, ``n`` (finished
+    replications), ``n_unfinished``, ``n_trained`` (finished ones that trained the model,
+    when some did); for each
     metric present, ``{m}_mean``, ``{m}_std``, ``{m}_ci95_low``, ``{m}_ci95_high``
     (``overhead_frac`` also ``_ci95_half``); other numeric columns (policy parameters such
     as ``interval_h``) as ``{c}_mean``; then ``reference`` and, for each paired column,
@@ -93,6 +97,7 @@ def summarize(
     """
     runs = with_point(runs)
     reference = reference or runs["policy"].iloc[0]
+    done = finished(runs)
     metrics = [m for m in METRICS if m in runs and _numeric(runs[m])]
     others = [
         c
@@ -103,10 +108,12 @@ def summarize(
         and _numeric(runs[c])
     ]
     out = []
-    for (point, policy), group in runs.groupby(list(KEY), sort=False):
+    for (point, policy), everything in runs.groupby(list(KEY), sort=False):
+        group = everything[done[everything.index]]
         row = {"point": point}
-        row.update({c: group[c].iloc[0] for c in point_columns})
-        row.update(policy=policy, kind=group["kind"].iloc[0], n=len(group))
+        row.update({c: everything[c].iloc[0] for c in point_columns})
+        row.update(policy=policy, kind=everything["kind"].iloc[0], n=len(group))
+        row["n_unfinished"] = len(everything) - len(group)
         if "logloss_delta" in metrics:
             row["n_trained"] = int(group["logloss_delta"].notna().sum())
         for m in metrics:
@@ -119,7 +126,7 @@ def summarize(
                 row["overhead_frac_ci95_half"] = (s["high"] - s["low"]) / 2
         row.update({f"{c}_mean": float(group[c].mean()) for c in others})
         row["reference"] = reference
-        ref = runs[(runs["point"] == point) & (runs["policy"] == reference)]
+        ref = runs[done & (runs["point"] == point) & (runs["policy"] == reference)]
         for m in (m for m in PAIRED if m in metrics):
             d = t_interval(paired_differences(group, ref, m), confidence)
             row.update(
@@ -128,6 +135,13 @@ def summarize(
             )
         out.append(row)
     return pd.DataFrame(out)
+
+
+def finished(runs: pd.DataFrame) -> pd.Series:
+    """Per row: whether the replication finished (all rows of runs without ``completed``)."""
+    if "completed" not in runs:
+        return pd.Series(True, index=runs.index)
+    return runs["completed"].astype(str).str.lower() == "true"
 
 
 def paired_differences(group: pd.DataFrame, reference: pd.DataFrame, metric: str) -> np.ndarray:
@@ -140,20 +154,22 @@ def paired_differences(group: pd.DataFrame, reference: pd.DataFrame, metric: str
 
 def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
     """The summary as a fixed-width text table: overhead ± CI and the paired difference
-    over the ``n`` replications; when the model trained, the log-loss increase ± CI, its
-    paired difference and the measured PLS over the ``n_trained`` replications."""
+    over the ``n`` finished replications; when the model trained, the log-loss increase ±
+    CI, its paired difference and the measured PLS over the ``n_trained`` replications; an
+    ``unfinished`` column when some replications did not finish."""
     header = [*point_columns, "policy", "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
     accuracy = "n_trained" in summary and bool(summary["n_trained"].gt(0).any())
     if accuracy:
         header += ["n_trained", "logloss_delta", "±CI95(n_trained)", "Δ vs ref"]
         header += ["±CI95(n_trained)", "pls_measured"]
     lines = [header]
+    unfinished = summary.get("n_unfinished", pd.Series(0, index=summary.index))
     for _, s in summary.iterrows():
         line = [
             *[str(s[c]) for c in point_columns],
             str(s["policy"]),
             str(s["n"]),
-            _pct(s["overhead_frac_mean"]),
+            "unfinished" if s["n"] == 0 else _pct(s["overhead_frac_mean"]),
             _pct(s["overhead_frac_ci95_half"]),
             _pct(s.get("overhead_frac_diff_mean", math.nan)),
             _pct(_half(s, "overhead_frac_diff")),
@@ -168,6 +184,10 @@ def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
                 _sci(s.get("pls_measured_mean", math.nan), "{:.4f}"),
             ]
         lines.append(line)
+    if unfinished.any():
+        header.append("unfinished")
+        for line, count in zip(lines[1:], unfinished, strict=True):
+            line.append(str(int(count)))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text_columns = len(point_columns) + 1
     return "\n".join(

@@ -2,32 +2,43 @@
 
 A task's rows are written to ``shards/<key>.csv`` atomically (temp file + rename) as soon
 as it finishes, so a killed sweep loses only the tasks in flight. The key names the point,
-the policy index and the replication range, so the folder itself records what is done;
-``--resume`` reads it back, after checking that the manifest's config hash is the one the
-command would produce. Shards hold the exact CSV text of their rows (floats in shortest
-round-trip form), and merging concatenates them in canonical order (point, policy,
-replication): the merged ``runs.csv`` is byte-identical however the work was split into
-tasks, executed or interrupted.
+the policy index and the replication range. Before a shard file is written, its SHA-256 is
+appended to ``shards/SHA256SUMS`` (the format of ``sha256sum``; appending keeps the cost
+per task constant, where rewriting the JSON manifest each time would grow with the sweep).
+``--resume`` reads the folder back, after checking that the manifest's config hash is the
+one the command would produce; a task counts as done only if its shard files still have
+their recorded checksums, so a truncated or edited shard is recomputed, never reused.
+Shards hold the exact CSV text of their rows (floats in shortest round-trip form), and
+merging concatenates them in canonical order (point, policy, replication): the merged
+``runs.csv`` is byte-identical however the work was split into tasks, executed or
+interrupted.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftsim.experiments.folders import MANIFEST, FolderError, prepare_output, sha256_of
 from ftsim.experiments.output import atomic_write_text, csv_text, write_json
 
-MANIFEST = "manifest.json"
 SHARDS = "shards"
+CHECKSUMS = "SHA256SUMS"
+"""File in ``shards/``: a line ``<sha256>  <shard file name>`` per shard written (the last
+line for a name counts)."""
+_CHECKSUM_LINE = re.compile(r"^([0-9a-f]{64})  (\S+)$")
 _SHARD = re.compile(r"^p(\d+)-q(\d+)-r(\d+)-(\d+)\.csv$")
+_ANY_SHARD = re.compile(r"^p\d+-q\d+-r\d+-\d+(\.timeline)?\.csv$")
 
 
-class StoreError(Exception):
-    """A run folder that cannot be created or resumed (printed as is, exit status 2)."""
+StoreError = FolderError
+"""A run folder that cannot be created or resumed (printed as is, exit status 2)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -54,27 +65,33 @@ class RunStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.shards = self.root / SHARDS
+        self._checksums: dict[str, str] = {}
+        """Shard files known to be complete: name → SHA-256 (as in ``SHA256SUMS``)."""
+        self.discarded: list[str] = []
+        """Shard files found on resume that are not recorded or fail their checksum."""
 
     @classmethod
-    def create(cls, root: Path, manifest: dict) -> RunStore:
-        """A new run folder; refuses one that already holds a sweep."""
+    def create(cls, root: Path, manifest: dict, force: bool = False) -> RunStore:
+        """A new run folder; refuses a sweep's folder, and without ``force`` any other
+        non-empty folder that is not a sweep's (see :func:`prepare_output`)."""
+        prepare_output(root, "sweep", force)
         store = cls(root)
-        if (store.root / MANIFEST).exists():
-            raise StoreError(
-                f"{store.root} already holds a sweep; continue it with --resume {store.root}"
-            )
-        store.shards.mkdir(parents=True, exist_ok=True)
+        store.shards.mkdir(exist_ok=True)
         write_json(store.root / MANIFEST, manifest)
         return store
 
     @classmethod
     def resume(cls, root: Path, config_hash: str) -> RunStore:
-        """An existing run folder made by a sweep with the same ``config_hash``."""
+        """An existing run folder made by a sweep with the same ``config_hash``; its shards
+        are verified against their recorded checksums."""
         store = cls(root)
         try:
-            found = store.manifest()["config_hash"]
-        except (OSError, ValueError, KeyError):
+            manifest = store.manifest()
+            found = manifest["config_hash"]
+        except (OSError, ValueError, KeyError, TypeError):
             raise StoreError(f"--resume {root}: no sweep manifest ({root / MANIFEST})") from None
+        if manifest.get("command", "sweep") != "sweep":
+            raise StoreError(f"--resume {root}: the folder holds the output of ftsim run")
         if found != config_hash:
             raise StoreError(
                 f"--resume {root}: the folder holds a different sweep (config hash {found}; "
@@ -82,7 +99,35 @@ class RunStore:
                 "that started it, or start a new folder"
             )
         store.shards.mkdir(exist_ok=True)
+        store._verify(store._recorded())
         return store
+
+    def _recorded(self) -> dict[str, str]:
+        """Shard name → recorded SHA-256; lines cut short by a kill are ignored."""
+        try:
+            text = (self.shards / CHECKSUMS).read_text(errors="replace")
+        except FileNotFoundError:
+            return {}
+        return {
+            match.group(2): match.group(1)
+            for line in text.splitlines()
+            if (match := _CHECKSUM_LINE.match(line))
+        }
+
+    def _verify(self, recorded: dict[str, str]) -> None:
+        """Keep the recorded shards whose files match their checksum; a task whose rows or
+        timeline shard fails is discarded whole."""
+        present = {p.name for p in self.shards.iterdir() if _ANY_SHARD.match(p.name)}
+        good = {
+            name: digest
+            for name, digest in recorded.items()
+            if name in present and sha256_of(self.shards / name) == digest
+        }
+        bad = present - set(good)
+        for name in bad:
+            good.pop(name.replace(".timeline.csv", ".csv"), None)
+        self._checksums = good
+        self.discarded = sorted(present - set(good))
 
     def manifest(self) -> dict:
         return json.loads((self.root / MANIFEST).read_text())
@@ -93,16 +138,27 @@ class RunStore:
     # -- shards ------------------------------------------------------------------------
 
     def write_shard(self, key: TaskKey, rows: list[dict], timeline: list[dict]) -> None:
-        """Store a finished task. The timeline goes first: a rows shard marks the task done."""
+        """Store a finished task: the checksums of its shard files, then the files (timeline
+        first; the rows shard marks the task done). So every shard file on disk has its
+        record, and a kill in between costs only recomputing the task."""
+        texts = {}
         if timeline:
-            atomic_write_text(self.shards / f"{key.name}.timeline.csv", csv_text(timeline))
-        atomic_write_text(self.shards / f"{key.name}.csv", csv_text(rows))
+            texts[f"{key.name}.timeline.csv"] = csv_text(timeline)
+        texts[f"{key.name}.csv"] = csv_text(rows)
+        sums = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in texts.items()}
+        with open(self.shards / CHECKSUMS, "a") as handle:
+            handle.writelines(f"{digest}  {name}\n" for name, digest in sums.items())
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._checksums.update(sums)
+        for name, text in texts.items():
+            atomic_write_text(self.shards / name, text)
 
     def done(self) -> list[TaskKey]:
         """Keys of the finished tasks, in canonical order."""
         keys = []
-        for path in self.shards.glob("p*.csv"):
-            match = _SHARD.match(path.name)
+        for name in self._checksums:
+            match = _SHARD.match(name)
             if match:
                 keys.append(TaskKey(*map(int, match.groups())))
         return sorted(keys)
@@ -135,7 +191,7 @@ class RunStore:
         out, seen = [], set()
         for key in self.done():
             name = f"{key.name}.timeline.csv"
-            if (key.point, key.policy) not in seen and (self.shards / name).exists():
+            if (key.point, key.policy) not in seen and name in self._checksums:
                 seen.add((key.point, key.policy))
                 out += self._read(name)
         return out

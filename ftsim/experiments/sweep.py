@@ -26,18 +26,20 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from ftsim.experiments.runner import default_jobs, simulate_reps
+from ftsim.experiments.pool import default_jobs, process_pool
+from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.store import RunStore, StoreError, TaskKey
 from ftsim.scenario.loader import (
     ScenarioError,
     config_hash,
+    parse_yaml,
     read_with_overrides,
     set_path,
     validate_scenario,
@@ -123,6 +125,18 @@ def expand(sweep: Sweep | None) -> list[dict[str, object]]:
     return [dict(combo) | row for combo in itertools.product(*grid) for row in zipped or [{}]]
 
 
+MAX_POINTS = 10_000
+"""Most points a sweep may have (each is validated as a whole scenario before any runs)."""
+
+
+def n_points(sweep: Sweep | None) -> int:
+    """How many points :func:`expand` gives, without expanding them."""
+    if sweep is None:
+        return 1
+    rows = len(next(iter(sweep.zip.values()))) if sweep.zip else 1
+    return math.prod(len(values) for values in sweep.grid.values()) * rows
+
+
 def plan_sweep(
     path: Path,
     overrides: list[str],
@@ -159,6 +173,10 @@ def plan_sweep(
     chosen = (base.sweep.reference if base.sweep else None) or labels[0]
     if chosen not in labels:
         raise ScenarioError(path, [("sweep.reference", f"{chosen!r} is not among {labels}")])
+    count = n_points(base.sweep)
+    if count > MAX_POINTS:
+        message = f"{count:,} points, more than {MAX_POINTS:,}: sweep fewer values at once"
+        raise ScenarioError(path, [("sweep", message)])
     plain = {k: v for k, v in data.items() if k != "sweep"}
     points = _points(plain, expand(base.sweep), path)
     columns = list(points[0].values)
@@ -240,6 +258,36 @@ def run_sweep(
     return computed, reused
 
 
+def n_tasks(plan: Plan, batch: int) -> int:
+    """Tasks of the planned replications (before any added for a target half-width)."""
+    return sum(-(-p.scenario.run.replications // batch) for p in plan.points) * len(plan.policies)
+
+
+def n_units(plan: Plan, batch: int) -> int:
+    """Units of work a worker takes among the planned tasks: the tasks of a trained point's
+    policies over the same replications run together (:func:`_groups`) and count once."""
+    tasks = [
+        key
+        for p in plan.points
+        for q in plan.policies
+        for key in _tasks((p.index, q), list(range(p.scenario.run.replications)), batch)
+    ]
+    return len(_groups(plan, tasks))
+
+
+def local_workers(plan: Plan, jobs: int | None, batch: int) -> tuple[int, str | None]:
+    """Local workers for ``jobs`` (default: the CPUs): at most the CPUs and the first round's
+    tasks (:func:`n_units`), as more would only compete for the same cores. Returns the
+    number and, when a requested ``jobs`` was lowered, a note saying so."""
+    limits = {"the CPUs available": default_jobs(), "the tasks to run": n_units(plan, batch)}
+    wanted = jobs or limits["the CPUs available"]
+    reason = min(limits, key=limits.get)
+    if wanted <= limits[reason]:
+        return wanted, None
+    note = f"--jobs {jobs}: using {limits[reason]} ({reason})" if jobs else None
+    return limits[reason], note
+
+
 def _tasks(pair: tuple[int, int], reps: list[int], batch: int) -> list[TaskKey]:
     """Tasks for the sorted ``reps``: contiguous runs, cut at multiples of ``batch``."""
     tasks: list[TaskKey] = []
@@ -296,25 +344,49 @@ def _executor(kind: str, jobs: int, dask_address: str | None):
     elif jobs <= 1:
         yield None
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with process_pool(jobs) as pool:
             yield pool
+
+
+DASK_CONNECT_TIMEOUT_S = 4
+"""How long to try reaching a Dask scheduler before giving up."""
+
+
+def check_dask_scheduler(address: str) -> None:
+    """StoreError unless the Dask scheduler at ``address`` answers (checked before a sweep
+    creates its folder, so a wrong address leaves nothing behind)."""
+    _dask_client(address).close()
+
+
+def _distributed():
+    """The dask.distributed module; StoreError if it is not installed."""
+    try:
+        import distributed
+    except ImportError:
+        raise StoreError(
+            "--executor dask needs dask.distributed: pip install 'ftsim[dask]'"
+        ) from None
+    return distributed
+
+
+def _dask_client(target):
+    """A Dask client of ``target`` (an address or a local cluster); StoreError if it cannot
+    connect within ``DASK_CONNECT_TIMEOUT_S``."""
+    try:
+        return _distributed().Client(target, timeout=DASK_CONNECT_TIMEOUT_S)
+    except (OSError, ValueError, TypeError) as exc:
+        raise StoreError(f"--dask-address {target}: cannot connect ({exc})") from None
 
 
 @contextmanager
 def _dask_executor(jobs: int, address: str | None):
     """An executor on the Dask scheduler at ``address``, or on a new local cluster."""
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise StoreError(
-            "--executor dask needs dask.distributed: pip install 'ftsim[dask]'"
-        ) from None
     cluster = None
     if address is None:
-        cluster = LocalCluster(
+        cluster = _distributed().LocalCluster(
             n_workers=jobs, threads_per_worker=1, dashboard_address=None, silence_logs=40
         )
-    client = Client(address or cluster)
+    client = _dask_client(address or cluster)
     try:
         yield client.get_executor(pure=False)
     finally:
@@ -403,7 +475,7 @@ def finish(plan: Plan, store: RunStore):
 
 def _yaml_value(text: str):
     try:
-        return yaml.safe_load(text)
+        return parse_yaml(text)
     except yaml.YAMLError:
         return text
 

@@ -2,7 +2,7 @@
 
 Each figure is written to ``RUN_DIR/plots/`` as PDF, PNG and the CSV of the plotted
 numbers. A figure the folder cannot support (no interval sweep, no accuracy columns) is
-skipped with the reason.
+skipped with the reason, and so is an overlay a figure is drawn without (the Daly model).
 
 - ``breakdown``: overhead per policy split into save, load, lost, reschedule, degraded,
   other (:mod:`ftsim.plots.breakdown`);
@@ -31,18 +31,23 @@ from ftsim.plots.style import STYLE  # noqa: E402
 FIGURES = (breakdown, interval, tradeoff, pls, timeline)
 
 
-def plot_run(run_dir: Path, point: int | None = None) -> list[tuple[str, str]]:
-    """Draw every figure; returns (figure name, files written or 'skipped: why')."""
+def plot_run(
+    run_dir: Path, point: int | None = None, breakdown_scale: str = "auto"
+) -> list[tuple[str, str]]:
+    """Draw every figure; returns (figure name, files written or 'skipped: why'), the files
+    followed by the overlays left out of the figure and why."""
     data = RunData.load(run_dir)
     folder = Path(run_dir) / "plots"
+    options = {breakdown.NAME: {"scale": breakdown_scale}}
     outcomes = []
     with plt.style.context(STYLE):
         for module in FIGURES:
             try:
-                paths = module.plot(data, folder, point)
+                paths = module.plot(data, folder, point, **options.get(module.NAME, {}))
             except Skip as why:
                 outcomes.append((module.NAME, f"skipped: {why}"))
                 continue
             stems = dict.fromkeys(str(p.with_suffix("")) for p in paths)
-            outcomes.append((module.NAME, ", ".join(stems) + " (.pdf .png .csv)"))
+            notes = "".join(f"; {why}" for why in data.omitted.get(module.NAME, []))
+            outcomes.append((module.NAME, ", ".join(stems) + " (.pdf .png .csv)" + notes))
     return outcomes

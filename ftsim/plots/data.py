@@ -28,6 +28,8 @@ class RunData:
     manifest: dict
     columns: list[str] = field(default_factory=list)
     """Swept keys (point columns); empty for a plain run."""
+    omitted: dict[str, list[str]] = field(default_factory=dict)
+    """Per figure: the overlays it was drawn without, and why (printed by ``plot``)."""
 
     @classmethod
     def load(cls, root: Path) -> RunData:
@@ -59,6 +61,10 @@ class RunData:
     def scenario_name(self) -> str:
         return str(self.runs["scenario"].iloc[0])
 
+    def omit(self, figure: str, reason: str) -> None:
+        """Note that ``figure`` leaves out an overlay, and why, so ``plot`` can say so."""
+        self.omitted.setdefault(figure, []).append(reason)
+
     def has(self, column: str) -> bool:
         """Whether ``column`` exists with at least one value."""
         return column in self.runs and self.runs[column].notna().any()
@@ -69,11 +75,17 @@ class RunData:
         return ", ".join(f"{c.rsplit('.', 1)[-1]}={row[c]}" for c in self.columns)
 
     def point_scenario(self, point: int):
-        """The resolved scenario of ``point``, rebuilt from scenario.yaml and the manifest."""
+        """The resolved scenario of ``point``, rebuilt from scenario.yaml and the manifest.
+
+        ``trainer.sharding.n_shards`` is dropped: it is derived from ``cluster.emb_ps``, which
+        the point may change (and folders written before it was resolved hold a wrong one).
+        """
         from ftsim.scenario.loader import read_yaml, set_path, validate_scenario
 
         path = self.root / "scenario.yaml"
         data = {k: v for k, v in read_yaml(path).items() if k != "sweep"}
+        if isinstance(data.get("trainer"), dict):
+            data["trainer"].get("sharding", {}).pop("n_shards", None)
         for entry in self.manifest.get("points", []):
             if entry["point"] == point:
                 for key, value in entry["values"].items():

@@ -45,8 +45,8 @@ def _groups(data: RunData) -> list[tuple[str, pd.DataFrame]]:
     ]
 
 
-def model_curve(data: RunData, rows: pd.DataFrame, grid_h: np.ndarray) -> pd.DataFrame | None:
-    """Daly's predicted overhead for ``full`` at the intervals ``grid_h`` (None if not possible).
+def model_curve(data: RunData, rows: pd.DataFrame, grid_h: np.ndarray) -> pd.DataFrame:
+    """Daly's predicted overhead for ``full`` at the intervals ``grid_h``; Skip says why not.
 
     δ = save_cost_s, R = mean rescheduling delay + load_cost_s, M = the job's MTBF, all from
     the stored results and the resolved scenario of the first point of ``rows``.
@@ -57,16 +57,19 @@ def model_curve(data: RunData, rows: pd.DataFrame, grid_h: np.ndarray) -> pd.Dat
 
     full = rows[rows["kind"] == "full"]
     full = full[full["policy"] == MODEL_POLICY] if MODEL_POLICY in set(full["policy"]) else full
-    if full.empty or "save_cost_s_mean" not in full:
-        return None
+    if full.empty:
+        raise Skip("no policy of kind full to compare with")
+    if "save_cost_s_mean" not in full:
+        raise Skip("the runs have no save_cost_s column")
     first = full.iloc[0]
     try:
         scenario = data.point_scenario(int(first["point"]))
-    except (ScenarioError, OSError):
-        return None
+    except ScenarioError as exc:
+        where, what = exc.problems[0]
+        raise Skip(f"scenario.yaml: {f'{where}: ' if where else ''}{what}") from None
     mtbf = job_mtbf_s(scenario)
     if not np.isfinite(mtbf):
-        return None
+        raise Skip("the scenario has no failures (infinite MTBF)")
     delta, work = first["save_cost_s_mean"], scenario.job.work_s
     restart = scenario.cluster.reschedule.expected_s + first["load_cost_s_mean"]
     tau = grid_h * 3600
@@ -130,27 +133,12 @@ def _figure(data: RunData, rows: pd.DataFrame, title: str, folder, name: str):
             )
         )
     low, high = rows["interval_h_mean"].min(), rows["interval_h_mean"].max()
-    curve = model_curve(data, rows, np.geomspace(low, high, 200))
-    if curve is not None:
-        color = data.styles[curve.attrs["policy"]].color
-        ax.plot(
-            curve["interval_h"],
-            curve["overhead_pct"],
-            color=color,
-            linestyle="--",
-            linewidth=0.9,
-            label=f"{data.styles[curve.attrs['policy']].name}: Daly model",
-        )
-        if low <= curve.attrs["daly_h"] <= high:
-            ax.plot(
-                curve.attrs["daly_h"],
-                curve.attrs["daly_pct"],
-                color=color,
-                marker="*",
-                markersize=7,
-                linestyle="none",
-                label="Daly optimum τ*",
-            )
+    try:
+        curve = model_curve(data, rows, np.geomspace(low, high, 200))
+    except Skip as why:
+        data.omit(NAME, f"without the Daly model: {why}")
+    else:
+        _draw_model(data, ax, curve, low, high)
         table.append(curve.assign(series="daly_model", ci95_low_pct=np.nan, ci95_high_pct=np.nan))
         title = ", ".join(t for t in (title, curve.attrs["text"]) if t)
     ax.set_xscale("log")
@@ -166,6 +154,33 @@ def _figure(data: RunData, rows: pd.DataFrame, title: str, folder, name: str):
     )
     fig.legend(loc="outside lower center", ncols=2)
     return save(fig, pd.concat(table, ignore_index=True), folder, name)
+
+
+def _draw_model(data: RunData, ax, curve: pd.DataFrame, low: float, high: float) -> None:
+    """The Daly curve (dashed) and its optimum τ* (star) when τ* lies in [low, high] hours."""
+    color = data.styles[curve.attrs["policy"]].color
+    ax.plot(
+        curve["interval_h"],
+        curve["overhead_pct"],
+        color=color,
+        linestyle="--",
+        linewidth=0.9,
+        label=f"{data.styles[curve.attrs['policy']].name}: Daly model",
+    )
+    tau = curve.attrs["daly_h"]
+    if not low <= tau <= high:
+        swept = f"{low:.3g}–{high:.3g} h"
+        data.omit(NAME, f"without τ*: the Daly optimum {tau:.3g} h is outside {swept}")
+        return
+    ax.plot(
+        tau,
+        curve.attrs["daly_pct"],
+        color=color,
+        marker="*",
+        markersize=7,
+        linestyle="none",
+        label="Daly optimum τ*",
+    )
 
 
 def _hours(value: float, _) -> str:

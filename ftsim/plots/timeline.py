@@ -1,8 +1,15 @@
-"""(e) Timeline (Gantt) of one replication: one lane per policy showing compute, saves,
-loads, rescheduling, degraded and background phases, and the failures (same for every
-policy: common random numbers)."""
+"""(e) Timeline (Gantt) of one replication: one lane per policy showing compute, redone
+work, saves, loads, rescheduling, degraded and background phases, and the failures (same
+for every policy: common random numbers).
+
+Redone work (kind ``redo`` in timeline.csv: compute that re-executes progress a rollback
+discarded) is drawn apart from first-time compute, in the colour of the breakdown's
+``lost`` category, which is the same time.
+"""
 
 from __future__ import annotations
+
+import math
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
@@ -13,6 +20,17 @@ from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, OKABE_ITO, save
 NAME = "timeline"
 LANE = 0.7
 """Height of a lane's bar (lanes are 1 apart)."""
+MARGIN = 0.015
+"""Room right of the longest lane, as a fraction of it, so its end is seen to be an end."""
+PHASES = {
+    "compute": ("compute", CATEGORY_COLORS["compute"]),
+    "redo": ("redo (lost work re-executed)", CATEGORY_COLORS["lost"]),
+    **{k: (k, c) for k, c in CATEGORY_COLORS.items() if k not in ("compute", "lost", "other")},
+}
+"""Timeline kinds drawn as bars: legend label and colour. ``lost`` and ``other`` are no
+phases: lost time is spent again as ``redo``, and ``other`` slows compute phases down."""
+LEGEND_COLUMNS = 6
+"""Most legend entries in a row (more wrap onto rows of equal length)."""
 
 
 def plot(data: RunData, folder, point: int | None = None):
@@ -28,7 +46,7 @@ def plot(data: RunData, folder, point: int | None = None):
     fig, ax = plt.subplots(figsize=(DOUBLE_COLUMN_IN, height))
     for lane, policy in enumerate(reversed(policies)):
         mine = t[t["policy"] == policy]
-        for kind, color in CATEGORY_COLORS.items():
+        for kind, (_, color) in PHASES.items():
             phases = mine[mine["kind"] == kind]
             if phases.empty:
                 continue
@@ -51,24 +69,25 @@ def plot(data: RunData, folder, point: int | None = None):
     for tick, policy in zip(ax.get_yticklabels(), reversed(policies), strict=True):
         tick.set_color(data.styles[policy].color)
     ax.set_ylim(-0.6, len(policies) - 0.4)
-    ax.set_xlim(0, t["end_h"].max())
+    ax.set_xlim(0, t["end_h"].max() * (1 + MARGIN))
     ax.set_xlabel("wall-clock time (h)")
     ax.grid(axis="y", visible=False)
-    kinds = [k for k in CATEGORY_COLORS if k in set(t["kind"])]
-    handles = [Patch(color=CATEGORY_COLORS[k], label=k) for k in kinds]
+    kinds = [k for k in PHASES if k in set(t["kind"])]
+    handles = [Patch(color=PHASES[k][1], label=PHASES[k][0]) for k in kinds]
     handles.append(
         plt.Line2D([], [], color=OKABE_ITO["vermillion"], marker="x", markersize=4, label="failure")
     )
-    ax.legend(handles=handles, ncols=len(handles), loc="lower left", bbox_to_anchor=(0, 1.0))
     where = data.describe_point(point)
     rep = int(t["rep"].iloc[0])
-    ax.set_title(
-        f"{data.scenario_name}: replication {rep}" + (f", {where}" if where else ""), pad=16
-    )
+    ax.set_title(f"{data.scenario_name}: replication {rep}" + (f", {where}" if where else ""))
+    rows = math.ceil(len(handles) / LEGEND_COLUMNS)
+    fig.legend(handles=handles, ncols=math.ceil(len(handles) / rows), loc="outside lower center")
     return save(fig, t, folder, NAME)
 
 
 def _best_point(data: RunData) -> int:
-    """The point where the first policy has its lowest mean overhead."""
+    """The point where the first policy has its lowest mean overhead (the first point if
+    none of its replications finished)."""
     s = data.summary[data.summary["policy"] == data.policies[0]]
-    return int(s.loc[s["overhead_frac_mean"].idxmin(), "point"])
+    overhead = s["overhead_frac_mean"]
+    return int(s.loc[overhead.idxmin() if overhead.notna().any() else s.index[0], "point"])

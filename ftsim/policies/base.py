@@ -24,8 +24,10 @@ update log, a row sampler) belong to the policy's :class:`TrainerSide`, which th
 co-simulation creates once per replication and attaches to whichever trainer carries the
 policy's state.
 
-Time is charged only through ``sim.phase(category, seconds)`` and ``sim.wait(category,
-event)`` (training time is charged by the simulator itself), so the accounting identity
+Time is charged only through ``sim.phase(category, seconds)``, ``sim.transfer(category,
+flows)`` (bytes moved as flows on the cluster's network, ``sim.net``) and
+``sim.wait(category, event)`` (training time is charged by the simulator itself), so the
+accounting identity
 ``wall = ideal + save + load + lost + reschedule + degraded + other`` holds by
 construction. Adding a policy is one new module defining its classes, the runtime class
 decorated with :func:`~ftsim.policies.registry.register`, plus its line in
@@ -89,7 +91,10 @@ class TrainerSide:
 
     def __init__(self, params: PolicyParams, model) -> None:
         self.params = params
-        self._model = weakref.ref(model)
+        try:
+            self._model = weakref.ref(model)
+        except TypeError:  # None or a stand-in without weak references (unit tests)
+            self._model = lambda: model
 
     @property
     def model(self):

@@ -16,18 +16,34 @@ CPR then predicts the overhead of partial and of full recovery (first order, per
 time) and runs full recovery when that is predicted cheaper (``fallback``):
 
     full:     δ/τ* + (τ*/2 + R + L_all)/T_fail        with τ* Daly's optimum
-    partial:  δ/T_save + δ_p/T_p + (R + L_m)/T_fail
+    partial:  δ/T_save + δ_p/T_p + σ + (R + L_m)/T_fail
 
-(δ full save time, δ_p partial save time, T_p partial-save period, R mean rescheduling
-delay, L_all / L_m reload of all state / of m shards.)
+(δ full save time, δ_p partial save time, T_p partial-save period, σ slowdown of tracking
+row use, R mean rescheduling delay, L_all / L_m reload of all state / of m shards.)
 
-Prioritized saving (``cpr_mfu``, ``cpr_ssu``): between full saves, every ``partial_interval``
-each shard writes the fraction ``fraction`` of its rows that matter most — MFU: the rows
-with the highest use counts since their last save (counters then reset); SSU: rows sampled
-from each batch's touched ids (``sampling_rate``) into a buffer of ``buffer_rows`` rows.
-The saved rows' updates survive a failure. Without the embedded trainer, the share of
-updates those rows carry is the Zipf top-fraction share of ``popularity_exponent``; with
-the trainer, saved rows and lost updates are measured on the real model.
+Prioritized saving (``cpr_mfu``, ``cpr_ssu``): between full saves, every
+``partial_interval`` each shard saves the rows that matter most, and the updates of those
+rows survive a failure. The two variants track use differently, and so cost and keep
+different things (time model; docs/model.md derives the shares):
+
+- **MFU** keeps a counter per row (``counter_bytes`` of memory per row), incremented once
+  per touched row per iteration (``counter_update_ns``: a slowdown charged to ``other``);
+  a partial save selects the ``fraction`` of the shard's rows with the highest counts
+  (a scan of every counter, ``select_ns`` per row, charged to ``save``) and writes them.
+  The rows it saves carry the top-``fraction`` share of a shard's lookups.
+- **SSU** keeps no counters: every touched row is sampled with probability
+  1 − (1 − ``sampling_rate``)^(lookups in the batch) (``sample_ns`` per touched row,
+  charged to ``other``) and its id appended to a ring buffer of ``buffer_rows`` ids per
+  shard (``id_bytes`` each: ids only, the values are read at save time so that the
+  latest ones are saved). A partial save writes the distinct ids in the buffer (a pass
+  over its entries, ``select_ns`` each). Those rows are the ones sampled during the
+  last W iterations the buffer holds, which is not the top ``fraction``: a row of
+  lookup probability π is in the buffer with probability 1 − (1 − rate·π)^(B·W).
+
+The row popularity behind these shares is a Zipf law per table, with the exponent the
+scenario's synthetic trainer data uses (``trainer.data.zipf_exponent``) or, without one,
+``popularity_exponent``. With the trainer, saved rows and lost updates are also measured
+on the real model.
 
 A trainer failure is handled by ``trainer_failure``: ``full`` (conservative: everyone rolls
 back to the checkpoint, as ``full`` does) or ``replica`` (the replacement copies the dense
@@ -36,24 +52,27 @@ parameters from a surviving data-parallel trainer over the NIC; no rollback).
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide
-from ftsim.policies.events import Checkpoint, ModelEvent, RestoreAll, RestoreShards
+from ftsim.policies.base import Policy, TrainerSide
+from ftsim.policies.events import ModelEvent, RestoreAll, RestoreShards
 from ftsim.policies.full import Interval, resolve_interval_s
 from ftsim.policies.registry import register
+from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.scenario.quantities import Seconds
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.sim.theory import daly_interval_s
 
 
-class CprParams(PolicyParams):
+class CprParams(SavingParams):
     """Parameters of ``cpr`` (vanilla partial recovery)."""
 
     kind: Literal["cpr"]
@@ -82,17 +101,54 @@ class CprParams(PolicyParams):
 
 
 class _PrioritizedParams(CprParams):
+    """Parameters shared by ``cpr_mfu`` and ``cpr_ssu``: partial saves, row popularity."""
+
     fraction: float = Field(0.05, gt=0, le=1, description="share r of rows per partial save")
     partial_interval: Seconds = Field("1 h", description="compute between partial saves")
     popularity_exponent: float = Field(
-        1.05, gt=0, description="Zipf exponent of row popularity (used without the trainer)"
+        1.05,
+        gt=0,
+        description="Zipf exponent of row popularity if the trainer has no synthetic data",
     )
+    select_ns: float = Field(
+        10.0, ge=0, description="ns per entry scanned to choose the rows of a partial save"
+    )
+    tracking_threads: int = Field(
+        20, ge=1, description="PS cores that count (MFU) or sample (SSU) touched rows in parallel"
+    )
+    """[paper: CPR] the embedding PS are 20-core servers; a shard's touched rows are spread
+    over the threads that apply their updates, and each thread counts (or samples) the rows
+    it updates."""
+    """Assumption: a linear-time pass (threshold selection over MFU's counters, de-duplication
+    of SSU's buffer); NumPy's partition + filter over 48 M uint32 counters took 9–15 ns per
+    entry on the (shared) development machine."""
+
+    def problems(self, scenario):
+        exponents = _trainer_exponents(scenario)
+        tables = scenario.job.lookups_per_sample
+        if isinstance(exponents, list) and len(exponents) != tables:
+            message = (
+                f"trainer.data.zipf_exponent lists {len(exponents)} exponents but the job has "
+                f"{tables} tables: the time model cannot pair them"
+            )
+            return [("popularity_exponent", message)]
+        return []
 
 
 class CprMfuParams(_PrioritizedParams):
     """Parameters of ``cpr_mfu``: save the most frequently used rows."""
 
     kind: Literal["cpr_mfu"]
+    counter_bytes: int = Field(4, ge=1, description="bytes of the use counter of one row")
+    """Assumption: uint32. Counters restart at every full save; the hottest prod50h row gets
+    ~5.4e8 lookups in the 9 h between two, below 2^32 ≈ 4.3e9."""
+    counter_update_ns: float = Field(
+        10.0, ge=0, description="ns per counter increment (one per touched row per iteration)"
+    )
+    """Assumption: an increment that misses the cache (~100 ns DRAM latency) with about ten
+    independent increments in flight per core. NumPy's fancy-indexed ``+=`` on a 48 M-row
+    uint32 array, which does not overlap the misses, took 200–350 ns per row on the
+    development machine: an upper bound."""
 
 
 class CprSsuParams(_PrioritizedParams):
@@ -101,23 +157,208 @@ class CprSsuParams(_PrioritizedParams):
     kind: Literal["cpr_ssu"]
     sampling_rate: float = Field(0.01, gt=0, le=1, description="share of touched ids sampled")
     buffer_rows: int | None = Field(
-        None, ge=1, description="sample buffer size in rows (default: fraction × shard rows)"
+        None, ge=1, description="sample buffer size in ids per shard (default: fraction × rows)"
+    )
+    id_bytes: int = Field(8, ge=1, description="bytes per buffer entry (a row id)")
+    """The buffer holds ids only (int64, as the trainer's sampler): a partial save reads the
+    rows' current values, which are the ones worth saving, not the values at sampling time."""
+    sample_ns: float = Field(
+        5.0, ge=0, description="ns per touched row to sample it (and append a sampled id)"
+    )
+    """Assumption: one uniform draw and a compare per touched row, plus for the sampled ones
+    (a ``sampling_rate`` share) a sequential 8-byte append; NumPy's vectorised draw and
+    compare took 3–6 ns per row on the development machine."""
+
+
+# -- row popularity -----------------------------------------------------------------------
+
+ZipfGroups = tuple[tuple[int, int, float], ...]
+"""Embedding tables by popularity: (tables, rows per table, Zipf exponent) per group. Every
+table gets one lookup per sample; row k of a table of N rows is looked up with probability
+π_k = k^-s / H_N(s)."""
+
+_EXACT_TERMS = 4096
+"""Zipf sums add their first terms exactly and integrate the rest."""
+_TAIL_NODES = 2049
+"""Simpson nodes (an odd number) over log(rank) for the integrated tail of a Zipf sum."""
+
+
+def _trainer_exponents(scenario) -> float | list[float] | None:
+    """The Zipf exponent(s) of the scenario's synthetic trainer data, if it has any."""
+    data = scenario.trainer.data if scenario.trainer is not None else None
+    return data.zipf_exponent if data is not None and data.kind == "synthetic" else None
+
+
+def row_popularity(scenario, fallback_exponent: float) -> ZipfGroups:
+    """The job's tables with the Zipf exponent of the scenario's synthetic trainer data (one
+    per table, in order, if it gives a list), else ``fallback_exponent``."""
+    tables = scenario.job.tables
+    exponents = _trainer_exponents(scenario)
+    if isinstance(exponents, list):
+        rows = [g.rows for g in tables for _ in range(g.count)]
+        return tuple((1, n, float(s)) for n, s in zip(rows, exponents, strict=True))
+    exponent = fallback_exponent if exponents is None else float(exponents)
+    return tuple((g.count, g.rows, exponent) for g in tables)
+
+
+@functools.lru_cache(maxsize=64)
+def _exact_head(exponent: float) -> np.ndarray:
+    """Partial sums [0, 1, 1 + 2^-s, …] of k^-s up to ``_EXACT_TERMS`` terms."""
+    k = np.arange(1, _EXACT_TERMS + 1, dtype=np.float64)
+    return np.concatenate([[0.0], np.cumsum(k**-exponent)])
+
+
+def zipf_harmonic(rank: float, exponent: float) -> float:
+    """H_r(s) = Σ_{k ≤ r} k^-s for a real rank r ≥ 0 (a fractional r adds that part of term
+    ⌊r⌋ + 1). Exact up to 4096 terms; beyond, the midpoint rule ∫_{4096.5}^{r+½} x^-s dx,
+    whose error, about s / (24 · 4096^(s+1)), is below 1e-9 of the sum."""
+    head = _exact_head(exponent)
+    if rank <= _EXACT_TERMS:
+        whole = math.floor(rank)
+        partial = (rank - whole) * (whole + 1) ** -exponent if rank > whole else 0.0
+        return float(head[whole] + partial)
+    a, b = _EXACT_TERMS + 0.5, rank + 0.5
+    if abs(exponent - 1.0) < 1e-12:
+        tail = math.log(b / a)
+    else:
+        tail = (b ** (1.0 - exponent) - a ** (1.0 - exponent)) / (1.0 - exponent)
+    return float(head[-1] + tail)
+
+
+def zipf_sum(term: Callable[[np.ndarray], np.ndarray], rows: int, exponent: float) -> float:
+    """Σ_{k=1}^{rows} term(π_k) over the lookup probabilities π_k = k^-s / H_rows(s) of one
+    Zipf table (``term`` maps an array of probabilities to an array): the first 4096 terms
+    exactly, the rest as ∫ term(π(x)) dx from 4096.5 to rows + ½ by Simpson's rule in
+    log x, so a table of 33 M rows costs a few thousand evaluations."""
+    norm = zipf_harmonic(rows, exponent)
+    k = np.arange(1, min(rows, _EXACT_TERMS) + 1, dtype=np.float64)
+    total = float(term(k**-exponent / norm).sum())
+    if rows > _EXACT_TERMS:
+        u = np.linspace(math.log(_EXACT_TERMS + 0.5), math.log(rows + 0.5), _TAIL_NODES)
+        x = np.exp(u)
+        weights = np.ones(_TAIL_NODES)
+        weights[1:-1:2], weights[2:-1:2] = 4.0, 2.0
+        total += float((weights * term(x**-exponent / norm) * x).sum() * (u[1] - u[0]) / 3.0)
+    return total
+
+
+def _hit(draws: float, rate: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
+    """π ↦ 1 − (1 − rate·π)^draws: the probability that a row of lookup probability π is
+    among ``draws`` lookups, each kept with probability ``rate``."""
+    return lambda p: -np.expm1(draws * np.log1p(-rate * p))
+
+
+def distinct_rows(groups: ZipfGroups, draws: float) -> float:
+    """Expected number of distinct rows among ``draws`` lookups of every table."""
+    return sum(n * zipf_sum(_hit(draws), rows, s) for n, rows, s in groups)
+
+
+def top_rows_share(groups: ZipfGroups, fraction: float) -> float:
+    """Share of all lookups that go to the ``fraction`` of all rows most likely to be looked
+    up: what MFU's top-``fraction`` rows of a shard carry, when hot rows are spread evenly
+    over the shards.
+
+    Every table gets one lookup per sample, so probabilities compare across tables: the top
+    rows are those of probability above a threshold x. A table of group g has
+    m_g(x) = min(N_g, ⌊(x·H_g)^(-1/s_g)⌋) of them, which carry H_{m_g}/H_g of its lookups.
+    Bisection on log x finds the x at which Σ n_g·m_g(x) reaches the target from below;
+    the rows still missing all have probability x (to the bisection's precision).
+    """
+    tables = sum(n for n, _, _ in groups)
+    target = fraction * sum(n * rows for n, rows, _ in groups)
+    norms = [zipf_harmonic(rows, s) for _, rows, s in groups]
+
+    def above(x: float) -> list[int]:
+        counts = []
+        for (_, rows, s), norm in zip(groups, norms, strict=True):
+            if s == 0:
+                counts.append(rows * int(x * rows <= 1))
+                continue
+            log_rank = -math.log(x * norm) / s
+            counts.append(rows if log_rank >= math.log(rows) else math.floor(math.exp(log_rank)))
+        return counts
+
+    def count(x: float) -> int:
+        return sum(n * m for (n, _, _), m in zip(groups, above(x), strict=True))
+
+    lowest = [rows**-s / norm for (_, rows, s), norm in zip(groups, norms, strict=True)]
+    lo, hi = math.log(min(lowest)) - 1.0, math.log(1.0 / min(norms)) + 1.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if count(math.exp(mid)) > target else (lo, mid)
+    x = math.exp(hi)
+    carried = sum(
+        n * zipf_harmonic(m, s) / norm
+        for (n, _, s), m, norm in zip(groups, above(x), norms, strict=True)
+    )
+    return min(1.0, (carried + (target - count(x)) * x) / tables)
+
+
+@dataclass(frozen=True, slots=True)
+class SampledBuffer:
+    """What SSU's buffer holds at a partial save (expected values, all shards together)."""
+
+    share: float
+    """Share of all lookups carried by the rows whose ids are in the buffer."""
+    rows: float
+    """Distinct row ids in the buffer."""
+    entries: float
+    """Ids in the buffer, with repeats (at most its capacity)."""
+    window: float
+    """Iterations whose samples the buffer holds."""
+
+
+def sampled_buffer(
+    groups: ZipfGroups, rate: float, lookups: float, capacity: float, iterations: float
+) -> SampledBuffer:
+    """SSU's buffer after ``iterations`` of ``lookups`` lookups per table each, sampling
+    every touched row of a batch with probability 1 − (1 − ``rate``)^c (c its lookups in
+    the batch) into a ring buffer of ``capacity`` ids.
+
+    A row of probability π is sampled in a batch with probability 1 − (1 − rate·π)^B (at
+    least one of its B draws both hits it and is kept), so a batch adds
+    S = Σ_rows 1 − (1 − rate·π)^B ids. The buffer holds the ids of the last
+    W = min(iterations, capacity / S) batches, and a row is among them with probability
+    q(π) = 1 − (1 − rate·π)^(B·W). Its rows carry Σ π·q(π) of the lookups (per table,
+    averaged over tables): frequent rows almost surely, a row of the tail in proportion to
+    rate·π·B·W — a sample in proportion to frequency, not MFU's top rows.
+    """
+    tables = sum(n for n, _, _ in groups)
+    per_batch = sum(n * zipf_sum(_hit(lookups, rate), rows, s) for n, rows, s in groups)
+    window = min(iterations, capacity / per_batch)
+    held = _hit(lookups * window, rate)
+    share = sum(n * zipf_sum(lambda p: p * held(p), rows, s) for n, rows, s in groups)
+    return SampledBuffer(
+        share=share / tables,
+        rows=sum(n * zipf_sum(held, rows, s) for n, rows, s in groups),
+        entries=window * per_batch,
+        window=window,
     )
 
 
-def zipf_top_share(fraction: float, rows: int, exponent: float) -> float:
-    """Share of accesses that go to the top ``fraction`` of ``rows`` under Zipf(exponent).
+@dataclass(frozen=True, slots=True)
+class PartialSaving:
+    """Prioritized partial saves in the time model: what they cost and what they keep."""
 
-    Uses the integral approximation H(k) ≈ 1 + ∫₁ᵏ x^-s dx of the generalized harmonic number.
-    """
+    period_s: float
+    """Compute seconds between partial saves."""
+    rows: float
+    """Rows a partial save writes per shard."""
+    share: float
+    """Share of a shard's updates those rows carry."""
+    select_s: float
+    """Seconds to choose the rows, per save (shards in parallel)."""
+    write_s: float
+    """Seconds to write them (every shard concurrently)."""
+    slowdown: float
+    """Extra compute per compute second to track use (counters or sampling)."""
+    tracker_bytes: float
+    """Memory of the use tracker per shard (counters or sample buffer), bytes."""
 
-    def harmonic(k: float) -> float:
-        if abs(exponent - 1.0) < 1e-12:
-            return 1.0 + math.log(k)
-        return 1.0 + (k ** (1.0 - exponent) - 1.0) / (1.0 - exponent)
-
-    top = max(1.0, fraction * rows)
-    return min(1.0, harmonic(top) / harmonic(rows))
+    @property
+    def save_s(self) -> float:
+        """Stall of one partial save: choose the rows, then write them."""
+        return self.select_s + self.write_s
 
 
 @register
@@ -133,21 +374,21 @@ class Cpr(Policy):
         self.mtbf_s = job_mtbf_s(scenario)
         self.shards_per_failure = victims_per_failure(scenario, "emb_ps")
         self.save_s = layout.full_save_s()
+        """Seconds to write a full checkpoint alone."""
+        self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
+        self.stall_s = self.writer.stall_s(self.save_s)
+        """Seconds training stalls per full checkpoint (δ of the interval rules)."""
         self.load_all_s = layout.full_load_s()
         self.load_lost_s = layout.read_s([layout.shard_bytes] * round(self.shards_per_failure))
-        self.partial_s = 0.0
-        self.partial_period_s = math.inf
-        if isinstance(params, _PrioritizedParams):
-            self.partial_s = layout.write_s([layout.shard_bytes * params.fraction] * self.n_shards)
-            self.partial_period_s = params.partial_interval
         self.interval_s = self._choose_interval()
+        self.saving = self._partial_saving()
         self.predicted = self._predict_overheads()
         self.partial = self.predicted["partial"] <= self.predicted["full"] or not params.fallback
         if not self.partial:
-            self.interval_s = daly_interval_s(self.save_s, self.mtbf_s)
+            self.interval_s = daly_interval_s(self.stall_s, self.mtbf_s)
         self.committed_s = 0.0
         self.next_full_s = self.interval_s
-        self.next_partial_s = self.partial_period_s if self.partial else math.inf
+        self.next_partial_s = self.saving.period_s if self.partial and self.saving else math.inf
         self.exposed_since = [0.0] * self.n_shards
         """Progress since which each shard has updates that only live in memory."""
         self.partial_saved_s = 0.0
@@ -155,6 +396,15 @@ class Cpr(Policy):
         """Sum over failed shards of the compute seconds of updates lost (for PLS)."""
         self.n_partial_saves = 0
         self._rollback_pending = False
+
+    def _partial_saving(self) -> PartialSaving | None:
+        """Prioritized partial saves (none for vanilla CPR)."""
+        return None
+
+    @property
+    def saved_share(self) -> float:
+        """Share of a shard's updates carried by the rows a partial save writes."""
+        return self.saving.share if self.saving else 0.0
 
     # -- the interval choice -----------------------------------------------------------
 
@@ -169,7 +419,7 @@ class Cpr(Policy):
     def _choose_interval(self) -> float:
         target = self._target_pls()
         if target is None:
-            return resolve_interval_s(self.params.interval, self.save_s, self.mtbf_s)
+            return resolve_interval_s(self.params.interval, self.stall_s, self.mtbf_s)
         if math.isinf(self.mtbf_s) or self.shards_per_failure == 0:
             return math.inf
         return 2.0 * self.n_shards * self.mtbf_s * target / self.shards_per_failure
@@ -183,22 +433,22 @@ class Cpr(Policy):
     def predicted_prioritized_pls(self) -> float:
         """PLS with partial saves: the share c of updates carried by the rows a partial
         save writes is exposed for T_p/2 on average, the rest for T_save/2."""
-        share = self._saved_share()
-        period = min(self.partial_period_s, self.interval_s)
+        share = self.saved_share
+        period = min(self.saving.period_s, self.interval_s) if self.saving else self.interval_s
         return (1 - share) * self.predicted_pls(self.interval_s) + share * self.predicted_pls(
             period
         )
 
     def _predict_overheads(self) -> dict[str, float]:
         restart = self.scenario.cluster.reschedule.expected_s
-        mtbf, delta = self.mtbf_s, self.save_s
+        mtbf, delta = self.mtbf_s, self.stall_s
         if math.isinf(mtbf):
             return {"full": 0.0, "partial": 0.0}
         tau = daly_interval_s(delta, mtbf)
         full = delta / tau + (tau / 2 + restart + self.load_all_s) / mtbf
         partial = delta / self.interval_s + (restart + self.load_lost_s) / mtbf
-        if self.partial_s:
-            partial += self.partial_s / self.partial_period_s
+        if self.saving:
+            partial += self.saving.save_s / self.saving.period_s + self.saving.slowdown
         return {"full": full, "partial": partial}
 
     # -- saving ------------------------------------------------------------------------
@@ -209,33 +459,40 @@ class Cpr(Policy):
     def act(self, sim):
         progress = sim.progress_s
         if self.next_full_s <= self.next_partial_s:
-            yield from sim.phase("save", self.save_s, "checkpoint")
-            self.committed_s = progress
-            self.n_checkpoints += 1
-            sim.model_event(Checkpoint, key=progress)
-            self.exposed_since = [progress] * self.n_shards
-            self.partial_saved_s = progress
+            yield from self.writer.save(sim, sim.net.full_save(), progress, self._committed)
             self.next_full_s = progress + self.interval_s
             if self.next_partial_s <= self.next_full_s:
-                self.next_partial_s = progress + self.partial_period_s
+                self.next_partial_s = progress + self.saving.period_s
         else:
-            yield from sim.phase("save", self.partial_s, f"partial save r={self.params.fraction}")
+            fraction = self.params.fraction
+            yield from sim.phase("save", self.saving.select_s, "choose the rows to save")
+            row_bytes = self.saving.rows * self.scenario.job.mean_row_bytes
+            flows = sim.net.shard_writes(range(self.n_shards), row_bytes)
+            yield from sim.transfer("save", flows, f"partial save r={fraction}")
             self.partial_saved_s = progress
-            sim.model_event(PartialSave, fraction=self.params.fraction)
+            sim.model_event(PartialSave, fraction=fraction)
             self.n_partial_saves += 1
-            self.next_partial_s = progress + self.partial_period_s
+            self.next_partial_s = progress + self.saving.period_s
+
+    def _committed(self, progress_s: float) -> None:
+        """The full checkpoint of the state at ``progress_s`` is in storage."""
+        self.committed_s = progress_s
+        self.n_checkpoints += 1
+        self.exposed_since = [max(s, progress_s) for s in self.exposed_since]
+        self.partial_saved_s = max(self.partial_saved_s, progress_s)
+
+    def slowdown(self) -> dict[str, float]:
+        """Tracking row use (MFU's counters, SSU's sampling) while partial saves run, and a
+        CheckFreq persist's interference."""
+        out = dict(self.writer.slowdown())
+        if self.partial and self.saving and self.saving.slowdown:
+            out["other"] = out.get("other", 0.0) + self.saving.slowdown
+        return out
 
     # -- failures ----------------------------------------------------------------------
 
-    def _saved_share(self) -> float:
-        """Share of a shard's updates carried by the rows a partial save writes."""
-        p = self.params
-        if not isinstance(p, _PrioritizedParams):
-            return 0.0
-        rows = self.scenario.job.embedding_rows / self.n_shards
-        return zipf_top_share(p.fraction, int(rows), p.popularity_exponent)
-
     def on_failure(self, sim, failure) -> None:
+        self.writer.abort()
         trainers = self.scenario.cluster.trainers
         shards = failed_shards(trainers, failure.nodes)
         lost_trainer = any_trainer(trainers, failure.nodes)
@@ -249,7 +506,7 @@ class Cpr(Policy):
         if shards:
             sim.model_event(RestoreShards, key=self.committed_s, shards=shards)
         now = sim.progress_s
-        share = self._saved_share()
+        share = self.saved_share
         for shard in shards:
             since = self.exposed_since[shard]
             since_partial = max(since, self.partial_saved_s)
@@ -259,28 +516,30 @@ class Cpr(Policy):
     def recover(self, sim, failures):
         yield from sim.await_replacements(failures)
         if self._rollback_pending:
-            yield from sim.phase("load", self.load_all_s, "restore all state")
+            yield from sim.transfer("load", sim.net.full_load(), "restore all state")
             self._rollback_pending = False
             return
         trainers = self.scenario.cluster.trainers
         failed = {n for f in failures for n in f.nodes}
-        shards = len(failed_shards(trainers, failed))
-        flows = [self.layout.shard_bytes] * shards
-        load_s = self.layout.read_s(flows) if flows else 0.0
-        if any_trainer(trainers, failed):
-            load_s = max(load_s, self.layout.nic_s(self.layout.dense_bytes))
-        yield from sim.phase("load", load_s, f"reload {shards} shard(s)")
+        shards = failed_shards(trainers, failed)
+        flows = sim.net.shard_reads(shards)
+        for trainer in sorted(n for n in failed if n < trainers):
+            flows += sim.net.replica_copy(trainer)  # concurrently, over other links
+        yield from sim.transfer("load", flows, f"reload {len(shards)} shard(s)")
 
     def result_columns(self):
         work = self.scenario.job.work_s
-        partial_gb = self.layout.shard_bytes * self.n_shards * getattr(self.params, "fraction", 0)
+        saving = self.saving
+        partial_bytes = saving.rows * self.scenario.job.mean_row_bytes if saving else 0.0
+        tracker_bytes = saving.tracker_bytes if saving else 0.0
         return {
             "interval_h": self.interval_s / 3600.0,
             "saved_gb": (
-                self.n_checkpoints * self.layout.total_bytes + self.n_partial_saves * partial_gb
+                self.n_checkpoints * self.layout.total_bytes
+                + self.n_partial_saves * partial_bytes * self.n_shards
             )
             / 1e9,
-            "save_cost_s": self.save_s,
+            "save_cost_s": self.stall_s,
             "load_cost_s": self.load_lost_s,
             "cpr_decision": "partial" if self.partial else "full",
             "predicted_overhead_full": self.predicted["full"],
@@ -288,7 +547,42 @@ class Cpr(Policy):
             "pls_model": self.lost_update_s / (work * self.n_shards),
             "pls_predicted": self.predicted_prioritized_pls() if self.partial else 0.0,
             "n_partial_saves": self.n_partial_saves,
+            "partial_save_s": saving.save_s if saving else 0.0,
+            "partial_rows_per_shard": saving.rows if saving else 0.0,
+            "saved_share_model": self.saved_share,
+            "tracker_bytes_per_shard": tracker_bytes,
+            "tracker_mem_frac": tracker_bytes / self.layout.shard_bytes,
+            "tracking_slowdown_frac": self.slowdown().get("other", 0.0),
         }
+
+
+class _Prioritized(Cpr):
+    """What MFU and SSU share: row popularity, partial saves every ``partial_interval``."""
+
+    def _iterations_per_partial(self) -> float:
+        """Iterations between two partial saves (full saves come no less often)."""
+        job = self.scenario.job
+        return min(self.params.partial_interval, self.interval_s) / job.iteration_s
+
+    def _saving(
+        self, rows: float, share: float, scanned: float, tracker_bytes: float, ns_per_touch: float
+    ) -> PartialSaving:
+        """A plan that writes ``rows`` per shard carrying ``share`` of the updates, scans
+        ``scanned`` entries per shard to choose them, keeps ``tracker_bytes`` per shard and
+        spends ``ns_per_touch`` on every row a shard's iteration touches (spread over its
+        ``tracking_threads``)."""
+        job = self.scenario.job
+        groups = row_popularity(self.scenario, self.params.popularity_exponent)
+        touched = distinct_rows(groups, job.samples_per_iteration) / self.n_shards
+        return PartialSaving(
+            period_s=self.params.partial_interval,
+            rows=rows,
+            share=share,
+            select_s=scanned * self.params.select_ns * 1e-9,
+            write_s=self.layout.write_s([rows * job.mean_row_bytes] * self.n_shards),
+            slowdown=touched * ns_per_touch * 1e-9 / self.params.tracking_threads / job.iteration_s,
+            tracker_bytes=tracker_bytes,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,7 +630,8 @@ class MfuSide(TrainerSide):
 
 
 class SsuSide(TrainerSide):
-    """CPR-SSU on the trainer: a sampler of the row ids each batch touches."""
+    """CPR-SSU on the trainer: a sampler of the row ids each batch touches, into a buffer
+    that holds the same share of the rows as the policy's buffer holds of a shard's rows."""
 
     def __init__(self, params, model) -> None:
         super().__init__(params, model)
@@ -346,9 +641,9 @@ class SsuSide(TrainerSide):
         from ftsim.trainer.usage import UseSampler
 
         if self.sampler is None:
-            p = self.params
-            capacity = p.buffer_rows or max(1, round(p.fraction * trainer.embeddings.n_rows))
-            self.sampler = UseSampler(p.sampling_rate, capacity, self.model.sim.rep)
+            share = self.model.sim.policy.buffer_share
+            capacity = max(1, round(share * trainer.embeddings.n_rows))
+            self.sampler = UseSampler(self.params.sampling_rate, capacity, self.model.sim.rep)
         trainer.add_update_listener(self._observe)
 
     def detach(self, trainer) -> None:
@@ -363,16 +658,61 @@ class SsuSide(TrainerSide):
 
 
 @register
-class CprMfu(Cpr):
+class CprMfu(_Prioritized):
     """CPR with most-frequently-used prioritized partial saves."""
 
     Params = CprMfuParams
     TrainerSide = MfuSide
 
+    def _partial_saving(self) -> PartialSaving:
+        """Counters on every row; a save writes the top ``fraction`` of the rows used since
+        their last save, after scanning every counter of the shard."""
+        p, job = self.params, self.scenario.job
+        groups = row_popularity(self.scenario, p.popularity_exponent)
+        shard_rows = job.embedding_rows / self.n_shards
+        used = distinct_rows(groups, job.samples_per_iteration * self._iterations_per_partial())
+        return self._saving(
+            rows=min(p.fraction * shard_rows, used / self.n_shards),
+            share=top_rows_share(groups, p.fraction),
+            scanned=shard_rows,
+            tracker_bytes=shard_rows * p.counter_bytes,
+            ns_per_touch=p.counter_update_ns,
+        )
+
 
 @register
-class CprSsu(Cpr):
+class CprSsu(_Prioritized):
     """CPR with sub-sampled-used prioritized partial saves."""
 
     Params = CprSsuParams
     TrainerSide = SsuSide
+
+    @property
+    def buffer_rows(self) -> float:
+        """Capacity of a shard's sample buffer, ids."""
+        shard_rows = self.scenario.job.embedding_rows / self.n_shards
+        return self.params.buffer_rows or self.params.fraction * shard_rows
+
+    @property
+    def buffer_share(self) -> float:
+        """Buffer capacity as a share of a shard's rows (kept by the scaled trainer)."""
+        return self.buffer_rows * self.n_shards / self.scenario.job.embedding_rows
+
+    def _partial_saving(self) -> PartialSaving:
+        """A sample buffer per shard; a save writes the distinct ids it holds, after a pass
+        over its entries."""
+        p, job = self.params, self.scenario.job
+        buffer = sampled_buffer(
+            row_popularity(self.scenario, p.popularity_exponent),
+            p.sampling_rate,
+            job.samples_per_iteration,
+            self.buffer_rows * self.n_shards,
+            self._iterations_per_partial(),
+        )
+        return self._saving(
+            rows=buffer.rows / self.n_shards,
+            share=buffer.share,
+            scanned=buffer.entries / self.n_shards,
+            tracker_bytes=self.buffer_rows * p.id_bytes,
+            ns_per_touch=p.sample_ns,
+        )

@@ -2,32 +2,47 @@
 
 Instead of checkpointing the embeddings often, the embedding PS keep **parity** of the rows
 and their optimizer state in memory: a systematic (k + r, k) code over stripes of k rows on
-k distinct servers, parity rotating over the others (:mod:`ftsim.trainer.parity`). Dense
-parameters are recovered from a surviving trainer replica.
+k distinct servers, parity on r others, laid out ``rotating`` (over all servers) or
+``grouped`` (inside groups of ``group_size`` servers) by :mod:`ftsim.stripes`
+(:mod:`ftsim.trainer.parity` for the code). Dense parameters are recovered from a surviving
+trainer replica. ``docs/model.md`` gives the ECRec source lines behind each choice below.
 
-Time model (all per-node quantities over the NIC bandwidth B):
+Time model (per-node quantities over the NIC bandwidth B; U = samples × lookups per sample ×
+``unique_lookup_fraction`` touched rows per iteration, U/E of them on each of the E servers):
 
-- **Parity traffic**, every iteration: each touched row's change (values + optimizer state,
-  ``row_bytes``) goes to its r parity holders. With U = samples × lookups per sample ×
-  ``unique_lookup_fraction`` touched rows spread over E servers, a server sends
-  U · row_bytes · r / E bytes per iteration, taking t_p = that / B. The share
-  ``parity_overlap`` of it hides behind compute; the rest slows training by
-  (1 − overlap) · t_p / iteration_time, charged to ``other``.
-- **Memory**: parity is r/k of the embedding state (``parity_mem_frac``).
-- **A failure of m ≤ r servers per stripe** is decoded; training does not stop. Reads of
-  rows not yet rebuilt are decoded from the k survivors of their stripe (degraded reads),
-  while a replacement (ready after the rescheduling delay) rebuilds the shard range by
-  range, reading k rows for every row it restores (k-fold read amplification) with the
-  share ``rebuild_share`` of its NIC: rebuild time = k · shard_bytes / (B · share).
-  Throughput drops during recovery because (a) degraded reads fetch k rows instead of one
-  for the lost shards' lookups, and (b) the rebuild takes ``rebuild_share`` of the
-  survivors' NIC from the training traffic (pull + push of the touched rows), and (c) each
-  range is frozen while it is installed (``freeze``: range bytes / B per range, spread over
-  the rebuild). All three are charged to ``degraded``.
-- **More losses than the code tolerates** (some stripe loses > r members, e.g. two servers
-  at once with r = 1 under the rotating layout) fall back to the last of the rare
-  checkpoints kept every ``checkpoint_interval``: ``rollback`` (everyone reloads it and
-  redoes the work, as ``full``) or ``partial`` (only the failed shards reload it, as CPR).
+- **Parity traffic**, every iteration: a server sends each touched row's change (values +
+  optimizer state, ``row_bytes``) to its r parity holders, U/E · row_bytes · r bytes, of
+  which the share ``parity_overlap`` hides behind compute; the rest slows training, charged
+  to ``other``. **Memory**: parity is r/k of the embedding state (``parity_mem_frac``).
+- **A failure the code decodes** (every stripe lost ≤ r members) does not stop training.
+  *Degraded reads*: a lookup of a lost row reads k surviving members of its stripe instead
+  (values only); survivor h serves ``reads(x)[h]`` rows per lookup of lost shard x
+  (:meth:`~ftsim.stripes.StripeLayout.reads`), so the busiest survivor adds
+  max_h Σ_x share_x · reads(x)[h] · U/E · value_bytes / B per iteration (share_x: the part
+  of lost shard x still served this way).
+  *Rebuild*: a replacement, ready after the rescheduling delay, reads k rows for every row it
+  restores at the share ``rebuild_share`` of its NIC (k · shard_bytes / (B · share)),
+  range by range (``rebuild_ranges``); survivor h then spends share · reads/k of its NIC on
+  the rebuild, slowing its training traffic (pull + push of its touched rows).
+  *Range switches*: before each range (and once to close the last) every survivor stops
+  applying updates, waits ``switch_drain`` for the updates in flight, and copies the old
+  range back and the new one aside in memory (2 · shard_bytes / ``rebuild_ranges`` at
+  ``copy_bandwidth``); training does not pause while a range is rebuilt (its updates go to
+  the copy). The pauses lengthen the rebuild and are spread over it as a slowdown (their
+  total is exact, their placement in time is not). All three are charged to ``degraded``.
+- **A failure the code cannot fully decode** (some stripe lost > r members, e.g. two servers
+  at once with r = 1 under the rotating layout) falls back to the last of the rare checkpoints
+  kept every ``checkpoint_interval``. ``partial``: per row — the undecodable rows (data rows of
+  stripes that lost > r members, the fraction ``Loss.undecodable`` of each lost shard's rows,
+  exact over one layout period) are reloaded from the checkpoint once the replacements are
+  ready (training waits) and lose their updates since it (PLS); the decodable rows are decoded
+  and rebuilt in the background as above, after the reload. ``rollback``: everyone reloads the
+  checkpoint and redoes the work since (as ``full``): a rollback moves the whole model back,
+  so the decodable rows cannot be kept either.
+
+A shard still being rebuilt when another failure strikes counts as wholly lost again
+(progress of a rebuild is not tracked); each shard's rebuild belongs to the latest failure
+that took it, so an older rebuild ending never clears a newer loss.
 """
 
 from __future__ import annotations
@@ -37,23 +52,29 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
-import simpy
 from pydantic import Field
 
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide
-from ftsim.policies.events import Checkpoint, ModelEvent, RestoreAll, RestoreShards
+from ftsim.policies.base import Policy, TrainerSide
+from ftsim.policies.events import ModelEvent, RestoreAll
 from ftsim.policies.registry import register
-from ftsim.scenario.quantities import Seconds
+from ftsim.policies.saving import CheckpointWriter, SavingParams
+from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.nodes import any_trainer, failed_shards
-from ftsim.stripes import survives
+from ftsim.stripes import LayoutError, StripeLayout
 
 
-class EcrmParams(PolicyParams):
+class EcrmParams(SavingParams):
     """Parameters of ``ecrm``."""
 
     kind: Literal["ecrm"]
     k: int = Field(2, ge=1, description="data rows per stripe")
     r: Literal[1, 2] = Field(1, description="parity rows per stripe (failures tolerated)")
+    layout: Literal["rotating", "grouped"] = Field(
+        "rotating", description="stripes over all servers, or inside groups of group_size"
+    )
+    group_size: int | None = Field(
+        None, ge=2, description="servers per group, grouped layout only (default k + r)"
+    )
     parity_overlap: float = Field(
         0.0, ge=0, le=1, description="share of the parity traffic hidden behind compute"
     )
@@ -63,33 +84,56 @@ class EcrmParams(PolicyParams):
     rebuild_share: float = Field(
         0.5, gt=0, lt=1, description="share of a NIC used by the rebuild (rest: training)"
     )
-    rebuild_ranges: int = Field(16, ge=1, description="ranges a shard is rebuilt in")
-    freeze: bool = Field(True, description="freeze each range while it is installed")
+    rebuild_ranges: int = Field(10, ge=1, description="ranges a shard is rebuilt in (ECRec: 10)")
+    freeze: bool = Field(True, description="pause updates at every range switch (as ECRec)")
+    switch_drain: Seconds = Field(
+        "100 ms", description="wait for in-flight updates at a range switch (ECRec's poll)"
+    )
+    copy_bandwidth: BytesPerSecond = Field(
+        "10 GB/s", description="in-memory copy rate of a range at a switch (assumption)"
+    )
     checkpoint_interval: Seconds = Field(
         "24 h", description="compute between the rare fall-back checkpoints"
     )
     fallback: Literal["rollback", "partial"] = Field(
-        "rollback", description="when the code cannot decode: full rollback or CPR-style"
+        "rollback",
+        description="when some rows cannot be decoded: full rollback, or reload those rows",
     )
 
     def problems(self, scenario):
-        if self.k + self.r > scenario.cluster.emb_ps:
-            return [("k", f"k + r must not exceed cluster.emb_ps ({scenario.cluster.emb_ps})")]
+        try:
+            self.stripes(scenario.cluster.emb_ps)
+        except LayoutError as exc:
+            return [(exc.field, f"{exc} (cluster.emb_ps = {scenario.cluster.emb_ps})")]
         return []
+
+    def stripes(self, n_shards: int) -> StripeLayout:
+        """The stripe layout over ``n_shards`` embedding PS."""
+        return StripeLayout(n_shards, self.k, self.r, self.layout, self.group_size)
 
 
 @dataclass(frozen=True, slots=True)
 class DecodeShards(ModelEvent):
-    """The ``shards``' rows and optimizer state are lost and decoded from the parity and the
-    surviving stripe members; exact up to float rounding, so the model goes on from
-    (almost) the failure-free state."""
+    """The ``shards``' rows and optimizer state are lost. Those of stripes that lost at most
+    r members are decoded from the parity and the surviving members, exact up to float
+    rounding. With ``key`` (the ``partial`` fall-back, when some stripes lost more), the
+    others return to fall-back checkpoint ``key`` and lose their updates since."""
 
     shards: tuple[int, ...]
+    key: float | None = None
     modifies: ClassVar[bool] = True
     exact: ClassVar[bool] = False
 
+    @property
+    def reads(self) -> float | None:
+        return self.key
+
     def apply(self, model, trainer) -> None:
-        model.side.decode(trainer, self.shards)
+        if self.key is None:
+            model.side.decode(trainer, self.shards)
+        else:
+            snapshot = model.checkpoints[self.key]
+            model.lose(trainer, model.side.decode_or_restore(trainer, self.shards, snapshot))
 
 
 class EcrmSide(TrainerSide):
@@ -105,8 +149,11 @@ class EcrmSide(TrainerSide):
     def attach(self, trainer, own: bool) -> None:
         from ftsim.trainer.parity import ParityCode
 
+        p = self.params
         if own:  # before the fork the rows are the baseline's: encode them at the fork
-            self.parity = ParityCode.attach(trainer, self.params.k, self.params.r)
+            self.parity = ParityCode.attach(
+                trainer, p.k, p.r, layout=p.layout, group_size=p.group_size
+            )
 
     def detach(self, trainer) -> None:
         if self.parity is not None and self.parity.emb is trainer.embeddings:
@@ -119,20 +166,45 @@ class EcrmSide(TrainerSide):
     def decode(self, trainer, shards: tuple[int, ...]) -> None:
         """Lose the shards' rows (overwritten with NaN), decode them from the survivors and
         the parity, write them back, and record the decoding error."""
+        truth = self._erase(trainer, shards)
+        decoded = self.parity.decode(list(shards))
+        trainer.write_rows(decoded)
+        self.parity.rebuild_parity(list(shards))  # parity rows the failed servers held
+        self._measure(decoded, truth)
+
+    def decode_or_restore(self, trainer, shards: tuple[int, ...], snapshot) -> np.ndarray:
+        """Lose the shards' rows, decode those of stripes that lost at most r members, restore
+        the others from ``snapshot`` (a :class:`~ftsim.trainer.TrainerSnapshot`) and
+        re-encode the parity; returns the restored rows (sorted global ids)."""
+        truth = self._erase(trainer, shards)
+        decoded, undecodable = self.parity.decode_recoverable(list(shards))
+        trainer.write_rows(decoded)
+        trainer.write_rows(snapshot.embeddings.subset(undecodable))
+        self.parity.rebuild_parity()  # restored rows differ from what the parity encodes
+        self._measure(decoded, truth.subset(decoded.rows))
+        return undecodable
+
+    @staticmethod
+    def _erase(trainer, shards: tuple[int, ...]):
+        """Overwrite the shards' rows and optimizer state with NaN (the servers are gone);
+        returns what they held (sorted :class:`~ftsim.trainer.RowData`)."""
         emb = trainer.embeddings
         rows = np.concatenate([emb.shard_rows(shard) for shard in shards])
         truth = trainer.read_rows(rows)
         emb.weights[rows] = np.nan
         for array in emb.state.values():
             array[rows] = np.nan
-        decoded = self.parity.decode(list(shards))
-        trainer.write_rows(decoded)
-        self.parity.rebuild_parity(list(shards))  # parity rows the failed servers held
+        return truth
+
+    def _measure(self, decoded, truth) -> None:
+        """Track the largest relative error of decoded rows (values and each state array)."""
         pairs = [(decoded.values, truth.values)]
         pairs += [(decoded.state[name], truth.state[name]) for name in truth.state]
         for got, want in pairs:
-            scale = max(float(np.abs(want).max()), 1e-30)
-            self.decode_error = max(self.decode_error, float(np.abs(got - want).max()) / scale)
+            if want.size:
+                scale = max(float(np.abs(want).max()), 1e-30)
+                err = float(np.abs(got - want).max()) / scale
+                self.decode_error = max(self.decode_error, err)
 
     def columns(self) -> dict[str, float]:
         return {"decode_max_rel_err": self.decode_error}
@@ -140,7 +212,8 @@ class EcrmSide(TrainerSide):
 
 @register
 class Ecrm(Policy):
-    """Erasure-coded embeddings with degraded reads and background rebuild."""
+    """Erasure-coded embeddings with degraded reads, background rebuild and a per-row
+    checkpoint fall-back."""
 
     Params = EcrmParams
     TrainerSide = EcrmSide
@@ -149,134 +222,242 @@ class Ecrm(Policy):
         super().__init__(params, scenario, layout, rng)
         job, cluster = scenario.job, scenario.cluster
         self.n_shards = cluster.emb_ps
+        self.stripes = params.stripes(self.n_shards)
         nic = cluster.nic_bandwidth
-        rows_per_iteration = (
+        per_shard = (
             job.samples_per_iteration * job.lookups_per_sample * params.unique_lookup_fraction
-        )
-        row_bytes = job.mean_row_bytes
-        value_bytes = job.mean_value_bytes
-        per_server = rows_per_iteration / self.n_shards
+        ) / self.n_shards
         self.parity_slowdown = (
-            (1 - params.parity_overlap) * per_server * row_bytes * params.r / nic / job.iteration_s
+            (1 - params.parity_overlap)
+            * per_shard
+            * job.mean_row_bytes
+            * params.r
+            / nic
+            / job.iteration_s
         )
-        decode_extra = per_server * params.k * value_bytes / nic
-        train_traffic = 2 * per_server * value_bytes / nic
-        interference = train_traffic * params.rebuild_share / (1 - params.rebuild_share)
-        self.degraded_per_shard = (decode_extra + interference) / job.iteration_s
-        """Slowdown per degraded shard: decode reads and rebuild interference."""
-        self.rebuild_s = params.k * layout.shard_bytes / (nic * params.rebuild_share)
-        freeze_s = layout.shard_bytes / nic if params.freeze else 0.0
-        self.freeze_slowdown = freeze_s / self.rebuild_s
-        """Range freezes spread over the rebuild, per rebuilding shard."""
+        self.read_slowdown = per_shard * job.mean_value_bytes / nic / job.iteration_s
+        """Slowdown of a survivor that serves one extra row per lookup of a lost shard."""
+        self.traffic_frac = 2 * per_shard * job.mean_value_bytes / nic / job.iteration_s
+        """A survivor's training traffic (pull + push of its touched rows) per iteration time."""
+        self.transfer_s = params.k * layout.shard_bytes / (nic * params.rebuild_share)
+        """Reads of a whole shard's rebuild: k rows per row at the rebuild's share of a NIC."""
+        switch_s = params.switch_drain + 2 * layout.shard_bytes / params.rebuild_ranges / (
+            params.copy_bandwidth
+        )
+        self.pause_s = (params.rebuild_ranges + 1) * switch_s if params.freeze else 0.0
+        """Updates paused per rebuild: one range switch per range plus one closing the last."""
         self.save_s = layout.full_save_s()
-        self.load_all_s = layout.full_load_s()
+        self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
+        self.parity_Bps = per_shard * job.mean_row_bytes * params.r / job.iteration_s
+        """Parity updates each PS sends (and, on average, receives) while training, B/s."""
         self.interval_s = params.checkpoint_interval
         self.committed_s = 0.0
         self.next_s = self.interval_s
-        self.degraded: set[int] = set()
-        """Shards lost and not yet rebuilt (reads of their rows are decoded)."""
+        self.degraded: dict[int, float] = {}
+        """Lost shards not yet rebuilt → share of their rows served by degraded reads."""
         self.rebuilding: set[int] = set()
-        self._rebuilds: list[simpy.Process] = []
+        self._owner: dict[int, int] = {}
+        """Degraded shard → generation of the rebuild in charge of it (the latest failure)."""
+        self._generation = 0
+        self._pause_frac: dict[int, float] = {}
+        """Rebuilding shard → its range-switch pauses over its rebuild time."""
+        self._slowdown = {"other": self.parity_slowdown} if self.parity_slowdown else {}
         self._rollback_pending = False
-        self._reload_shards = 0
-        """Shards to reload from the fall-back checkpoint (``partial`` fall-back)."""
+        self._reloaded = None
+        """Fired when the latest fall-back's undecodable rows are back (rebuilds wait)."""
+        self._reload: list[tuple[int, float]] = []
+        """(failed shard, bytes) to reload from the fall-back checkpoint (``partial``)."""
         self.recovery_s: list[float] = []
         self.n_fallbacks = 0
+        self.undecodable: list[float] = []
+        """Per fall-back: share of the lost shards' rows that could not be decoded."""
         self.lost_update_s = 0.0
 
     def next_action_at(self) -> float:
         return self.next_s
 
+    def start(self, sim) -> None:
+        """Parity updates stream between the PS for the whole run: every transfer (saves,
+        rebuilds, reloads) shares the PS NICs with them."""
+        if self.parity_Bps:
+            for shard in range(self.n_shards):
+                sim.net.stream_on_nic(sim.net.ps_node(shard), self.parity_Bps)
+
     def act(self, sim):
         progress = sim.progress_s
-        yield from sim.phase("save", self.save_s, "fall-back checkpoint")
-        self.committed_s = progress
-        self.n_checkpoints += 1
-        sim.model_event(Checkpoint, key=progress)
+        yield from self.writer.save(sim, sim.net.full_save(), progress, self._committed)
         self.next_s = progress + self.interval_s
 
+    def _committed(self, progress_s: float) -> None:
+        self.committed_s = progress_s
+        self.n_checkpoints += 1
+
     def slowdown(self) -> dict[str, float]:
-        out = {"other": self.parity_slowdown} if self.parity_slowdown else {}
-        if self.degraded:
-            out["degraded"] = (
-                len(self.degraded) * self.degraded_per_shard
-                + len(self.rebuilding) * self.freeze_slowdown
-            )
+        persist = self.writer.slowdown()
+        if not persist:
+            return self._slowdown
+        out = dict(self._slowdown)
+        out["other"] = out.get("other", 0.0) + persist["other"]
         return out
 
+    def _traffic_slowdown(self, degraded: dict[int, float], rebuilding: set[int]) -> float:
+        """Extra seconds per compute second from degraded reads and rebuild reads while
+        ``degraded`` (shard → share of its rows) are lost and ``rebuilding`` ⊆ degraded are
+        rebuilt: the busiest survivor sets the pace (synchronous training). Each lost shard's
+        decoding reads are those of a lone failure (:meth:`StripeLayout.reads`; exact when no
+        decodable stripe lost two members, always the case for r = 1 without fall-back). A
+        survivor gives the rebuilds at most ``rebuild_share`` of its NIC."""
+        reads = self.stripes.reads
+        served = sum(share * reads(x) for x, share in degraded.items())
+        rebuild = sum((reads(x) for x in rebuilding), np.zeros(self.n_shards))
+        busy = min(float(rebuild.max()) / self.params.k, 1.0) * self.params.rebuild_share
+        return float(served.max()) * self.read_slowdown + self.traffic_frac * busy / (1 - busy)
+
+    def _update(self, sim) -> None:
+        """Recompute the slowdown after ``degraded`` or ``rebuilding`` changed."""
+        out = {"other": self.parity_slowdown} if self.parity_slowdown else {}
+        if self.degraded:
+            out["degraded"] = self._traffic_slowdown(self.degraded, self.rebuilding) + sum(
+                self._pause_frac[x] for x in self.rebuilding
+            )
+        self._slowdown = out
+        sim.replan()
+
     def on_failure(self, sim, failure) -> None:
+        self.writer.abort()
         trainers = self.scenario.cluster.trainers
         shards = set(failed_shards(trainers, failure.nodes))
         if not shards:
             return
-        lost = self.degraded | shards
-        if survives(self.n_shards, self.params.k, self.params.r, lost):
+        lost = self.degraded.keys() | shards
+        loss = self.stripes.loss(lost)
+        if loss.decodable:
             sim.model_event(DecodeShards, shards=tuple(sorted(shards)))
-            self.degraded |= shards
-            process = sim.env.process(self._rebuild(sim, failure, shards))
-            self._rebuilds.append(process)
-            sim.replan()
+            self._take_over(sim, failure, dict.fromkeys(shards, 1.0), None)
             return
         self.n_fallbacks += 1
-        for process in self._rebuilds:
-            if process.is_alive:
-                process.interrupt("fall-back")
-        self.degraded.clear()
-        self.rebuilding.clear()
+        self.undecodable.append(sum(loss.undecodable.values()) / len(lost))
         if self.params.fallback == "rollback":
+            self._owner.clear()  # rebuilds in progress find they own nothing and stop
+            self.degraded.clear()
+            self.rebuilding.clear()
             sim.model_event(RestoreAll, key=self.committed_s)
             sim.rollback_to(self.committed_s)
             self.next_s = self.committed_s + self.interval_s
             self._rollback_pending = True
-        else:
-            sim.model_event(RestoreShards, key=self.committed_s, shards=tuple(sorted(lost)))
-            self.lost_update_s += len(lost) * (sim.progress_s - self.committed_s)
-            self._reload_shards = len(lost)
-
-    def _rebuild(self, sim, failure, shards):
-        """Background: wait for the replacement, then rebuild the shards range by range."""
-        try:
-            ready = failure.time_s + failure.reschedule_s
-            if ready > sim.env.now:
-                yield sim.env.timeout(ready - sim.env.now)
-            start = sim.env.now
-            self.rebuilding |= shards
-            sim.replan()
-            yield sim.env.timeout(self.rebuild_s)
-            sim.record(start, sim.env.now, "rebuild", " ".join(f"emb_ps{s}" for s in shards))
-            self.recovery_s.append(sim.env.now - failure.time_s)
-        except simpy.Interrupt:
+            self._update(sim)
             return
-        self.rebuilding -= shards
-        self.degraded -= shards
-        sim.replan()
+        sim.model_event(DecodeShards, shards=tuple(sorted(lost)), key=self.committed_s)
+        undecodable = loss.undecodable
+        self.lost_update_s += sum(undecodable.values()) * (sim.progress_s - self.committed_s)
+        self._reload += [(x, share * self.layout.shard_bytes) for x, share in undecodable.items()]
+        rebuild = {x: 1.0 - share for x, share in undecodable.items()}
+        self._reloaded = sim.env.event()  # recover() fires it once the rows are back
+        self._take_over(sim, failure, rebuild, self._reloaded)
+
+    def _take_over(self, sim, failure, shares: dict[int, float], after) -> None:
+        """Make a new rebuild, started once the replacements of ``failure`` are ready (and
+        the event ``after``, if any, has fired: the reload of undecodable rows), the owner
+        of the shards ``shares`` (shard → share of its rows to rebuild; 0: nothing to
+        rebuild). Older rebuilds of these shards no longer own them."""
+        self._generation += 1
+        generation = self._generation
+        for shard, share in shares.items():
+            self.rebuilding.discard(shard)
+            if share > 0:
+                self.degraded[shard] = share
+                self._owner[shard] = generation
+            else:
+                self.degraded.pop(shard, None)
+                self._owner.pop(shard, None)
+        mine = {shard: share for shard, share in shares.items() if share > 0}
+        if mine:
+            sim.env.process(self._rebuild(sim, failure, generation, mine, after))
+        self._update(sim)
+
+    def _owned(self, generation: int, shards) -> set[int]:
+        """The ``shards`` whose rebuild is still the one of ``generation``."""
+        return {s for s in shards if self._owner.get(s) == generation}
+
+    def _rebuild(self, sim, failure, generation: int, shares: dict[int, float], after):
+        """Background: wait for the replacements (and the reload of undecodable rows), then
+        rebuild the decodable rows range by range; ends the degraded state only of the
+        shards it still owns (a later failure may have taken some, or all, over)."""
+        ready = failure.time_s + failure.reschedule_s
+        if ready > sim.env.now:
+            yield sim.env.timeout(ready - sim.env.now)
+        if after is not None and not after.processed:
+            yield after
+        mine = self._owned(generation, shares)
+        if not mine:
+            return
+        planned = max(shares[s] for s in mine) * self.transfer_s + self.pause_s
+        self._pause_frac.update(dict.fromkeys(mine, self.pause_s / planned))
+        self.rebuilding |= mine
+        self._update(sim)
+        start = sim.env.now
+        yield sim.net.start(self._rebuild_flows(sim, mine, shares), "rebuild", "rebuild")
+        if self.pause_s:
+            yield sim.env.timeout(self.pause_s)
+        mine = self._owned(generation, shares)
+        if not mine:
+            return
+        sim.record(start, sim.env.now, "rebuild", " ".join(f"emb_ps{s}" for s in sorted(mine)))
+        self.recovery_s.append(sim.env.now - failure.time_s)
+        for shard in mine:
+            del self.degraded[shard], self._owner[shard]
+            self.rebuilding.discard(shard)
+        self._update(sim)
+
+    def _rebuild_flows(self, sim, shards, shares: dict[int, float]) -> list:
+        """Each replacement reads k rows for every row it rebuilds, through a cap of
+        ``rebuild_share`` of its NIC (the rest stays with training): one flow per rebuilt
+        shard into the replacement's NIC, its bottleneck. The reads come from the survivors
+        holding its stripes, spread thin (``StripeLayout.reads``: each serves a k/(N − 1)
+        share on average), so their send side is not a flow of its own: a replication then
+        costs O(1) per rebuild, not O(servers)."""
+        net, cap = sim.net, self.scenario.cluster.nic_bandwidth * self.params.rebuild_share
+        flows = []
+        for x in sorted(shards):
+            limit = net.net.link(f"rebuild.cap.emb_ps{x}", cap)
+            size = self.params.k * shares[x] * self.layout.shard_bytes
+            flows.append((size, (limit, *net.from_node_side(net.ps_node(x)))))
+        return flows
 
     def recover(self, sim, failures):
         trainers = self.scenario.cluster.trainers
         lost_trainer = any(any_trainer(trainers, f.nodes) for f in failures)
-        if self._rollback_pending or self._reload_shards or lost_trainer:
+        if self._rollback_pending or self._reload or lost_trainer:
             yield from sim.await_replacements(failures)
         if self._rollback_pending:
-            yield from sim.phase("load", self.load_all_s, "restore all from fall-back")
+            yield from sim.transfer("load", sim.net.full_load(), "restore all from fall-back")
             self._rollback_pending = False
             return
-        load_s = 0.0
-        if self._reload_shards:
-            load_s = self.layout.read_s([self.layout.shard_bytes] * self._reload_shards)
-            self._reload_shards = 0
-        if lost_trainer:
-            load_s = max(load_s, self.layout.nic_s(self.layout.dense_bytes))
-        if load_s:
-            yield from sim.phase("load", load_s, "reload")
+        flows = [
+            (size, sim.net.from_storage(sim.net.ps_node(x))) for x, size in self._reload if size
+        ]
+        failed = sorted({n for f in failures for n in f.nodes if n < trainers})
+        flows += [flow for trainer in failed for flow in sim.net.replica_copy(trainer)]
+        if flows:
+            yield from sim.transfer("load", flows, "reload undecodable rows")
+        self._reload = []
+        if self._reloaded is not None and not self._reloaded.triggered:
+            self._reloaded.succeed()
 
     def result_columns(self):
         recovery = self.recovery_s
+        alone = self._traffic_slowdown({0: 1.0}, {0}) + self.pause_s / (
+            self.transfer_s + self.pause_s
+        )
         return {
             "interval_h": self.interval_s / 3600.0,
             "parity_mem_frac": self.params.r / self.params.k,
             "recovery_s": sum(recovery) / len(recovery) if recovery else math.nan,
-            "degraded_throughput_frac": 1 / (1 + self.degraded_per_shard + self.freeze_slowdown),
+            "degraded_throughput_frac": 1 / (1 + alone),
             "parity_slowdown_frac": self.parity_slowdown,
             "n_fallbacks": self.n_fallbacks,
+            "undecodable_frac": (
+                sum(self.undecodable) / len(self.undecodable) if self.undecodable else math.nan
+            ),
             "pls_model": self.lost_update_s / (self.scenario.job.work_s * self.n_shards),
         }

@@ -12,9 +12,10 @@ objects handed to them, never imported here:
 - ``model``, the policy's co-simulated state (:class:`ftsim.cosim.replay.PolicyModel`):
   ``checkpoints`` (key → trainer snapshot), ``partials`` (row saves since the last
   checkpoint), ``saved_lookups`` (per row, the cumulative lookups at the version storage
-  holds), ``side`` (the policy's :class:`~ftsim.policies.base.TrainerSide`, told of
-  checkpoints and restores through its hooks), ``lose(trainer, rows)`` (count the lookups
-  of ``rows`` since their saved version as lost);
+  holds), ``pending_saves`` (CheckFreq snapshots not yet persisted), ``side`` (the
+  policy's :class:`~ftsim.policies.base.TrainerSide`, told of checkpoints and restores
+  through its hooks), ``lose(trainer, rows)`` (count the lookups of ``rows`` since their
+  saved version as lost);
 - ``trainer``, the :class:`ftsim.trainer.Trainer` already at the event's step.
 
 Two flags tell the co-simulation how an event bears on sharing the failure-free run:
@@ -73,7 +74,8 @@ class Checkpoint(ModelEvent):
 
 @dataclass(frozen=True, slots=True)
 class Snapshot(ModelEvent):
-    """CheckFreq's first half: state copied in memory; in storage only once committed."""
+    """CheckFreq's first half: state copied in memory; in storage only once committed.
+    Remembers what storage will hold once it is (each row's lookups at this version)."""
 
     key: float
 
@@ -81,13 +83,23 @@ class Snapshot(ModelEvent):
     def writes(self) -> float | None:
         return self.key
 
+    def apply(self, model, trainer) -> None:
+        model.pending_saves[self.key] = (trainer.mfu.counts.copy(), len(model.partials))
+
 
 @dataclass(frozen=True, slots=True)
 class Commit(ModelEvent):
-    """CheckFreq's second half: the snapshot ``key`` is persisted (nothing happens to the
-    model; recorded so that the timeline of model events is complete)."""
+    """CheckFreq's second half: the snapshot ``key`` is in storage. Rows now hold their
+    snapshot version in storage unless a later partial save wrote a newer one; partial
+    saves older than the snapshot are superseded."""
 
     key: float
+
+    def apply(self, model, trainer) -> None:
+        counts, older = model.pending_saves.pop(self.key)
+        model.saved_lookups[:] = counts.clip(min=model.saved_lookups)
+        del model.partials[:older]
+        model.side.checkpointed(trainer)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,16 +1,19 @@
 """``full``: periodic full checkpoint, full recovery (the baseline).
 
 Every ``interval`` of compute, all state is saved: each embedding PS writes its shard and
-trainer 0 writes the dense parameters, concurrently, through the storage bandwidth model
-(:mod:`ftsim.sim.cluster`). On any failure, every node reloads the last committed checkpoint
-after the failed nodes are rescheduled, and the work since that checkpoint is re-executed.
+trainer 0 writes the dense parameters, concurrently, as flows on the cluster's network
+(:mod:`ftsim.sim.cluster`), sharing links with anything else moving then. On any failure,
+every node reloads the last committed checkpoint after the failed nodes are rescheduled,
+and the work since that checkpoint is re-executed.
 
-Save modes:
+Save modes (:mod:`ftsim.policies.saving`, shared with every policy that saves):
 
 - ``sync``: training stalls for the whole write (δ = write time).
 - ``checkfreq``: CheckFreq's two phases (Mohan et al., FAST 2021). Training stalls only for
   an in-memory snapshot (bytes per node / ``snapshot_bandwidth``); the persist to storage
-  runs in the background, optionally slowing training by ``persist_slowdown``. The
+  runs in the background as flows on the network (competing with the job's own traffic
+  where ``cluster.background`` reserves a share of the links), optionally slowing training
+  by ``persist_slowdown`` (CPU and memory-bandwidth interference of the copy). The
   checkpoint counts only once persisted: a failure during the persist loses it. A snapshot
   waits for the previous persist to finish (charged to ``save``).
 
@@ -23,13 +26,12 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-import simpy
 from pydantic import BeforeValidator, Field, PlainSerializer
 
-from ftsim.policies.base import Policy, PolicyParams
-from ftsim.policies.events import Checkpoint, Commit, RestoreAll, Snapshot
+from ftsim.policies.base import Policy
+from ftsim.policies.events import RestoreAll
 from ftsim.policies.registry import register
-from ftsim.scenario.quantities import BytesPerSecond
+from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.scenario.units import UnitError, format_duration, parse_duration_s
 from ftsim.sim.failures import job_mtbf_s
 from ftsim.sim.theory import daly_interval_s, young_interval_s
@@ -60,21 +62,11 @@ Interval = Annotated[
 """Checkpoint interval in compute seconds, or the name of an optimum rule."""
 
 
-class FullParams(PolicyParams):
+class FullParams(SavingParams):
     """Parameters of ``full``."""
 
     kind: Literal["full"]
     interval: Interval = Field("daly", description="compute between checkpoints, or young/daly")
-    save_mode: Literal["sync", "checkfreq"] = Field(
-        "sync", description="sync: stall for the write; checkfreq: snapshot, persist behind"
-    )
-    snapshot_bandwidth: BytesPerSecond = Field(
-        "10 GB/s",
-        description="per-node in-memory snapshot copy rate (checkfreq); assumption: DRAM copy",
-    )
-    persist_slowdown: float = Field(
-        0.0, ge=0, description="fractional training slowdown while persisting (checkfreq)"
-    )
 
 
 def resolve_interval_s(rule: float | str, delta_s: float, mtbf_s: float) -> float:
@@ -98,66 +90,37 @@ class FullCheckpoint(Policy):
         super().__init__(params, scenario, layout, rng)
         self.save_s = layout.full_save_s()
         self.load_s = layout.full_load_s()
-        largest_node_bytes = max(layout.shard_bytes, layout.dense_bytes)
-        self.snapshot_s = largest_node_bytes / params.snapshot_bandwidth
-        self.stall_s = self.save_s if params.save_mode == "sync" else self.snapshot_s
+        self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
+        self.stall_s = self.writer.stall_s(self.save_s)
         self.interval_s = resolve_interval_s(params.interval, self.stall_s, job_mtbf_s(scenario))
         self.committed_s = 0.0
         """Progress captured by the last checkpoint that is safely in storage."""
         self.next_s = self.interval_s
-        self._persist: simpy.Process | None = None
 
     def next_action_at(self) -> float:
         return self.next_s
 
     def act(self, sim):
         progress = sim.progress_s
-        if self.params.save_mode == "sync":
-            yield from sim.phase("save", self.save_s, "checkpoint")
-            self._commit(progress)
-            sim.model_event(Checkpoint, key=progress)
-        else:
-            if self._persist is not None and self._persist.is_alive:
-                yield from sim.wait("save", self._persist, "wait for persist")
-            yield from sim.phase("save", self.snapshot_s, "snapshot")
-            sim.model_event(Snapshot, key=progress)
-            self._persist = sim.env.process(self._persist_in_background(sim, progress))
+        yield from self.writer.save(sim, sim.net.full_save(), progress, self._commit)
         self.next_s = progress + self.interval_s
 
     def _commit(self, progress_s: float) -> None:
         self.committed_s = progress_s
         self.n_checkpoints += 1
 
-    def _persist_in_background(self, sim, progress_s: float):
-        start = sim.env.now
-        if self.params.persist_slowdown:
-            sim.replan()
-        try:
-            yield sim.env.timeout(self.save_s)
-            self._commit(progress_s)
-            sim.model_event(Commit, key=progress_s)
-        except simpy.Interrupt:
-            pass
-        sim.record(start, sim.env.now, "persist")
-        if self._persist is sim.env.active_process:
-            self._persist = None
-        if self.params.persist_slowdown:
-            sim.replan()
-
     def slowdown(self) -> dict[str, float]:
-        persisting = self._persist is not None and self._persist.is_alive
-        return {"other": self.params.persist_slowdown} if persisting else {}
+        return self.writer.slowdown()
 
     def on_failure(self, sim, failure) -> None:
-        if self._persist is not None and self._persist.is_alive:
-            self._persist.interrupt("failure")
+        self.writer.abort()
         sim.model_event(RestoreAll, key=self.committed_s)
         sim.rollback_to(self.committed_s)
         self.next_s = self.committed_s + self.interval_s
 
     def recover(self, sim, failures):
         yield from sim.await_replacements(failures)
-        yield from sim.phase("load", self.load_s, "restore all state")
+        yield from sim.transfer("load", sim.net.full_load(), "restore all state")
 
     def result_columns(self):
         return {

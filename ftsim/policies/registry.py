@@ -38,6 +38,7 @@ POLICIES: tuple[PolicyInfo, ...] = (
     PolicyInfo("cpr_ssu", "ftsim.policies.cpr", "CPR-SSU", "#009E73", "D"),
     PolicyInfo("ecrm", "ftsim.policies.ecrm", "ECRM", "#D55E00", "s"),
     PolicyInfo("swift", "ftsim.policies.swift", "SWIFT", "#CC79A7", "P"),
+    PolicyInfo("checknrun", "ftsim.policies.checknrun", "Check-N-Run", "#E69F00", "h"),
 )
 
 BY_KIND: dict[str, PolicyInfo] = {info.kind: info for info in POLICIES}

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ftsim.scenario.files import TextFileError, read_text
 from ftsim.scenario.schema import Scenario
 
 
@@ -38,23 +39,158 @@ class ScenarioError(Exception):
 def read_yaml(path: Path) -> dict:
     """The scenario file as a mapping; ScenarioError if missing, unreadable or not YAML."""
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ScenarioError(path, [("", "file not found")]) from None
-    except OSError as exc:
-        raise ScenarioError(path, [("", f"cannot read the file ({exc.strerror})")]) from None
+        text = read_text(path, MAX_SCENARIO_BYTES)
+    except TextFileError as exc:
+        raise ScenarioError(path, [("", str(exc))]) from None
     try:
-        data = yaml.safe_load(text)
+        data = parse_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(path, [("", f"invalid YAML{where}: {problem}")]) from None
+        raise ScenarioError(path, [("", _yaml_problem(exc))]) from None
     if not isinstance(data, dict):
         raise ScenarioError(
             path, [("", f"a scenario must be a mapping of sections (got {_show(data)})")]
         )
     return data
+
+
+MAX_YAML_DEPTH = 50
+"""Deepest nesting of YAML collections accepted (a scenario needs about 6)."""
+
+MAX_YAML_NODES = 100_000
+"""Most values a YAML document may stand for once its aliases are expanded (a scenario has
+a few hundred). Anchors and aliases are allowed, but not a "billion laughs" document whose
+few lines expand to billions of values."""
+
+
+MAX_SCENARIO_BYTES = 2**20
+"""Largest scenario file read (1 MiB; a scenario has a few kB): PyYAML reads about a
+megabyte per second."""
+
+
+class _ScenarioYamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate keys and too deep nesting."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def fetch_flow_collection_start(self, TokenClass):
+        # Checked while scanning: the scanner's cost per token grows with the flow depth,
+        # so ``[[[[…`` would take quadratic time before the composer ever sees it.
+        if self.flow_level >= MAX_YAML_DEPTH:
+            raise yaml.scanner.ScannerError(
+                None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", self.get_mark()
+            )
+        super().fetch_flow_collection_start(TokenClass)
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nested deeper than {MAX_YAML_DEPTH} levels",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_object(self, node, deep=False):
+        # PyYAML's scalar constructors call int(), float() and date() directly, so a value
+        # such as ``!!int abc``, a 5000-digit integer or ``2020-13-45`` raises ValueError.
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError) as exc:
+            reason = str(exc).split(";")[0]  # no advice about sys.set_int_max_str_digits
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {_show(str(node.value))} ({reason})", node.start_mark
+            ) from None
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            _refuse_duplicate_keys(node)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _refuse_duplicate_keys(node: yaml.MappingNode) -> None:
+    """ConstructorError at the second occurrence of a plain scalar key of ``node``."""
+    first_line: dict[str, int] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = key_node.value
+        if key in first_line:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first at line {first_line[key]})",
+                key_node.start_mark,
+            )
+        first_line[key] = key_node.start_mark.line + 1
+
+
+def _expanded_shape(node: yaml.Node, shapes: dict, depth: int = 1) -> tuple[int, int]:
+    """(values, levels) that ``node`` stands for with aliases expanded.
+
+    ComposerError when an alias refers to a collection containing it, or when aliases nest
+    deeper than ``MAX_YAML_DEPTH`` at ``depth``. ``shapes`` memoizes by node identity (None
+    while being counted), so the cost is linear in the document, not in its expansion.
+    """
+    key = id(node)
+    if key not in shapes:
+        if depth > MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases nest deeper than {MAX_YAML_DEPTH} levels", node.start_mark
+            )
+        shapes[key] = None
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        else:
+            children = []
+        inner = [_expanded_shape(child, shapes, depth + 1) for child in children]
+        shapes[key] = (1 + sum(s for s, _ in inner), 1 + max((h for _, h in inner), default=0))
+    if shapes[key] is None:
+        raise yaml.composer.ComposerError(
+            None, None, "an alias refers to a collection containing it", node.start_mark
+        )
+    if depth - 1 + shapes[key][1] > MAX_YAML_DEPTH:
+        raise yaml.composer.ComposerError(
+            None, None, f"aliases nest deeper than {MAX_YAML_DEPTH} levels", node.start_mark
+        )
+    return shapes[key]
+
+
+def parse_yaml(text: str):
+    """One YAML document as Python data, with the limits above (yaml.YAMLError otherwise)."""
+    loader = _ScenarioYamlLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size, _ = _expanded_shape(node, {})
+        if size > MAX_YAML_NODES:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"aliases expand to {size:.3g} values, more than {MAX_YAML_NODES:,}",
+                node.start_mark,
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error as one line: ``invalid YAML at line L, column C: problem``."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    return f"invalid YAML{where}: {f'{context}, ' if context else ''}{problem}"
 
 
 def apply_override(data: dict, assignment: str) -> None:
@@ -67,11 +203,14 @@ def apply_override(data: dict, assignment: str) -> None:
     key, sep, text = assignment.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"--set needs dotted.key=value (got {assignment!r})")
+    parts = key.strip().split(".")
+    if "" in parts:
+        raise ValueError(f"{key.strip()}: empty key between dots (got {assignment!r})")
     try:
-        value = yaml.safe_load(text)
+        value = parse_yaml(text)
     except yaml.YAMLError:
         value = text
-    set_path(data, key.strip().split("."), value)
+    set_path(data, parts, value)
 
 
 def set_path(node, parts: list[str], value, done: str = "") -> None:
@@ -168,6 +307,8 @@ def _describe(error: dict, data: dict) -> tuple[str, str]:
         return _join(path, "kind"), f"unknown kind {tag!r}{hint} (valid: {expected})"
     if kind == "union_tag_not_found":
         return _join(path, "kind"), "is required but missing"
+    if "(got " in message:  # the message already shows the offending value
+        return path, message
     return path, f"{message} (got {_show(error.get('input'))})"
 
 

@@ -10,6 +10,8 @@ Quantities carry units (see :mod:`ftsim.scenario.quantities`); inside, all numbe
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from pathlib import Path
 from statistics import NormalDist
 from typing import Annotated, Literal, Union
 
@@ -19,19 +21,42 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    field_validator,
     model_validator,
 )
 
 from ftsim.policies.registry import policy_classes
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
+from ftsim.scenario.units import format_duration
 from ftsim.sim.failures import FailureSourceConfig
-from ftsim.trainer.config import TrainerConfig
+from ftsim.trainer.config import ShardingConfig, TrainerConfig
 
 PolicyConfig = Annotated[
     Union[tuple(cls.Params for cls in policy_classes().values())],  # noqa: UP007
     Field(discriminator="kind"),
 ]
 """Any registered policy's parameters, selected by ``kind``."""
+
+MAX_COUNT = 2**63 - 1
+"""Largest count accepted anywhere (a 64-bit integer): ``rows: 1e308`` is a typo, not a model."""
+
+MAX_NODES = 100_000
+"""Most trainers, and most embedding PS, a cluster may have (failure draws are per node)."""
+
+MAX_REPLICATIONS = 1_000_000
+"""Most replications per policy."""
+
+MAX_TRAINER_STEPS = 1_000_000
+"""Most steps of the embedded trainer per replication (each is a real forward/backward pass)."""
+
+MAX_TRAINER_VALUES = 2**31
+"""Most embedding values of the embedded trainer's model (8 GiB in float32)."""
+
+MAX_EVENTS_PER_REPLICATION = 1_000_000
+"""Most events (failures and checkpoints) one replication may be expected to simulate: about
+a minute of simulation. Failures are counted up to the horizon where a replication is cut
+off (``run.max_wall_factor`` × the failure-free time), checkpoints over the failure-free
+time; a scenario above it is refused rather than left running for hours."""
 
 
 def _count(value):
@@ -41,11 +66,15 @@ def _count(value):
             number = float(value.replace("_", ""))
         except ValueError:
             raise ValueError("expected a whole number such as 1000 or 1e9") from None
+        if not math.isfinite(number):
+            raise ValueError("must be a finite number")
         if number != int(number):
             raise ValueError("expected a whole number")
-        return int(number)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(number)
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
+        raise ValueError(f"must be at most {MAX_COUNT:.3g}")
     return value
 
 
@@ -223,15 +252,71 @@ class Storage(Section):
         return self
 
 
+class Racks(Section):
+    """Racks with an oversubscribed uplink. Nodes fill racks of ``size`` in index order
+    (trainers first, then embedding PS); traffic between racks, and to and from storage,
+    crosses the rack's uplink (one link each way) of capacity size × NIC / oversubscription."""
+
+    size: Count = Field(ge=1, description="nodes per rack")
+    oversubscription: float = Field(
+        1.0, ge=1, description="sum of the rack's NIC bandwidth over its uplink bandwidth"
+    )
+
+
+class SharePoint(Section):
+    """From ``at`` on (wall-clock time since the job started), ``share`` of a link is taken."""
+
+    at: Seconds = Field(description="time from which the share applies")
+    share: float = Field(ge=0, lt=1, description="share of the link's capacity taken")
+
+
+class Background(Section):
+    """Traffic that is not a policy's: it takes a share of links before any policy transfer.
+
+    The shares are reserved for the whole run (or follow the time series): policy flows
+    share what is left by max-min fairness (see docs/model.md, network model).
+    """
+
+    ps_nic_share: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="share of each embedding PS's NIC (send and receive) taken by the job's "
+        "own training traffic (row pulls and gradient pushes)",
+    )
+    storage_share: float | list[SharePoint] = Field(
+        0.0,
+        description="share of the storage's aggregate read and write bandwidth taken by other "
+        "tenants: a constant in [0, 1), or a time series of {at, share} points",
+    )
+
+    @field_validator("storage_share")
+    @classmethod
+    def _storage_share(cls, value):
+        if isinstance(value, float | int) and not 0 <= value < 1:
+            raise ValueError("must be in [0, 1)")
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("give at least one {at, share} point")
+            times = [point.at for point in value]
+            if times != sorted(times):
+                raise ValueError("points must be in time order")
+        return value
+
+
 class Cluster(Section):
     """Nodes, network and storage of the training job."""
 
-    trainers: Count = Field(ge=1, description="data-parallel MLP trainers")
-    emb_ps: Count = Field(ge=1, description="embedding parameter servers (shards)")
+    trainers: Count = Field(ge=1, le=MAX_NODES, description="data-parallel MLP trainers")
+    emb_ps: Count = Field(ge=1, le=MAX_NODES, description="embedding parameter servers (shards)")
     nic_bandwidth: BytesPerSecond = Field(description="per-node NIC bandwidth")
     network_latency: Seconds = Field(0.0, description="one-way latency added per transfer")
     storage: Storage
     reschedule: Distribution = Field(description="delay until a failed node is replaced")
+    racks: Racks | None = Field(None, description="racks with oversubscribed uplinks (none: flat)")
+    background: Background = Field(
+        default_factory=Background, description="traffic of the job itself and other tenants"
+    )
 
     @property
     def n_nodes(self) -> int:
@@ -245,16 +330,25 @@ class Cluster(Section):
 
 
 class Run(Section):
-    """Seed, replications and output location."""
+    """Seed, replications and output location.
+
+    A scenario whose replication is expected to simulate more than 1,000,000 events is
+    refused (the message names the field contributing most): failures are counted up to
+    the cut-off at ``max_wall_factor`` × the failure-free time, checkpoints (every policy
+    field named ``*interval``) over the failure-free time.
+    """
 
     seed: Count = Field(0, ge=0, description="root of every random stream of the run")
-    replications: Count = Field(1, ge=1, description="independent replications per policy")
+    replications: Count = Field(
+        1, ge=1, le=MAX_REPLICATIONS, description="independent replications per policy"
+    )
     output: str = Field("results", description="folder under which run folders are created")
     max_wall_factor: float = Field(
         100.0,
         gt=1,
         description="stop a replication at this multiple of the failure-free time and report "
-        "it as not completed (overhead = inf): failures can be too frequent to ever finish",
+        "it as unfinished (left out of the overhead statistics; `run` exits with status 3): "
+        "failures can be too frequent to ever finish",
     )
 
 
@@ -287,16 +381,29 @@ class Sweep(Section):
         return self
 
 
+class EmbeddingSharding(ShardingConfig):
+    """Placement of the model's embedding rows on its shards, the cluster's embedding PS."""
+
+    n_shards: int | None = Field(
+        None, ge=1, description="shards of the model: cluster.emb_ps (filled in when left out)"
+    )
+
+
 class TrainerSection(TrainerConfig):
     """The embedded NumPy DLRM trained inside the simulation (co-simulation).
 
     ``steps`` real trainer steps stand for the whole failure-free training run: simulated
     progress p maps to step round(p / work × steps). The model's embedding shards are the
-    cluster's embedding PS (``sharding.n_shards`` is set to ``cluster.emb_ps``).
+    cluster's embedding PS: ``sharding.n_shards`` is ``cluster.emb_ps`` (filled in when left
+    out, so the resolved scenario saved with the results says what was trained).
     """
 
+    sharding: EmbeddingSharding = Field(default_factory=EmbeddingSharding)
+
     enabled: bool = Field(True, description="train the model inside the simulation")
-    steps: int = Field(1000, ge=1, description="trainer steps standing for the whole run")
+    steps: int = Field(
+        1000, ge=1, le=MAX_TRAINER_STEPS, description="trainer steps standing for the whole run"
+    )
     replications: int = Field(
         3, ge=1, description="replications (the first ones) that also train the model"
     )
@@ -310,7 +417,7 @@ class TrainerSection(TrainerConfig):
 class Scenario(Section):
     """A complete scenario: one job on one cluster under failures, several policies."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="names the results folder")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$", description="names the results folder")
     description: str = Field("", description="free text, kept in the results")
     job: Job = Field(description="the model and the amount of work")
     cluster: Cluster = Field(description="nodes, network, storage, rescheduling")
@@ -324,9 +431,27 @@ class Scenario(Section):
     sweep: Sweep | None = None
     trainer: TrainerSection | None = None
 
+    @model_validator(mode="after")
+    def _one_shard_per_embedding_ps(self):
+        """Fill in ``trainer.sharding.n_shards`` = ``cluster.emb_ps`` when it is left out: the
+        co-simulation trains one shard per embedding PS, and the resolved scenario (written to
+        every run folder) must say so to load again and reproduce the run."""
+        sharding = self.trainer.sharding if self.trainer else None
+        if sharding is not None and sharding.n_shards is None:
+            shards = sharding.model_copy(update={"n_shards": self.cluster.emb_ps})
+            trainer = self.trainer.model_copy(update={"sharding": shards})
+            object.__setattr__(self, "trainer", trainer)  # the model is frozen
+        return self
+
     def problems(self) -> list[tuple[str, str]]:
-        """Inconsistencies between sections, as (dotted path, message) pairs."""
-        found = []
+        """Inconsistencies between sections, as (dotted path, message) pairs.
+
+        Non-finite numbers are reported first and alone: the other checks compute with them.
+        A scenario without other problems is checked last against the event budget.
+        """
+        found = list(_non_finite(self, ""))
+        if found:
+            return found
         labels = [p.label for p in self.policies]
         for i, label in enumerate(labels):
             if labels.index(label) != i:
@@ -336,13 +461,63 @@ class Scenario(Section):
         for i, policy in enumerate(self.policies):
             found += [(f"policies.{i}.{path}", msg) for path, msg in policy.problems(self)]
         sharding = self.trainer.sharding if self.trainer else None
-        explicit = sharding is not None and "n_shards" in sharding.model_fields_set
-        if explicit and sharding.n_shards != self.cluster.emb_ps:
+        if sharding is not None and sharding.n_shards != self.cluster.emb_ps:
             message = f"must equal cluster.emb_ps ({self.cluster.emb_ps}) or be left out"
             found.append(("trainer.sharding.n_shards", message))
         if self.sweep and self.sweep.reference and self.sweep.reference not in labels:
             found.append(("sweep.reference", f"no policy named {self.sweep.reference!r}"))
-        return found
+        if self.trainer is not None and self.trainer.enabled:
+            found += self._trainer_problems()
+        return found or self._budget_problems()
+
+    def _trainer_problems(self) -> list[tuple[str, str]]:
+        """Trainer data that would fail or exhaust memory only once training starts."""
+        data = self.trainer.data
+        if data.kind == "criteo" and not Path(data.path).is_file():
+            return [("trainer.data.path", f"file not found: {Path(data.path).resolve()}")]
+        try:
+            sizes = data.table_sizes()
+        except ValueError as exc:
+            return [("trainer.data.cardinalities", str(exc))]
+        values = sum(sizes) * self.trainer.model.embedding_dim
+        if values > MAX_TRAINER_VALUES:
+            return [
+                (
+                    "trainer.data",
+                    f"the embedded model would hold {values:.3g} embedding values, more than "
+                    f"{MAX_TRAINER_VALUES:.3g}: lower row_cap, cardinalities or embedding_dim",
+                )
+            ]
+        return []
+
+    def _budget_problems(self) -> list[tuple[str, str]]:
+        """A replication expected to simulate more than ``MAX_EVENTS_PER_REPLICATION`` events,
+        reported at the field contributing most (a failure source's rate or an interval)."""
+        work_s = self.job.work_s
+        horizon_s = work_s * self.run.max_wall_factor
+        failures = {
+            f"failures.{i}.{source.rate_field()}": source.expected_failures(self, horizon_s)
+            for i, source in enumerate(self.failures)
+        }
+        actions = {i: _checkpoints(policy, work_s) for i, policy in enumerate(self.policies)}
+        busiest = max(actions, key=lambda i: sum(actions[i].values()))
+        n_failures, n_actions = sum(failures.values()), sum(actions[busiest].values())
+        total = n_failures + n_actions
+        if not total > MAX_EVENTS_PER_REPLICATION:
+            return []
+        causes = failures | {f"policies.{busiest}.{k}": v for k, v in actions[busiest].items()}
+        where = max(causes, key=causes.get)
+        horizon = format_duration(horizon_s)
+        return [
+            (
+                where,
+                f"a replication would simulate about {total:.2g} events ({n_failures:.2g} "
+                f"failures up to run.max_wall_factor × the training time = {horizon}, "
+                f"{n_actions:.2g} checkpoints of {self.policy_labels[busiest]}), more than "
+                f"the limit of {MAX_EVENTS_PER_REPLICATION:,}: make failures rarer or "
+                "checkpoints less frequent, or lower job.training or run.max_wall_factor",
+            )
+        ]
 
     def trains_model(self, rep: int) -> bool:
         """Whether replication ``rep`` also trains the embedded model (co-simulation)."""
@@ -352,3 +527,32 @@ class Scenario(Section):
     @property
     def policy_labels(self) -> list[str]:
         return [p.label for p in self.policies]
+
+
+def _checkpoints(policy, work_s: float) -> dict[str, float]:
+    """Actions a policy takes in a failure-free run, per field: every policy field named
+    ``*interval`` holding a duration is compute time between two of its actions."""
+    found = {}
+    for name in type(policy).model_fields:
+        value = getattr(policy, name)
+        if name.endswith("interval") and isinstance(value, float) and value > 0:
+            found[name] = work_s / value
+    return found
+
+
+def _non_finite(value, path: str) -> Iterator[tuple[str, str]]:
+    """(dotted path, message) for every NaN or infinite float and every integer beyond
+    ``MAX_COUNT`` inside ``value`` (a model, list, dict or scalar)."""
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _non_finite(getattr(value, name), f"{path}.{name}" if path else name)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _non_finite(item, f"{path}.{i}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{path}.{key}")
+    elif isinstance(value, float) and not math.isfinite(value):
+        yield path, f"must be a finite number (got {value})"
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
+        yield path, f"must be at most {MAX_COUNT:.3g}"

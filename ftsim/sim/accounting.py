@@ -8,3 +8,13 @@ importing the simulator.
 
 CATEGORIES = ("save", "load", "lost", "reschedule", "degraded", "other")
 """Breakdown of wall time beyond the failure-free training time."""
+
+OTHER = "other (background traffic: parity, logs, persists)"
+"""What ``other`` is, for legends: compute slowed by background transfers (ECRM's parity
+updates, SWIFT's update-log writes, CheckFreq's checkpoint persists)."""
+
+OTHER_NOTE = (
+    "other_h: training slowed by background traffic "
+    "(ECRM parity updates, SWIFT update logs, CheckFreq persists)"
+)
+"""Footnote of the tables that print an ``other_h`` column."""

@@ -1,10 +1,28 @@
-"""Bandwidth model of the cluster: how long moving state to or from storage takes.
+"""The cluster's links and where state lives: routes for every transfer, and closed forms.
 
-A transfer is a set of flows, one per node, each of a given size in bytes. Each flow is
-capped by its node's bandwidth (the lesser of the NIC and the storage's per-node limit) and
-all flows together by the storage's aggregate bandwidth, which they share equally
-(processor sharing): when a small flow finishes, the others speed up. The duration of the
-whole transfer is when the last flow finishes, plus one network latency.
+During a run every byte a policy moves is a flow on the cluster's :class:`ClusterNetwork`
+(links of :mod:`ftsim.sim.network`, shared by max-min fairness with whatever else is
+moving). Links, all in bytes/s:
+
+- each node's NIC, one link to send and one to receive (``cluster.nic_bandwidth``);
+- the checkpoint storage's aggregate write and read bandwidth, and its optional per-node
+  write and read limits (``cluster.storage``);
+- optional racks (``cluster.racks``): one uplink each way per rack, of capacity
+  size × NIC / oversubscription, crossed by traffic leaving or entering the rack (storage
+  sits outside every rack);
+- background load (``cluster.background``): a share of each embedding PS's NIC taken by the
+  job's own training traffic, and a share of the storage taken by other tenants (constant
+  or a time series), reserved before any policy transfer.
+
+Routes: node → storage ``(nic_send, [per-node write], [rack up], storage_write)``; storage →
+node ``(storage_read, [per-node read], [rack down], nic_recv)``; node → node ``(nic_send,
+[rack up, rack down], nic_recv)``.
+
+The closed forms below (:func:`transfer_time_s`) give the time of a transfer that runs
+alone, with the storage shared equally among its flows (processor sharing, each flow capped
+by its node's bandwidth): the same answer the flow model gives for a lone transfer on a
+flat cluster, and its test oracle. Policies use them to plan (e.g. Daly's interval from the
+save time); the simulation itself always runs the flows.
 
 Where state lives (used by the policies):
 
@@ -19,8 +37,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ftsim.sim.network import Link, Network, Topology, Transfer
+from ftsim.sim.nodes import node_name
+
 if TYPE_CHECKING:
+    import simpy
+
     from ftsim.scenario.schema import Scenario
+
+FlowSpec = tuple[float, tuple[Link, ...]]
+"""One flow of a transfer: (bytes, route)."""
 
 
 def transfer_time_s(
@@ -42,8 +68,41 @@ def transfer_time_s(
     return elapsed + latency_s
 
 
+def lone_transfer_s(
+    flow_bytes: Sequence[float],
+    caps_Bps: Sequence[float],
+    aggregate_Bps: float,
+    latency_s: float = 0.0,
+) -> float:
+    """Seconds until concurrent flows, each capped at its own rate and all sharing one
+    aggregate link by max-min fairness (water-filling), have moved their bytes.
+
+    With equal caps this is :func:`transfer_time_s`. Used to plan with the capacities left
+    by constant background load (PS flows capped lower than trainer flows).
+    """
+    active = [[size, cap] for size, cap in zip(flow_bytes, caps_Bps, strict=True) if size > 0]
+    elapsed = 0.0
+    while active:
+        active.sort(key=lambda flow: flow[1])
+        left, rates = aggregate_Bps, []
+        for i, (_, cap) in enumerate(active):
+            rates.append(min(cap, left / (len(active) - i)))
+            left -= rates[-1]
+        step = min(size / rate for (size, _), rate in zip(active, rates, strict=True))
+        elapsed += step
+        for flow, rate in zip(active, rates, strict=True):
+            flow[0] -= rate * step
+        active = [flow for flow in active if flow[0] > 1e-9 * step * flow[1]]
+    return elapsed + latency_s if flow_bytes and max(flow_bytes) > 0 else 0.0
+
+
 class StateLayout:
-    """Bytes of state per node for one scenario, and the storage transfer times it implies."""
+    """Bytes of state per node for one scenario, and the storage transfer times it implies
+    when a transfer runs alone (closed forms for planning; runs use :class:`ClusterNetwork`).
+
+    Planning takes constant background shares into account (a PS's NIC share, a constant
+    storage share); it ignores rack uplinks and a time-varying storage load.
+    """
 
     def __init__(self, scenario: Scenario):
         job, cluster = scenario.job, scenario.cluster
@@ -53,42 +112,252 @@ class StateLayout:
         self.dense_bytes = job.dense_bytes
         """Dense parameters + optimizer state (one replica), bytes."""
         storage = cluster.storage
-        self._write_node = min(cluster.nic_bandwidth, storage.write_bandwidth_per_node or 1e300)
-        self._read_node = min(cluster.nic_bandwidth, storage.read_bandwidth_per_node or 1e300)
+        background = cluster.background
+        ps_nic = cluster.nic_bandwidth * (1.0 - background.ps_nic_share)
+        storage_free = 1.0 - (
+            background.storage_share if isinstance(background.storage_share, float) else 0.0
+        )
+        self._write_cap = {
+            "trainer": min(cluster.nic_bandwidth, storage.write_bandwidth_per_node or 1e300),
+            "emb_ps": min(ps_nic, storage.write_bandwidth_per_node or 1e300),
+        }
+        self._read_cap = {
+            "trainer": min(cluster.nic_bandwidth, storage.read_bandwidth_per_node or 1e300),
+            "emb_ps": min(ps_nic, storage.read_bandwidth_per_node or 1e300),
+        }
+        self._write_aggregate = storage.write_bandwidth * storage_free
+        self._read_aggregate = storage.read_bandwidth * storage_free
 
     @property
     def total_bytes(self) -> float:
         """One full checkpoint: all shards and one dense copy, bytes."""
         return self.shard_bytes * self.cluster.emb_ps + self.dense_bytes
 
-    def write_s(self, flow_bytes: Sequence[float]) -> float:
-        """Seconds to write these concurrent per-node flows to checkpoint storage."""
-        return transfer_time_s(
-            flow_bytes,
-            self._write_node,
-            self.cluster.storage.write_bandwidth,
-            self.cluster.network_latency,
-        )
+    def write_s(self, flow_bytes: Sequence[float], role: str = "emb_ps") -> float:
+        """Seconds to write these concurrent per-node flows (of nodes of ``role``) to
+        checkpoint storage, alone."""
+        return self._lone(flow_bytes, [self._write_cap[role]] * len(flow_bytes), write=True)
 
-    def read_s(self, flow_bytes: Sequence[float]) -> float:
-        """Seconds to read these concurrent per-node flows from checkpoint storage."""
-        return transfer_time_s(
-            flow_bytes,
-            self._read_node,
-            self.cluster.storage.read_bandwidth,
-            self.cluster.network_latency,
-        )
+    def read_s(self, flow_bytes: Sequence[float], role: str = "emb_ps") -> float:
+        """Seconds to read these concurrent per-node flows from checkpoint storage, alone."""
+        return self._lone(flow_bytes, [self._read_cap[role]] * len(flow_bytes), write=False)
 
     def full_save_s(self) -> float:
         """Every embedding PS writes its shard while trainer 0 writes the dense copy."""
-        return self.write_s([self.shard_bytes] * self.cluster.emb_ps + [self.dense_bytes])
+        sizes = [self.shard_bytes] * self.cluster.emb_ps + [self.dense_bytes]
+        caps = [self._write_cap["emb_ps"]] * self.cluster.emb_ps + [self._write_cap["trainer"]]
+        return self._lone(sizes, caps, write=True)
 
     def full_load_s(self) -> float:
         """Every embedding PS reads its shard while every trainer reads the dense copy."""
-        return self.read_s(
-            [self.shard_bytes] * self.cluster.emb_ps + [self.dense_bytes] * self.cluster.trainers
-        )
+        cluster = self.cluster
+        sizes = [self.shard_bytes] * cluster.emb_ps + [self.dense_bytes] * cluster.trainers
+        caps = [self._read_cap["emb_ps"]] * cluster.emb_ps
+        caps += [self._read_cap["trainer"]] * cluster.trainers
+        return self._lone(sizes, caps, write=False)
 
     def nic_s(self, n_bytes: float) -> float:
         """Seconds to move ``n_bytes`` node to node over one NIC (e.g. from a replica)."""
         return n_bytes / self.cluster.nic_bandwidth + self.cluster.network_latency
+
+    def _lone(self, sizes: Sequence[float], caps: Sequence[float], write: bool) -> float:
+        aggregate = self._write_aggregate if write else self._read_aggregate
+        latency = self.cluster.network_latency
+        if len(set(caps)) <= 1:
+            return transfer_time_s(sizes, caps[0] if caps else 1.0, aggregate, latency)
+        return lone_transfer_s(sizes, caps, aggregate, latency)
+
+
+_SHARED: dict[int, tuple] = {}
+_SHARED_SIZE = 16
+
+
+def _shared(scenario: Scenario) -> tuple[Topology, dict, dict]:
+    """The links, routes and repeated transfers of ``scenario``'s cluster, built once and
+    shared by the networks of all its replications (each network keeps its own capacities
+    and flows): a replication then costs its events, not the size of the cluster. Keyed by
+    the scenario object, which every replication of a run shares."""
+    found = _SHARED.get(id(scenario))
+    if found is None or found[0] is not scenario:
+        if len(_SHARED) >= _SHARED_SIZE:
+            _SHARED.clear()
+        found = _SHARED[id(scenario)] = (scenario, Topology(), {}, {})
+    return found[1:]
+
+
+class ClusterNetwork:
+    """The links of one replication's cluster on a :class:`Network`, and the flows of its
+    transfers. Links are created when a route first needs them, so the cost follows the
+    nodes a run touches."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        scenario: Scenario,
+        layout: StateLayout,
+        record: bool = False,
+    ):
+        cluster = scenario.cluster
+        self.cluster = cluster
+        self.layout = layout
+        topology, self._routes, self._full = _shared(scenario)
+        self.net = Network(env, cluster.network_latency, record, topology)
+        """The flow model; with ``record`` it keeps every finished flow (for traces)."""
+        self.trainers = cluster.trainers
+        storage = cluster.storage
+        self._storage_write = self.net.link("storage.write", storage.write_bandwidth)
+        self._storage_read = self.net.link("storage.read", storage.read_bandwidth)
+        background = cluster.background
+        if background.ps_nic_share:
+            for shard in range(cluster.emb_ps):
+                node = self.ps_node(shard)
+                self.net.reserve_share(self._nic(node, "send"), background.ps_nic_share)
+                self.net.reserve_share(self._nic(node, "recv"), background.ps_nic_share)
+        share = background.storage_share
+        for link in (self._storage_write, self._storage_read):
+            if isinstance(share, list):
+                self.net.follow_shares(link, [(point.at, point.share) for point in share])
+            elif share:
+                self.net.reserve_share(link, share)
+
+    # -- nodes and links ---------------------------------------------------------------
+
+    def ps_node(self, shard: int) -> int:
+        """Global node index of embedding PS ``shard``."""
+        return self.trainers + shard
+
+    def _nic(self, node: int, way: str) -> Link:
+        return self.net.link(f"{node_name(self.trainers, node)}.{way}", self.cluster.nic_bandwidth)
+
+    def _rack(self, node: int) -> int | None:
+        racks = self.cluster.racks
+        return None if racks is None else node // racks.size
+
+    def _uplink(self, rack: int, way: str) -> Link:
+        racks = self.cluster.racks
+        capacity = racks.size * self.cluster.nic_bandwidth / racks.oversubscription
+        return self.net.link(f"rack{rack}.{way}", capacity)
+
+    def _node_limit(self, node: int, write: bool) -> list[Link]:
+        storage = self.cluster.storage
+        limit = storage.write_bandwidth_per_node if write else storage.read_bandwidth_per_node
+        if limit is None:
+            return []
+        way = "write" if write else "read"
+        return [self.net.link(f"storage.{way}.{node_name(self.trainers, node)}", limit)]
+
+    # -- routes ------------------------------------------------------------------------
+
+    def to_storage(self, node: int) -> tuple[Link, ...]:
+        route = self._routes.get(("write", node))
+        if route is None:
+            route = self._routes["write", node] = self._to_storage(node)
+        return route
+
+    def from_storage(self, node: int) -> tuple[Link, ...]:
+        route = self._routes.get(("read", node))
+        if route is None:
+            route = self._routes["read", node] = self._from_storage(node)
+        return route
+
+    def _to_storage(self, node: int) -> tuple[Link, ...]:
+        rack = self._rack(node)
+        uplink = [] if rack is None else [self._uplink(rack, "up")]
+        limit = self._node_limit(node, write=True)
+        return (self._nic(node, "send"), *limit, *uplink, self._storage_write)
+
+    def _from_storage(self, node: int) -> tuple[Link, ...]:
+        rack = self._rack(node)
+        downlink = [] if rack is None else [self._uplink(rack, "down")]
+        limit = self._node_limit(node, write=False)
+        return (self._storage_read, *limit, *downlink, self._nic(node, "recv"))
+
+    def from_node_side(self, node: int) -> tuple[Link, ...]:
+        """What bytes arriving at ``node`` from many senders cross on its side: its NIC's
+        receive link (and its rack's downlink when racks are set: senders are spread over
+        the cluster)."""
+        route = self._routes.get(("in", node))
+        if route is None:
+            rack = self._rack(node)
+            down = () if rack is None else (self._uplink(rack, "down"),)
+            route = self._routes["in", node] = (*down, self._nic(node, "recv"))
+        return route
+
+    def between(self, src: int, dst: int) -> tuple[Link, ...]:
+        racks = (self._rack(src), self._rack(dst))
+        cross = (
+            []
+            if racks[0] == racks[1]
+            else [
+                self._uplink(racks[0], "up"),
+                self._uplink(racks[1], "down"),
+            ]
+        )
+        return (self._nic(src, "send"), *cross, self._nic(dst, "recv"))
+
+    # -- the transfers policies make ---------------------------------------------------
+
+    def shard_writes(self, shards: Sequence[int], bytes_each: float | None = None):
+        """Each PS of ``shards`` writes ``bytes_each`` (default: its whole shard) to storage.
+        Every PS writing the same bytes (a partial save) is built once per run: the network
+        then recognizes it and skips checking it again."""
+        size = self.layout.shard_bytes if bytes_each is None else bytes_each
+        if len(shards) == self.cluster.emb_ps:
+            key = ("all writes", size)
+            if key not in self._full:
+                flows = [(size, self.to_storage(self.ps_node(s))) for s in range(len(shards))]
+                self._full[key] = tuple(flows)
+            return self._full[key]
+        return [(size, self.to_storage(self.ps_node(s))) for s in shards]
+
+    def shard_reads(self, shards: Sequence[int], bytes_each: float | None = None) -> list:
+        """Each PS of ``shards`` reads ``bytes_each`` (default: its whole shard) from storage."""
+        size = self.layout.shard_bytes if bytes_each is None else bytes_each
+        return [(size, self.from_storage(self.ps_node(s))) for s in shards]
+
+    def dense_write(self) -> list:
+        """Trainer 0 writes one copy of the dense state to storage."""
+        return [(self.layout.dense_bytes, self.to_storage(0))]
+
+    def dense_reads(self, trainers: Sequence[int] | None = None) -> list:
+        """These trainers (default: all) read the dense state from storage."""
+        trainers = range(self.trainers) if trainers is None else trainers
+        return [(self.layout.dense_bytes, self.from_storage(t)) for t in trainers]
+
+    def full_save(self) -> tuple:
+        """Every PS writes its shard while trainer 0 writes the dense copy."""
+        if "save" not in self._full:
+            flows = [*self.shard_writes(range(self.cluster.emb_ps)), *self.dense_write()]
+            self._full["save"] = tuple(flows)
+        return self._full["save"]
+
+    def full_load(self) -> tuple:
+        """Every PS reads its shard while every trainer reads the dense copy."""
+        if "load" not in self._full:
+            flows = self.shard_reads(range(self.cluster.emb_ps)) + self.dense_reads()
+            self._full["load"] = tuple(flows)
+        return self._full["load"]
+
+    def replica_copy(self, trainer: int) -> list:
+        """The dense state from a surviving trainer replica to ``trainer``'s replacement."""
+        source = (trainer + 1) % self.trainers
+        return [(self.layout.dense_bytes, self.between(source, trainer))]
+
+    def stream_on_nic(self, node: int, rate_Bps: float) -> None:
+        """A continuous stream (e.g. parity updates) takes ``rate_Bps`` of ``node``'s NIC,
+        both ways, from now on; negative to end it."""
+        self.net.reserve_rate(self._nic(node, "send"), rate_Bps)
+        self.net.reserve_rate(self._nic(node, "recv"), rate_Bps)
+
+    def stream_to_storage(self, rate_Bps: float) -> None:
+        """A continuous write stream (an update log) takes ``rate_Bps`` of the storage's
+        aggregate write bandwidth from now on; negative to end it."""
+        self.net.reserve_rate(self._storage_write, rate_Bps)
+
+    def start(self, flows: list, category: str, label: str = "") -> Transfer:
+        """Start these flows now; the event fires when all are done."""
+        return self.net.transfer(flows, label=label, category=category)
+
+    def cancel(self, transfer: Transfer) -> None:
+        """Stop a transfer's flows (e.g. interrupted by a failure)."""
+        self.net.cancel_transfer(transfer)

@@ -32,7 +32,7 @@ from ftsim.policies.events import ModelEvent
 from ftsim.policies.registry import policy_classes
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES
-from ftsim.sim.cluster import StateLayout
+from ftsim.sim.cluster import ClusterNetwork, StateLayout
 from ftsim.sim.failures import Failure, failure_sequence
 from ftsim.sim.nodes import node_name
 from ftsim.sim.rng import Purpose, stream
@@ -59,12 +59,16 @@ class Phase:
 class Simulation:
     """One replication of one policy: build, run, collect."""
 
-    def __init__(self, scenario: Scenario, policy_index: int, rep: int):
+    def __init__(self, scenario: Scenario, policy_index: int, rep: int, record_flows: bool = False):
+        """``record_flows``: keep every finished flow in ``sim.net.net.records`` (for trace
+        export, ``ftsim trace``); it changes no result, only costs memory."""
         self.scenario = scenario
         self.rep = rep
         self.env = simpy.Environment()
         self.work_s = scenario.job.work_s
         self.layout = StateLayout(scenario)
+        self.net = ClusterNetwork(self.env, scenario, self.layout, record=record_flows)
+        """The cluster's links: every transfer a policy makes is a set of flows on it."""
         params = scenario.policies[policy_index]
         self.policy = policy_classes()[params.kind](
             params, scenario, self.layout, stream(scenario.run.seed, rep, Purpose.POLICY)
@@ -73,6 +77,8 @@ class Simulation:
         """Compute seconds of training that the current model state reflects."""
         self.computed_s = 0.0
         """Compute seconds performed, including work later rolled back."""
+        self.reached_s = 0.0
+        """Highest progress reached so far, compute seconds: compute below it is redone work."""
         self.charged = dict.fromkeys(CATEGORIES, 0.0)
         self.timeline: list[Phase] = []
         self.failures_seen: list[Failure] = []
@@ -94,6 +100,25 @@ class Simulation:
         try:
             if duration_s > 0:
                 yield self.env.timeout(duration_s)
+        finally:
+            self._charge(category, start, detail)
+
+    def transfer(self, category: str, flows, detail: str = "", at_least_s: float = 0.0):
+        """Move ``flows`` (from ``sim.net``: e.g. ``sim.net.full_save()``) through the network
+        while training stalls, charged to ``category``. The flows share links with whatever
+        else is moving; if a failure interrupts the transfer, its flows are cancelled and
+        the time already spent stays charged. ``at_least_s``: work that overlaps the bytes
+        (e.g. applying a log while reading it) and makes the phase last at least that long."""
+        start = self.env.now
+        transfer = self.net.start(flows, category, detail)
+        try:
+            if at_least_s > 0:
+                yield transfer & self.env.timeout(at_least_s)
+            else:
+                yield transfer
+        except simpy.Interrupt:
+            self.net.cancel(transfer)
+            raise
         finally:
             self._charge(category, start, detail)
 
@@ -141,6 +166,7 @@ class Simulation:
         extras = self.policy.slowdown()
         factor = 1.0 + sum(extras.values())
         start = self.env.now
+        begin_s = self.progress_s
         self._computing = True
         try:
             yield self.env.timeout((target_s - self.progress_s) * factor)
@@ -151,9 +177,14 @@ class Simulation:
             self.computed_s += base
             for category, extra in extras.items():
                 self.charged[category] += base * extra
-            if self.env.now > start:
+            redo_end = start + (min(self.progress_s, self.reached_s) - begin_s) * factor
+            redo_end = min(max(redo_end, start), self.env.now)
+            if redo_end > start:  # re-executing work that a rollback discarded
+                self.timeline.append(Phase(start, redo_end, "redo"))
+            if self.env.now > redo_end:
                 kind = "degraded" if extras.get("degraded") else "compute"
-                self.timeline.append(Phase(start, self.env.now, kind))
+                self.timeline.append(Phase(redo_end, self.env.now, kind))
+            self.reached_s = max(self.reached_s, self.progress_s)
 
     def _run_job(self):
         policy = self.policy
@@ -185,7 +216,9 @@ class Simulation:
         reschedule = self.scenario.cluster.reschedule
         rng = stream(self.scenario.run.seed, self.rep, Purpose.RESCHEDULE)
         for failure in failures:
-            delay = reschedule.sample(rng)
+            delay = reschedule.sample(rng)  # drawn for every failure: the stream stays aligned
+            if failure.reschedule_s is not None:  # logged by the source (a failure log)
+                delay = failure.reschedule_s
             if failure.time_s > self.env.now:
                 yield self.env.timeout(failure.time_s - self.env.now)
             if not self._job.is_alive:
@@ -267,6 +300,9 @@ class Simulation:
         return rows
 
 
-def simulate(scenario: Scenario, policy_index: int, rep: int) -> Simulation:
-    """Run one replication of one policy and return the finished simulation."""
-    return Simulation(scenario, policy_index, rep).run()
+def simulate(
+    scenario: Scenario, policy_index: int, rep: int, record_flows: bool = False
+) -> Simulation:
+    """Run one replication of one policy and return the finished simulation
+    (``record_flows``: see :class:`Simulation`)."""
+    return Simulation(scenario, policy_index, rep, record_flows).run()

@@ -19,22 +19,31 @@ Sources (``kind``):
   window, as in CPR's evaluation.
 - ``trace``: replay of a CSV with a time column (``time_s``, ``time_min`` or ``time_h``)
   and a ``node`` (``emb_ps3``) or ``role`` (a random node of that role) column.
+- ``failure_log``: replay of a public failure log (LANL's failure data: node, failure
+  start, repair end), its nodes mapped onto the cluster's, its repair times as the
+  rescheduling delays (:mod:`ftsim.sim.failure_log`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import heapq
+import io
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
+from ftsim.scenario.files import TextFileError, read_text
 from ftsim.scenario.quantities import Seconds
+from ftsim.scenario.units import format_duration
+from ftsim.sim import failure_log
 from ftsim.sim.nodes import Role, parse_node, role_range
 
 if TYPE_CHECKING:
@@ -53,8 +62,10 @@ class Failure:
     time_s: float
     nodes: tuple[int, ...]
     source: str
-    reschedule_s: float = 0.0
-    """Delay until the failed nodes are replaced, seconds (drawn by the simulator)."""
+    reschedule_s: float | None = None
+    """Delay until the failed nodes are replaced, seconds: drawn by the simulator from
+    ``cluster.reschedule`` when None; a source that knows it (a failure log's repair time)
+    sets it, and the simulator keeps it."""
 
 
 class _Source(BaseModel):
@@ -75,6 +86,14 @@ class _Source(BaseModel):
         """Expected nodes of ``role`` taken by one failure of this source."""
         raise NotImplementedError
 
+    def expected_failures(self, scenario: Scenario, horizon_s: float) -> float:
+        """Mean failures this source produces in the first ``horizon_s`` seconds."""
+        return self.rate_per_s(scenario) * horizon_s
+
+    def rate_field(self) -> str:
+        """The field that sets how often this source fails (named in messages about it)."""
+        raise NotImplementedError
+
 
 def _share_of_role(scenario: Scenario, pool: range, role: str) -> float:
     """Fraction of the nodes in ``pool`` that have ``role``."""
@@ -93,9 +112,13 @@ class _LifetimeSource(_Source):
     def problems(self, scenario):
         if (self.node_mtbf is None) == (self.job_mtbf is None):
             return [("node_mtbf", "give exactly one of node_mtbf and job_mtbf")]
-        if (self.node_mtbf or self.job_mtbf) <= 0:
-            return [("node_mtbf", "MTBF must be positive")]
+        mtbf = getattr(self, self.rate_field())
+        if mtbf <= 0:
+            return [(self.rate_field(), f"MTBF must be positive (got {format_duration(mtbf)})")]
         return []
+
+    def rate_field(self):
+        return "node_mtbf" if self.node_mtbf is not None else "job_mtbf"
 
     def mean_lifetime_s(self, scenario: Scenario) -> float:
         """Mean lifetime of one node, seconds."""
@@ -180,6 +203,9 @@ class CorrelatedFailures(_Source):
     def _pool(self, scenario) -> range:
         return role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, self.role)
 
+    def rate_field(self):
+        return "domain_mtbf"
+
     def rate_per_s(self, scenario):
         return math.ceil(len(self._pool(scenario)) / self.domain_size) / self.domain_mtbf
 
@@ -247,8 +273,16 @@ class ScheduledFailures(_Source):
 
     def rate_per_s(self, scenario):
         end = self.end if self.end is not None else scenario.job.work_s
-        count = self.count if self.count is not None else len(self.times)
-        return count / (end - self.start)
+        return self._count() / (end - self.start)
+
+    def _count(self) -> int:
+        return self.count if self.count is not None else len(self.times)
+
+    def expected_failures(self, scenario, horizon_s):
+        return self._count()
+
+    def rate_field(self):
+        return "count" if self.count is not None else "times"
 
     def victims(self, scenario, role):
         c = scenario.cluster
@@ -284,9 +318,16 @@ class ScheduledFailures(_Source):
 
 _TIME_COLUMNS = {"time_s": 1.0, "time_min": 60.0, "time_h": 3600.0}
 
+MAX_TRACE_ROWS = 1_000_000
+"""Most failures a trace may list (a replication simulates each one)."""
+
 
 class TraceFailures(_Source):
-    """Replay of a failure trace CSV (path relative to the scenario file)."""
+    """Replay of a failure trace CSV (path relative to the scenario file).
+
+    Rows must be in time order, with finite, non-negative times: a NaN or negative time is
+    a broken trace, not a failure at time 0.
+    """
 
     kind: Literal["trace"]
     file: str = Field(description="CSV path, relative to the scenario file")
@@ -295,10 +336,12 @@ class TraceFailures(_Source):
     @field_validator("file")
     @classmethod
     def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        """The absolute path of a readable, well-formed trace."""
         base = Path((info.context or {}).get("base_dir", "."))
         path = (base / value).resolve()
         if not path.is_file():
             raise ValueError(f"trace file not found: {path}")
+        _read_trace(path)
         return str(path)
 
     def model_post_init(self, __context) -> None:
@@ -316,14 +359,16 @@ class TraceFailures(_Source):
         return found
 
     def rate_per_s(self, scenario):
-        if not self._rows:
-            return 0.0
-        return len(self._rows) / max(scenario.job.work_s, max(r[0] for r in self._rows))
+        return len(self._rows) / max(scenario.job.work_s, self._rows[-1][0])
+
+    def expected_failures(self, scenario, horizon_s):
+        return len(self._rows)
+
+    def rate_field(self):
+        return "file"
 
     def victims(self, scenario, role):
         c = scenario.cluster
-        if not self._rows:
-            return 0.0
         wanted = set(role_range(c.trainers, c.emb_ps, role))
         share = 0.0
         for _, column, value in self._rows:
@@ -335,7 +380,7 @@ class TraceFailures(_Source):
 
     def events(self, rng, scenario):
         c = scenario.cluster
-        for time_s, column, value in sorted(self._rows, key=lambda row: row[0]):
+        for time_s, column, value in self._rows:
             if column == "node":
                 victim = parse_node(c.trainers, c.emb_ps, value)
             else:
@@ -345,36 +390,253 @@ class TraceFailures(_Source):
 
 
 def _read_trace(path: Path) -> list[tuple[float, str, str]]:
-    """(time seconds, 'node' | 'role', value) per row; ValueError naming the line."""
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        fields = reader.fieldnames or []
-        time_columns = [f for f in fields if f in _TIME_COLUMNS]
-        victim_columns = [f for f in fields if f in ("node", "role")]
-        if len(time_columns) != 1 or len(victim_columns) != 1:
-            raise ValueError(
-                f"{path.name}: the header needs one of {', '.join(_TIME_COLUMNS)} and one of "
-                f"node, role (got {', '.join(fields) or 'nothing'})"
-            )
-        time_col, victim_col = time_columns[0], victim_columns[0]
-        rows = []
-        for line, record in enumerate(reader, start=2):
-            try:
-                time_s = float(record[time_col]) * _TIME_COLUMNS[time_col]
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"{path.name} line {line}: {time_col} is not a number "
-                    f"(got {record[time_col]!r})"
-                ) from None
-            value = (record[victim_col] or "").strip()
-            if time_s < 0 or (victim_col == "role" and value not in ("trainer", "emb_ps", "any")):
-                raise ValueError(f"{path.name} line {line}: bad row (got {dict(record)})")
-            rows.append((time_s, victim_col, value))
+    """(time seconds, 'node' | 'role', value) per row, in time order; ValueError naming the
+    file and line of the first problem."""
+    try:
+        text = read_text(path)
+    except TextFileError as exc:
+        raise ValueError(f"{path.name}: {exc}") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    fields = reader.fieldnames or []
+    time_columns = [f for f in fields if f in _TIME_COLUMNS]
+    victim_columns = [f for f in fields if f in ("node", "role")]
+    if len(time_columns) != 1 or len(victim_columns) != 1:
+        raise ValueError(
+            f"{path.name}: the header needs one of {', '.join(_TIME_COLUMNS)} and one of "
+            f"node, role (got {', '.join(fields) or 'nothing'})"
+        )
+    rows: list[tuple[float, str, str]] = []
+    for line, record in enumerate(reader, start=2):
+        if len(rows) == MAX_TRACE_ROWS:
+            raise ValueError(f"{path.name}: more than {MAX_TRACE_ROWS:,} failures")
+        try:
+            rows.append(_trace_row(record, time_columns[0], victim_columns[0], rows))
+        except ValueError as exc:
+            raise ValueError(f"{path.name} line {line}: {exc}") from None
+    if not rows:
+        raise ValueError(f"{path.name}: no failures (only a header)")
     return rows
 
 
+def _trace_row(record: dict, time_col: str, victim_col: str, before: list) -> tuple:
+    """One trace row as (time seconds, column, value); ValueError saying what is wrong."""
+    text = record[time_col]
+    try:
+        time_s = float(text) * _TIME_COLUMNS[time_col]
+    except (TypeError, ValueError):
+        raise ValueError(f"{time_col} is not a number (got {text!r})") from None
+    if not math.isfinite(time_s):
+        raise ValueError(f"{time_col} must be a finite number (got {text!r})")
+    if time_s < 0:
+        raise ValueError(f"{time_col} must not be negative (got {text!r})")
+    if before and time_s < before[-1][0]:
+        previous = before[-1][0] / _TIME_COLUMNS[time_col]
+        raise ValueError(f"rows must be in time order ({time_col} {text} comes after {previous:g})")
+    value = (record[victim_col] or "").strip()
+    if victim_col == "role" and value not in ("trainer", "emb_ps", "any"):
+        raise ValueError(f"role must be trainer, emb_ps or any (got {value!r})")
+    if not value:
+        raise ValueError(f"{victim_col} is empty")
+    return time_s, victim_col, value
+
+
+class FailureLogFailures(_Source):
+    """Replay of a public failure log in the LANL failure-data format (one row per node
+    outage: ``nodenum``, ``Prob Started``, ``Prob Fixed`` or ``Down Time``, optional
+    ``System``; see `ftsim/sim/failure_log.py`). Log node n (its ``nodenum``; a node id
+    that is not an integer counts as its rank among the log's sorted ids) maps onto node
+    n mod N of the N nodes of ``role`` (trainers first), or onto node n when n < N
+    (``mapping: first``; the job runs on the system's first N nodes), or by an explicit
+    ``nodes`` map; a row whose node maps nowhere is skipped and counted. The
+    ``start`` time (default: the first replayed failure) is t = 0 and earlier rows are
+    skipped; each failure's logged repair time (fixed − started) is the delay until its
+    node is replaced (``reschedule: logged``)."""
+
+    kind: Literal["failure_log"]
+    path: str = Field(description="the log (CSV), relative to the scenario file")
+    system: int | str | None = Field(
+        None, description="keep only the rows of this System (required if the log has several)"
+    )
+    start: datetime | None = Field(
+        None,
+        description="log time that is t = 0, e.g. '6/21/2005 10:54' (default: the first "
+        "replayed failure); earlier rows are skipped",
+    )
+    role: Role = Field("any", description="cluster nodes the log's nodes map onto")
+    mapping: Literal["modulo", "first"] = Field(
+        "modulo",
+        description="modulo: log node n (its nodenum) fails node n mod N of the N nodes of "
+        "role; first: node n, and log nodes n >= N are skipped",
+    )
+    nodes: dict[str, str] | None = Field(
+        None,
+        description="explicit map from log node id to cluster node, e.g. {17: emb_ps3} "
+        "(replaces mapping; unlisted log nodes are skipped)",
+    )
+    reschedule: Literal["logged", "cluster"] = Field(
+        "logged",
+        description="logged: a failed node is replaced after its logged repair time "
+        "(Prob Fixed - Prob Started); cluster: drawn from cluster.reschedule",
+    )
+    _entries: list = PrivateAttr(default_factory=list)
+    _errors: list = PrivateAttr(default_factory=list)
+    _plans: dict = PrivateAttr(default_factory=dict)
+
+    @field_validator("path")
+    @classmethod
+    def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        base = Path((info.context or {}).get("base_dir", "."))
+        path = (base / value).resolve()
+        if not path.is_file():
+            raise ValueError(f"failure log not found: {path}")
+        return str(path)
+
+    @field_validator("start", mode="before")
+    @classmethod
+    def _time(cls, value):
+        return failure_log.parse_time(value) if isinstance(value, str) else value
+
+    @field_validator("start")
+    @classmethod
+    def _local(cls, value):
+        if value is not None and value.tzinfo is not None:
+            raise ValueError("give a time without a time zone, as the log's times are")
+        return value
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _ids(cls, value):
+        if isinstance(value, dict):
+            return {failure_log.node_id(k): v for k, v in value.items()}
+        return value
+
+    def model_post_init(self, __context) -> None:
+        try:
+            self._entries = failure_log.read_failure_log(Path(self.path))
+        except failure_log.LogError as exc:
+            self._errors = [("path", str(exc))]
+
+    def _plan(self, scenario) -> dict:
+        """Replayed failures ``(t_s, node, repair_s)`` and the counts of rows skipped."""
+        c = scenario.cluster
+        key = (c.trainers, c.emb_ps)
+        if key in self._plans:
+            return self._plans[key]
+        entries = self._entries
+        systems = sorted({e.system for e in entries}, key=failure_log.id_order)
+        if self.system is not None:
+            entries = [e for e in entries if e.system == str(self.system).strip()]
+        ids = sorted({e.node for e in entries}, key=failure_log.id_order)
+        pool = role_range(c.trainers, c.emb_ps, self.role)
+        if self.nodes is not None:
+            target = {}
+            for log_id, name in self.nodes.items():
+                with contextlib.suppress(ValueError):  # reported by problems()
+                    target[log_id] = parse_node(c.trainers, c.emb_ps, name)
+        else:  # log node n: its nodenum if an integer, else its rank among the sorted ids
+            index = {i: int(i) if i.isdigit() else k for k, i in enumerate(ids)}
+            if self.mapping == "modulo":
+                target = {i: pool[n % len(pool)] for i, n in index.items()}
+            else:
+                target = {i: pool[n] for i, n in index.items() if n < len(pool)}
+        mapped = [e for e in entries if e.node in target]
+        t0 = self.start or (mapped[0].started if mapped else None)
+        kept = [e for e in mapped if e.started >= t0] if t0 else []
+        plan = {
+            "failures": [
+                ((e.started - t0).total_seconds(), target[e.node], e.repair_s) for e in kept
+            ],
+            "rows": len(self._entries),
+            "systems": systems,
+            "other_system": len(self._entries) - len(entries),
+            "unmapped": len(entries) - len(mapped),
+            "unmapped_nodes": len({e.node for e in entries} - set(target)),
+            "before_start": len(mapped) - len(kept),
+            "t0": t0,
+        }
+        self._plans[key] = plan
+        return plan
+
+    def problems(self, scenario):
+        if self._errors:
+            return list(self._errors)
+        c = scenario.cluster
+        found = []
+        for log_id, name in (self.nodes or {}).items():
+            try:
+                parse_node(c.trainers, c.emb_ps, name)
+            except ValueError as exc:
+                found.append((f"nodes.{log_id}", str(exc)))
+        plan = self._plan(scenario)
+        systems = plan["systems"]
+        if self.system is None and len(systems) > 1:
+            found.append(("system", f"the log holds systems {', '.join(systems)}: choose one"))
+        elif self.system is not None and plan["other_system"] == plan["rows"]:
+            found.append(
+                ("system", f"no row of system {self.system} (the log has: {', '.join(systems)})")
+            )
+        elif not found and not plan["failures"]:
+            found.append(("path", f"no failure to replay: {self._counts(plan)}"))
+        return found
+
+    @staticmethod
+    def _counts(plan: dict) -> str:
+        skipped = [
+            (plan["other_system"], "of other systems"),
+            (plan["unmapped"], f"of {plan['unmapped_nodes']} log nodes mapped to no node"),
+            (plan["before_start"], "before start"),
+        ]
+        parts = [f"{n} {why}" for n, why in skipped if n]
+        replayed = f"{plan['rows']} rows, {len(plan['failures'])} replayed"
+        return replayed + (f"; skipped: {', '.join(parts)}" if parts else "")
+
+    def note(self, scenario) -> str:
+        """What was read and skipped, for the user."""
+        plan = self._plan(scenario)
+        start = f"; t = 0 is {plan['t0']:%Y-%m-%d %H:%M}" if plan["t0"] else ""
+        return f"failure log {Path(self.path).name}: {self._counts(plan)}{start}"
+
+    def rate_per_s(self, scenario):
+        failures = self._plan(scenario)["failures"]
+        if not failures:
+            return 0.0
+        return len(failures) / max(scenario.job.work_s, failures[-1][0])
+
+    def expected_failures(self, scenario, horizon_s):
+        return sum(time_s <= horizon_s for time_s, _, _ in self._plan(scenario)["failures"])
+
+    def rate_field(self):
+        return "path"
+
+    def victims(self, scenario, role):
+        failures = self._plan(scenario)["failures"]
+        if not failures:
+            return 0.0
+        wanted = set(role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, role))
+        return sum(node in wanted for _, node, _ in failures) / len(failures)
+
+    def events(self, rng, scenario):
+        logged = self.reschedule == "logged"
+        for time_s, node, repair_s in self._plan(scenario)["failures"]:
+            yield Failure(time_s, (node,), self.kind, repair_s if logged else None)
+
+
+def source_notes(scenario: Scenario) -> list[str]:
+    """One line per failure source with something to say (a failure log's rows skipped)."""
+    return [
+        f"failures.{i}: {source.note(scenario)}"
+        for i, source in enumerate(scenario.failures)
+        if hasattr(source, "note")
+    ]
+
+
 FailureSourceConfig = Annotated[
-    ExponentialFailures | WeibullFailures | CorrelatedFailures | ScheduledFailures | TraceFailures,
+    ExponentialFailures
+    | WeibullFailures
+    | CorrelatedFailures
+    | ScheduledFailures
+    | TraceFailures
+    | FailureLogFailures,
     Field(discriminator="kind"),
 ]
 

@@ -235,34 +235,65 @@ class ShardedEmbeddings:
         return RowData(rows, np.take(self.weights, rows, axis=0), state)
 
 
-def segment_sum(
-    global_ids: np.ndarray, grad_rows: np.ndarray, col_of: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sum gradient rows per unique id without a dense table-sized gradient.
+# SegmentSum finds the unique ids by scanning a mask of all rows when there are at most this
+# many rows per lookup, else by sorting one lookup per id. Measured (1 thread, µs): the scan
+# costs 0.04-0.11 ns per row, sorting 10-25 ns per unique id; 17k rows, 6.7k lookups: scan 64,
+# sort 99; 2.6M rows, 3.3k lookups: scan 341, sort 59; 2.6M rows, 27k lookups: 661, 500.
+_SCAN_ROWS_PER_LOOKUP = 32
 
-    ``global_ids`` (N,) are the looked-up ids; the gradient of lookup ``k`` is row
-    ``col_of[k]`` of ``grad_rows`` (M, d) (this lets the gradient stay inside a larger work
-    array). Returns ``(rows, counts, sums)``: sorted unique ids (n,), multiplicities (n,),
-    and summed gradients (n, d). Sorting packs (id, position) into one int64 key, so a plain
-    (SIMD) sort replaces an argsort; the segment sum is a CSR sparse-times-dense product
-    that adds each segment in lookup order (deterministic).
+
+class SegmentSum:
+    """Sum of the gradient rows of a batch's lookups per looked-up id (the lookup's backward),
+    without a dense table-sized gradient.
+
+    Built once per batch layout: lookup ``k`` (of ``n``) takes its gradient from row
+    ``col_of[k]`` of an (M, d) work array (``col_of`` strictly increasing, so the gradient can
+    stay inside a larger array, e.g. the interaction's (B, T+1, d) gradient), ids are global
+    rows below ``n_rows``. A call returns ``(rows, counts, sums)``: sorted unique ids (n_u,),
+    lookups per id (n_u,) and summed gradients (n_u, d).
+
+    How: the sorted unique ids come from one scan of a bool mask over all rows (set at the
+    ids, cleared after use) when ``n_rows <= 32 n``, else from a rank table in which every
+    lookup writes its position (one writer per id survives, whichever it is) and a sort of
+    the ids whose lookup survived. The rank table then maps each lookup to its id's position
+    in ``rows``, and the sums are a sparse 0/1 (n x M) CSC matrix times the gradient array. In
+    CSC the matrix has one entry per column ``col_of[k]`` in lookup order, so its pattern is
+    fixed and only the row indices (the ranks) change per call: they are written in place
+    into the matrix's ``indices``. scipy's product adds each id's gradients in lookup order,
+    so the result is deterministic and the same on every machine.
     """
-    from scipy.sparse import csr_matrix  # deferred: keeps `import ftsim.trainer` light
 
-    n = len(global_ids)
-    bits = max(1, int(n - 1).bit_length())
-    keys = np.left_shift(global_ids, bits)
-    keys |= np.arange(n, dtype=np.int64)
-    keys.sort()
-    ids = keys >> bits
-    order = keys & ((1 << bits) - 1)
-    new = np.empty(n, dtype=bool)
-    new[0] = True
-    np.not_equal(ids[1:], ids[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    indptr = np.append(starts, n)
-    mat = csr_matrix(
-        (np.ones(n, dtype=grad_rows.dtype), col_of[order], indptr),
-        shape=(len(starts), grad_rows.shape[0]),
-    )
-    return ids[starts], np.diff(indptr), np.asarray(mat @ grad_rows)
+    def __init__(self, n_rows: int, col_of: np.ndarray, n_grad_rows: int, dtype: np.dtype):
+        from scipy.sparse import csc_matrix  # deferred: keeps `import ftsim.trainer` light
+
+        n = len(col_of)
+        scan = n_rows <= _SCAN_ROWS_PER_LOOKUP * n
+        self._seen = np.zeros(n_rows, dtype=bool) if scan else None
+        self._rank = np.zeros(n_rows, dtype=np.int32)
+        self._positions = np.arange(n, dtype=np.int32)  # of the lookups; ranks of the ids
+        indptr = np.zeros(n_grad_rows + 1, dtype=np.int32)
+        indptr[np.asarray(col_of) + 1] = 1
+        np.cumsum(indptr, out=indptr)
+        # n result rows: room for n distinct ids; the rank of lookup k is written per call
+        self._matrix = csc_matrix(
+            (np.ones(n, dtype), np.zeros(n, np.int32), indptr), shape=(n, n_grad_rows)
+        )
+
+    def __call__(
+        self, ids: np.ndarray, grad_rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``ids`` (n,) global row of every lookup; ``grad_rows`` (M, d) C-contiguous."""
+        rank, positions, inverse = self._rank, self._positions, self._matrix.indices
+        if self._seen is not None:
+            self._seen[ids] = True
+            rows = np.flatnonzero(self._seen)
+            self._seen[rows] = False
+        else:
+            rank[ids] = positions
+            np.take(rank, ids, out=inverse, mode="clip")
+            rows = ids[inverse == positions]
+            rows.sort()
+        rank[rows] = positions[: len(rows)]
+        np.take(rank, ids, out=inverse, mode="clip")  # ids are valid; "raise" buffers out
+        counts = np.bincount(inverse, minlength=len(rows))
+        return rows, counts, (self._matrix @ grad_rows)[: len(rows)]

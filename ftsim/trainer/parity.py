@@ -3,15 +3,15 @@
 A systematic (n, k) code over floats, r = n - k parity rows per stripe, on top of a
 :class:`ShardedEmbeddings` with ``row_round_robin`` placement over N shards (k + r <= N):
 
-* **Stripes.** Stripe ``j`` holds the k consecutive global rows ``j*k .. j*k + k - 1``
-  (offset ``i`` = row % k); they live on shards ``(j*k + i) % N``, all distinct. The last stripe
-  is short when R % k != 0: its missing members count as zero rows. ``n_stripes = ceil(R / k)``.
-* **Parity placement (RAID-5 style rotation).** With ``s = j*k % N``, ``g = gcd(N, k)``,
-  ``P = N / g`` (period of ``s``) and ``o = (j // P) * r``, parity slot m of stripe j lives on
-  shard ``(s + k + (o + m) % (N - k)) % N``: inside the N - k shards that hold no data of the
-  stripe, r distinct shards. Over every ``P * g / gcd(g, r)`` consecutive stripes each shard
-  holds exactly the same number of parity rows; in any prefix the counts differ by at most r
-  rows (one stripe's worth; +-1 row for r = 1).
+* **Stripes** (:class:`ftsim.stripes.StripeLayout`, shared with the time model). ``rotating``
+  (default): stripe ``j`` holds the k consecutive global rows ``j*k .. j*k + k - 1`` on shards
+  ``(j*k + i) % N``, parity rotating RAID-5 style over the N - k shards holding none of its
+  data (with ``s = j*k % N``, ``g = gcd(N, k)``, ``P = N / g``, ``o = (j // P) * r``, slot m is
+  on shard ``(s + k + (o + m) % (N - k)) % N``; over every ``P * g / gcd(g, r)`` consecutive
+  stripes each shard holds exactly the same number of parity rows, and in any prefix the
+  counts differ by at most r rows). ``grouped``: every stripe, data and parity, inside one
+  group of ``group_size`` consecutive shards (N a multiple of it), parity rotating within the
+  group. Short stripes (past the last row) count their missing members as zero rows.
 * **Code** (r = 1 or 2). ``p_m = sum_i c[m, i] * x_i``: ``c[0, i] = 1`` (sum parity) and
   ``c[1, i] = i - k // 2 + 0.5`` (distinct, non-zero, centred nodes: -0.5, 0.5 for k = 2;
   -1.5 .. 1.5 for k = 4). Any 2 erasures among the k + 2 members are decodable: two data rows
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ftsim.stripes import parity_shards_of
+from ftsim.stripes import LayoutKind, StripeLayout
 from ftsim.trainer.embeddings import RowData, ShardedEmbeddings, SparseUpdate
 
 if TYPE_CHECKING:
@@ -80,6 +80,8 @@ class ParityCode:
         k: int,
         r: int = 1,
         mode: Literal["delta", "gradient"] = "delta",
+        layout: LayoutKind = "rotating",
+        group_size: int | None = None,
     ) -> None:
         n = embeddings.n_shards
         if embeddings.placement != "row_round_robin":
@@ -99,9 +101,10 @@ class ParityCode:
                 "undecayed and row-wise Adagrad scales each row by its own accumulator, so the "
                 "parity server needs each touched row's state; use mode='delta'"
             )
+        self.layout = StripeLayout(n, k, r, layout, group_size)
         self.emb = embeddings
         self.k, self.r, self.mode = k, r, mode
-        self.n_stripes = -(-embeddings.n_rows // k)
+        self.n_stripes = self.layout.n_stripes(embeddings.n_rows)
         self.coeffs = np.stack([np.ones(k), np.arange(k) - k // 2 + 0.5])[:r]
         self.values = np.zeros((self.n_stripes, r, embeddings.dim), embeddings.dtype)
         self.state = {
@@ -112,34 +115,40 @@ class ParityCode:
 
     @classmethod
     def attach(
-        cls, trainer: Trainer, k: int, r: int = 1, mode: Literal["delta", "gradient"] = "delta"
+        cls,
+        trainer: Trainer,
+        k: int,
+        r: int = 1,
+        mode: Literal["delta", "gradient"] = "delta",
+        layout: LayoutKind = "rotating",
+        group_size: int | None = None,
     ) -> ParityCode:
         """Encode ``trainer``'s embeddings and register :meth:`on_update` as its listener.
 
         Undo with ``trainer.remove_update_listener(code.on_update)``.
         """
-        code = cls(trainer.embeddings, k, r, mode)
+        code = cls(trainer.embeddings, k, r, mode, layout, group_size)
         trainer.add_update_listener(code.on_update)
         return code
 
     # ------------------------------------------------------------------ layout
     def stripe_of(self, rows: np.ndarray) -> np.ndarray:
         """Stripe id of each global row."""
-        return np.asarray(rows, dtype=np.int64) // self.k
+        return self.layout.stripe_of(rows)
 
     def offset_of(self, rows: np.ndarray) -> np.ndarray:
         """Offset (0..k-1) of each global row inside its stripe."""
-        return np.asarray(rows, dtype=np.int64) % self.k
+        return self.layout.offset_of(rows)
 
     def stripe_rows(self, stripes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Data members of ``stripes`` (n,): global rows (n, k) and a mask (n, k) of the ones
-        that exist (False only in the short last stripe; those entries hold ids >= R)."""
-        rows = np.asarray(stripes, dtype=np.int64)[:, None] * self.k + np.arange(self.k)
+        that exist (False only in short stripes; those entries hold ids >= R)."""
+        rows = self.layout.data_rows(stripes)
         return rows, rows < self.emb.n_rows
 
     def parity_shards(self, stripes: np.ndarray) -> np.ndarray:
         """Shard of every parity slot of ``stripes`` (n,): (n, r), distinct from the data shards."""
-        return parity_shards_of(self.emb.n_shards, self.k, self.r, stripes)
+        return self.layout.parity_shards(stripes)
 
     def parity_slots(self, shard: int) -> tuple[np.ndarray, np.ndarray]:
         """Parity rows held by ``shard``: (stripe ids, slot m), each (n_held,)."""
@@ -216,12 +225,10 @@ class ParityCode:
         rows = update.rows
         if len(rows) == 0:
             return
-        # segment sum without np.add.at: rows are sorted and unique, so each (touched stripe,
-        # offset) slot of a dense (n_touched, k, w) buffer receives at most one row
-        stripes = self.stripe_of(rows)
-        first = np.diff(stripes, prepend=-1) != 0
-        touched = stripes[first]
-        slot = (np.cumsum(first) - 1, self.offset_of(rows))
+        # segment sum without np.add.at: rows are unique, so each (touched stripe, offset)
+        # slot of a dense (n_touched, k, w) buffer receives at most one row
+        touched, index = np.unique(self.stripe_of(rows), return_inverse=True)
+        slot = (index, self.offset_of(rows))
         if self.mode == "gradient":  # sgd: delta p_m = -lr * sum_i c[m, i] * g_i
             changes = {VALUES: update.grad.astype(np.float64) * -self.emb.optimizer.cfg.lr}
         else:
@@ -250,31 +257,38 @@ class ParityCode:
         data_lost, parity_lost = self._losses(all_stripes, failed)
         return np.flatnonzero(data_lost.any(axis=1) | parity_lost.any(axis=1))
 
+    def _classify(
+        self, stripes: np.ndarray, failed: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Members (n, k), lost data (n, k), lost parity (n, r) and unrecoverable (n,) — more
+        than r members lost — of ``stripes``."""
+        rows, _ = self.stripe_rows(stripes)
+        data_lost, parity_lost = self._losses(stripes, failed)
+        bad = data_lost.sum(axis=1) + parity_lost.sum(axis=1) > self.r
+        return rows, data_lost, parity_lost, bad
+
     def unrecoverable_stripes(self, failed_shards: np.ndarray | list[int]) -> np.ndarray:
         """Sorted stripes that lost more than r members (data or parity) if ``failed_shards``
         fail together (empty: the failure is decodable)."""
         failed = np.unique(np.asarray(failed_shards, dtype=np.int64))
         stripes = self._stripes_of_shards(failed)
-        data_lost, parity_lost = self._losses(stripes, failed)
-        return stripes[data_lost.sum(axis=1) + parity_lost.sum(axis=1) > self.r]
+        return stripes[self._classify(stripes, failed)[3]]
 
     def _check(
         self, stripes: np.ndarray, failed: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Members (n, k), lost data (n, k) and lost parity (n, r) of ``stripes``; raises
         :class:`UnrecoverableError` naming every stripe that lost more than r members."""
-        rows, _ = self.stripe_rows(stripes)
-        data_lost, parity_lost = self._losses(stripes, failed)
-        bad = data_lost.sum(axis=1) + parity_lost.sum(axis=1) > self.r
+        rows, data_lost, parity_lost, bad = self._classify(stripes, failed)
         if bad.any():
-            raise UnrecoverableError(stripes[bad], rows[bad][data_lost[bad]])
+            raise UnrecoverableError(stripes[bad], np.sort(rows[bad][data_lost[bad]]))
         return rows, data_lost, parity_lost
 
     def _decode_stripes(self, stripes: np.ndarray, failed: np.ndarray) -> RowData:
-        """All data rows of ``stripes`` (sorted) held by ``failed`` shards, decoded from the
-        surviving members and parity; raises :class:`UnrecoverableError`."""
+        """All data rows of ``stripes`` held by ``failed`` shards (sorted by row), decoded from
+        the surviving members and parity; raises :class:`UnrecoverableError`."""
         rows, data_lost, parity_lost = self._check(stripes, failed)
-        out_rows = rows[data_lost]  # row-major over sorted stripes: sorted
+        out_rows = rows[data_lost]  # stripe-major; sorted at the end
         pos = np.cumsum(data_lost).reshape(data_lost.shape) - 1  # (n, k) -> index in out_rows
         pattern = data_lost @ (1 << np.arange(self.k)) + (
             parity_lost @ (1 << np.arange(self.r)) << self.k
@@ -296,12 +310,27 @@ class ParityCode:
                 rhs = par[stripes[sel][:, None], use].astype(np.float64) - known
                 solved = np.einsum("lm,smw->slw", inv, rhs)  # (n_sel, |lost|, w)
                 out[name][pos[sel][:, lost].ravel()] = solved.reshape(-1, par.shape[2])
+        return self._row_data(out_rows, out)
+
+    def _row_data(self, rows: np.ndarray, coded: dict[str, np.ndarray]) -> RowData:
+        """Decoded float64 arrays (name -> (n, w)) of ``rows`` (any order) as a
+        :class:`RowData` sorted by row, rounded once to the embedding dtype."""
+        order = np.argsort(rows, kind="stable")
         dtype = self.emb.dtype
         state = {
-            name: out[name].astype(dtype).reshape(len(out_rows), *a.shape[1:])
+            name: coded[name][order].astype(dtype).reshape(len(rows), *a.shape[1:])
             for name, a in self.emb.state.items()
         }
-        return RowData(out_rows, out[VALUES].astype(dtype), state)
+        return RowData(rows[order], coded[VALUES][order].astype(dtype), state)
+
+    def _decode_all(self, stripes: np.ndarray, failed: np.ndarray) -> RowData:
+        """:meth:`_decode_stripes` over ``stripes`` in blocks (bounded work memory)."""
+        parts = [self._decode_stripes(block, failed) for block in self._blocks(stripes)]
+        rows = np.concatenate([p.rows for p in parts])
+        coded = {VALUES: np.concatenate([p.values for p in parts])}
+        for name in self.state:
+            coded[name] = np.concatenate([p.state[name] for p in parts])
+        return self._row_data(rows, coded)  # blocks interleave under the grouped layout
 
     def decode(self, failed_shards: np.ndarray | list[int]) -> RowData:
         """Every row (values and optimizer state) held by ``failed_shards``, decoded from the
@@ -312,12 +341,19 @@ class ParityCode:
         failed = np.unique(np.asarray(failed_shards, dtype=np.int64))
         stripes = self._stripes_of_shards(failed)
         self._check(stripes, failed)  # one error naming all unrecoverable stripes
-        parts = [self._decode_stripes(block, failed) for block in self._blocks(stripes)]
-        return RowData(
-            np.concatenate([p.rows for p in parts]),
-            np.concatenate([p.values for p in parts]),
-            {name: np.concatenate([p.state[name] for p in parts]) for name in self.state},
-        )
+        return self._decode_all(stripes, failed)
+
+    def decode_recoverable(
+        self, failed_shards: np.ndarray | list[int]
+    ) -> tuple[RowData, np.ndarray]:
+        """Decode what can be decoded after losing ``failed_shards``: the rows (values and
+        optimizer state) of theirs in stripes that lost at most r members, and the sorted
+        global ids of the others (data rows of unrecoverable stripes on failed shards; they
+        need a checkpoint)."""
+        failed = np.unique(np.asarray(failed_shards, dtype=np.int64))
+        stripes = self._stripes_of_shards(failed)
+        rows, data_lost, _, bad = self._classify(stripes, failed)
+        return self._decode_all(stripes[~bad], failed), np.sort(rows[bad][data_lost[bad]])
 
     def degraded_read(self, rows: np.ndarray, failed_shards: np.ndarray | list[int]) -> RowData:
         """The given global rows (sorted, unique in the result): rows on surviving shards are

@@ -15,7 +15,7 @@ import numpy as np
 from ftsim.trainer.config import TrainerConfig
 from ftsim.trainer.criteo import CriteoData
 from ftsim.trainer.data import Batch, SyntheticData
-from ftsim.trainer.embeddings import RowData, ShardedEmbeddings, SparseUpdate, segment_sum
+from ftsim.trainer.embeddings import RowData, SegmentSum, ShardedEmbeddings, SparseUpdate
 from ftsim.trainer.metrics import auc, log_loss
 from ftsim.trainer.model import DenseDLRM, bce_with_logits, sigmoid
 from ftsim.trainer.optim import DenseOptimizer
@@ -84,7 +84,7 @@ class Trainer:
             else None
         )
         self._listeners: list[UpdateListener] = []
-        self._work: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._work: dict[int, tuple[np.ndarray, SegmentSum]] = {}
         self._eval_set: Batch | None = None
 
     # ------------------------------------------------------------------ training
@@ -98,7 +98,7 @@ class Trainer:
     def train_batch(self, batch: Batch) -> float:
         """One SGD step on ``batch`` (normally ``data.batch(step)``); returns its log loss."""
         b = len(batch)
-        gids, col_of = self._workspace(b)
+        gids, segment_sum = self._workspace(b)
         emb = self.embeddings
         np.add(batch.cat, emb.offsets[:-1], out=gids)
         feat = self.model.feature_buffer(b)
@@ -107,7 +107,7 @@ class Trainer:
         loss = bce_with_logits(logits, batch.label)
         dfeat = self.model.backward(logits, batch.label)
         self.dense_optimizer.step(self.model.grads)
-        rows, counts, grad = segment_sum(gids.reshape(-1), dfeat.reshape(-1, emb.dim), col_of)
+        rows, counts, grad = segment_sum(gids.reshape(-1), dfeat.reshape(-1, emb.dim))
         if self._listeners:
             grad_in = grad.copy()
             old, new = emb.apply_gradients(rows, grad, record=True)
@@ -124,13 +124,18 @@ class Trainer:
                 fn(update)
         return loss
 
-    def _workspace(self, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """Global-id buffer (B, T) and the map lookup k -> row of the (B*(T+1), d) gradient."""
+    def _workspace(self, b: int) -> tuple[np.ndarray, SegmentSum]:
+        """Global-id buffer (B, T) and the segment sum of the (B*(T+1), d) interaction
+        gradient, whose row ``k + k // T + 1`` is the gradient of lookup ``k``."""
         work = self._work.get(b)
         if work is None:
-            t = len(self.embeddings.table_sizes)
+            emb = self.embeddings
+            t = len(emb.table_sizes)
             k = np.arange(b * t, dtype=np.int64)
-            work = (np.empty((b, t), np.int64), k + k // t + 1)
+            work = (
+                np.empty((b, t), np.int64),
+                SegmentSum(emb.n_rows, k + k // t + 1, b * (t + 1), emb.dtype),
+            )
             self._work[b] = work
         return work
 

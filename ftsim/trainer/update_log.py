@@ -16,9 +16,15 @@ not bridge). Replay then restores the shard as it was at the end of the logged p
 updates of the unlogged steps are **lost** (``ReplayReport.lost_lookups`` counts their
 lookups, as CPR's PLS does). They cannot be recomputed from the log: recomputing a row's
 gradient of step ``s`` needs the dense model and every other row of that batch as of step
-``s``, which exist only if the whole job rolls back to a checkpoint (a full rollback, whose
-cost the time model charges instead). A smaller budget thus means fewer bytes written and a
-shorter replay, at the cost of lost updates or of a full rollback.
+``s``, which exist again only if the whole job rolls back to a consistent state and
+re-executes (the ``swift`` policy's ``unlogged: recompute`` rolls back to the end of the
+logged prefix, where it keeps a copy of the dense state). A smaller budget thus means fewer
+bytes written and a shorter replay, at the cost of lost updates or of a rollback.
+
+**Repeated failures.** A replay does not truncate the log: the recovered shard is durable
+only once its next checkpoint is taken, so a second failure before then reloads the same
+checkpoint and replays everything logged since it (its ``ReplayReport`` covers all steps
+since the checkpoint, including those already reported lost by the first replay).
 
 **Going back.** If the trainer goes back (SWIFT's undo of the last step, or a restore of an
 older snapshot), the records of the steps it un-did are dropped (on the next query or update):
@@ -195,7 +201,8 @@ class UpdateLog:
 
         Precondition: the shard's rows and optimizer state were just restored from the
         checkpoint taken at the last :meth:`checkpoint` call. With full logging the shard
-        then equals its failure-free state bit for bit; otherwise see ``lost_*``.
+        then equals its failure-free state bit for bit; otherwise see ``lost_*``. The log
+        is kept: a later replay (another failure) re-applies every step since the checkpoint.
         """
         if self.trainer.step < self._checkpoint_step[shard]:
             raise ValueError(f"the trainer went back past the checkpoint of shard {shard}")

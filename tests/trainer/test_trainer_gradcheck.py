@@ -67,18 +67,22 @@ def test_embedding_input_gradient(dlrm):
     assert rel_err(np.array([dfeat[:, 1:][i] for i in idx]), num) < RTOL
 
 
-def test_interaction_alone():
+@pytest.mark.parametrize("n_out", [None, 4])
+def test_interaction_alone(n_out):
+    """The interaction's backward through a linear layer: the identity (the interaction's own
+    gradient) and a random (d + P, 4) weight like the first top-MLP layer."""
     rng = np.random.default_rng(5)
     inter = DotInteraction(5, 3, np.float64)
-    feat = rng.normal(size=(6, 5, 3))
-    upstream = rng.normal(size=(6, inter.out_dim))
     assert inter.out_dim == 3 + 10
+    weight = np.eye(inter.out_dim) if n_out is None else rng.normal(size=(inter.out_dim, n_out))
+    feat = rng.normal(size=(6, 5, 3))
+    upstream = rng.normal(size=(6, weight.shape[1]))
 
     def f() -> float:
-        return float(np.sum(inter.forward(feat) * upstream))
+        return float(np.sum((inter.forward(feat) @ weight) * upstream))
 
     inter.forward(feat)
-    analytic = inter.backward(upstream.copy()).copy()
+    analytic = inter.backward(upstream, weight).copy()
     idx = sample_idx(feat.shape, rng, k=25)
     assert rel_err(np.array([analytic[i] for i in idx]), numeric_grad(f, feat, idx)) < RTOL
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ftsim.trainer.config import DenseOptimizerConfig, SparseOptimizerConfig
-from ftsim.trainer.embeddings import segment_sum
+from ftsim.trainer.embeddings import SegmentSum
 from ftsim.trainer.optim import DenseOptimizer, SparseOptimizer
 
 
@@ -66,14 +66,19 @@ def test_dense_rules(kind):
     np.testing.assert_allclose(p, expect, rtol=1e-10)
 
 
-def test_segment_sum_matches_reference():
+@pytest.mark.parametrize("n_rows", [40, 20_000])  # unique ids by a mask scan / by a sort
+def test_segment_sum_adds_in_lookup_order(n_rows):
+    """Sums equal a float32 loop over the lookups in order (bit for bit); reusable per call."""
     rng = np.random.default_rng(2)
-    ids = rng.integers(0, 40, size=300)
-    grads = rng.normal(size=(500, 4)).astype(np.float32)
-    col_of = rng.permutation(500)[:300]
-    rows, counts, sums = segment_sum(ids, grads, col_of)
-    np.testing.assert_array_equal(rows, np.unique(ids))
-    np.testing.assert_array_equal(counts, np.bincount(ids)[rows])
-    ref = np.zeros((40, 4))
-    np.add.at(ref, ids, grads[col_of].astype(np.float64))
-    np.testing.assert_allclose(sums, ref[rows], rtol=1e-5, atol=1e-5)
+    col_of = np.sort(rng.choice(500, size=300, replace=False))  # strictly increasing
+    summer = SegmentSum(n_rows, col_of, 500, np.float32)
+    for _ in range(3):  # the mask and rank buffers are reset between calls
+        ids = rng.integers(0, 40, size=300) * (n_rows // 40)
+        grads = rng.normal(size=(500, 4)).astype(np.float32)
+        rows, counts, sums = summer(ids, grads)
+        np.testing.assert_array_equal(rows, np.unique(ids))
+        np.testing.assert_array_equal(counts, np.bincount(ids)[rows])
+        ref = np.zeros((n_rows, 4), np.float32)
+        for k, i in enumerate(ids):
+            ref[i] += grads[col_of[k]]
+        assert sums.dtype == np.float32 and sums.tobytes() == ref[rows].tobytes()

@@ -209,11 +209,11 @@ def test_undoer_returns_to_previous_step(make_config, dense, sparse, mode):
     k = 6
     tr = Trainer(cfg)
     undoer = Undoer(tr, sparse=mode)
-    tr.train(k)
+    tr.train(k - 1)
+    loss_k = tr.train(1)
     assert undoer.can_undo and undoer.nbytes > 0
     ref = Trainer(cfg)
     ref.train(k - 1)
-    after_k = [x.copy() for x in dense_state(tr)]
     undoer.undo_last_step()
     assert tr.step == k - 1 and not undoer.can_undo
     for x, y in zip(dense_state(tr), dense_state(ref), strict=True):
@@ -230,9 +230,11 @@ def test_undoer_returns_to_previous_step(make_config, dense, sparse, mode):
     np.testing.assert_array_equal(tr.mfu.counts, ref.mfu.counts)
     with pytest.raises(RuntimeError):
         undoer.undo_last_step()
-    tr.train(1)  # redo: back to (about) the k-step state
-    for x, y in zip(dense_state(tr), after_k, strict=True):
-        assert norm_rel(x, y) <= 10 * REL
+    # redo: the same batch again, from the undone state. Its loss (a forward pass, Lipschitz
+    # in the parameters) matches; the parameters after the step are not compared: a ReLU
+    # input within the undo error of 0 would flip a sample's gradient
+    assert abs(tr.train(1) - loss_k) <= REL * loss_k
+    assert tr.step == k
     undoer.close()
 
 

@@ -71,6 +71,46 @@ def test_replay_from_step_zero_and_repeated_failures(make_config):
         assert got.state["momentum"].tobytes() == expect.state["momentum"].tobytes()
 
 
+def test_second_failure_replays_everything_since_the_checkpoint(make_config):
+    """A replay keeps the log (the recovered shard is not durable): a second failure after
+    more training reloads the same checkpoint and replays every step since it, exactly."""
+    cfg = make_config(sparse="momentum", dense="momentum", lr=0.05)
+    reference = Trainer(cfg)
+    reference.train(20)
+    tr = Trainer(cfg)
+    log = UpdateLog(tr)
+    tr.train(3)
+    ckpt = tr.read_shard(1)
+    log.checkpoint(1)
+    for trained, expect_steps in ((4, 4), (6, 10)):
+        tr.train(trained)
+        corrupt_shard(tr, 1)
+        tr.write_shard(1, ckpt)
+        assert log.replay(1).replayed_steps == expect_steps == tr.step - 3
+    tr.train(7)
+    for x, y in zip(model_state(tr), model_state(reference), strict=True):
+        assert x.tobytes() == y.tobytes()
+
+
+def test_a_budget_reports_every_lost_step_since_the_checkpoint(make_config):
+    """With a budget, each replay reports all unlogged steps since the checkpoint: the
+    second report extends the first by the steps trained in between."""
+    tr = Trainer(make_config(sparse="sgd", lr=0.05))
+    log = UpdateLog(tr, budget_steps=2)
+    rec = StepRecorder(tr, 0)
+    ckpt = tr.read_shard(0)
+    reports = []
+    for trained in (5, 4):
+        tr.train(trained)
+        tr.write_shard(0, ckpt)
+        reports.append(log.replay(0))
+        assert tr.read_shard(0).values.tobytes() == rec.after[1].tobytes()  # the prefix
+    assert [r.lost_steps for r in reports] == [3, 7]
+    assert reports[1].lost_lookups - reports[0].lost_lookups == sum(
+        rec.lookups[s] for s in range(5, 9)
+    )
+
+
 def test_log_follows_undo_and_reexecution(make_config):
     cfg = make_config(sparse="momentum", dense="momentum", lr=0.05)
     tr = Trainer(cfg)

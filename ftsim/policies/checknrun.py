@@ -1,0 +1,538 @@
+"""``checknrun``: differential and quantized checkpoints (Check-N-Run, Eisenman et al., NSDI 2022).
+
+Check-N-Run shrinks what a checkpoint writes in two ways, and recovers like ``full``: on any
+failure every node returns to the last committed checkpoint and the work since is redone.
+
+**Differential checkpoints.** A DLRM updates only the embedding rows its batches look up,
+so after a **baseline** (a full checkpoint) a checkpoint need only write the rows changed
+since. The job tracks, per row, whether it changed; every ``baseline_every`` checkpoints a
+new baseline is written (a fixed period). Two variants (``differential``):
+
+- ``one_shot``: each differential checkpoint holds every row changed since the last
+  baseline; a restore reads the baseline and the last differential checkpoint (earlier
+  ones are deleted once a newer one is committed);
+- ``consecutive``: each holds the rows changed since the previous checkpoint; a restore
+  reads the baseline and every differential checkpoint since (all are kept).
+
+Every checkpoint also writes one copy of the dense state (trainer 0) and, for a
+differential one, a bitmap of the shard's rows saying which rows it holds (1 bit per row).
+
+**Quantized checkpoints** (``quantize_bits`` n ∈ {2, 3, 4, 8}): embedding values are
+written as n-bit codes of a uniform grid, dequantized at restore. ``quantization``:
+``uniform`` takes one range (min, max) over all the values a checkpoint writes,
+``adaptive`` one range per row (the row's min and max, 2 × fp32 per row written with it).
+Check-N-Run's adaptive scheme also searches each row's clipping range for the smallest L2
+error; ftsim keeps the row's full min–max range (no search): simpler, and its error is
+bounded by range/(2^n − 1)/2 per value. Optimizer state (row-wise or per-value) and the
+dense state are written in fp32, exactly: Check-N-Run quantizes the embedding tables, and
+quantizing an optimizer's accumulators would change every later step size. Quantizing and
+dequantizing cost ``codec_bandwidth`` per PS (fp32 bytes processed), charged to ``save`` /
+``load``. Restores from quantized checkpoints are not exact: the model carries the
+quantization error, measured by the co-simulation (``logloss_delta``).
+
+Time model. Row popularity is the Zipf law of ``cpr`` (the trainer data's exponent, or
+``popularity_exponent``; :func:`ftsim.policies.cpr.row_popularity`). A checkpoint at
+progress p whose reference (``one_shot``: the baseline, ``consecutive``: the previous
+checkpoint) was at progress r writes, per embedding PS, the expected number of distinct
+rows among B·(p − r)/t lookups of every table (B samples per iteration, t the iteration
+time; :func:`ftsim.policies.cpr.distinct_rows`) divided by E, each of
+
+    row bytes = values × n/(8 · bytes_per_value) [quantized] + 8 B [adaptive] + optimizer
+
+plus the row bitmap (rows per PS / 8 bytes); a baseline writes every row. Saves are flows
+(every PS writes its part while trainer 0 writes the dense copy) and stall training
+(``save``). A restore reads, per PS, its part of the baseline and of the differential
+checkpoints the variant needs, while every trainer reads the dense copy (``load``).
+Storage capacity (``storage_gb``) is the largest total, over the run, of the checkpoints
+kept for recovery (the parts of the chain and one dense copy), against one full checkpoint
+for ``full`` (``capacity_reduction``). ``write_reduction`` is what full checkpoints at the
+same points would have written over what was written, the paper's write-bandwidth saving.
+
+``interval`` is a duration, or ``young`` / ``daly`` for the optimum with the stall of an
+average checkpoint of a baseline cycle, which itself depends on the interval (solved by
+fixed-point iteration).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+from pydantic import Field
+
+from ftsim.policies.base import Policy, PolicyParams, TrainerSide
+from ftsim.policies.cpr import distinct_rows, row_popularity
+from ftsim.policies.events import ModelEvent
+from ftsim.policies.full import Interval, resolve_interval_s
+from ftsim.policies.registry import register
+from ftsim.scenario.quantities import BytesPerSecond
+from ftsim.sim.failures import job_mtbf_s
+
+RANGE_BYTES = 8
+"""Bytes of a quantization range: offset and scale, 2 × fp32."""
+
+
+class CheckNRunParams(PolicyParams):
+    """Parameters of ``checknrun``."""
+
+    kind: Literal["checknrun"]
+    interval: Interval = Field(
+        "30 min", description="compute between checkpoints, or young/daly (paper: 30 min)"
+    )
+    differential: Literal["one_shot", "consecutive"] = Field(
+        "one_shot",
+        description="one_shot: rows changed since the baseline; consecutive: since the "
+        "previous checkpoint",
+    )
+    baseline_every: int = Field(
+        4, ge=1, description="checkpoints per baseline cycle (a baseline, then differential ones)"
+    )
+    quantize_bits: Literal[2, 3, 4, 8] | None = Field(
+        None, description="bits per embedding value written (null: fp32, no quantization)"
+    )
+    quantization: Literal["uniform", "adaptive"] = Field(
+        "adaptive",
+        description="uniform: one range per checkpoint; adaptive: a min-max range per row",
+    )
+    codec_bandwidth: BytesPerSecond = Field(
+        "4 GB/s",
+        description="per-PS rate of (de)quantizing, fp32 bytes; assumption: a vectorised pass",
+    )
+    popularity_exponent: float = Field(
+        1.05,
+        ge=0,
+        description="Zipf exponent of row popularity if the trainer has no synthetic data",
+    )
+
+    def problems(self, scenario):
+        try:
+            row_popularity(scenario, self.popularity_exponent)
+        except ValueError:
+            exponents = scenario.trainer.data.zipf_exponent
+            message = (
+                f"trainer.data.zipf_exponent lists {len(exponents)} exponents but the job has "
+                f"{scenario.job.lookups_per_sample} tables: the time model cannot pair them"
+            )
+            return [("popularity_exponent", message)]
+        return []
+
+
+# -- quantization (used by the trainer side; plain NumPy) -----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QuantizedRows:
+    """Embedding values (n, d) as n-bit codes on a uniform grid: value ≈ low + code · step,
+    with ``low`` and ``step`` per row (adaptive, shape (n, 1)) or one pair (uniform, (1, 1)),
+    stored as fp32."""
+
+    codes: np.ndarray
+    low: np.ndarray
+    step: np.ndarray
+    bits: int
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes written: the codes packed at ``bits`` per value, and the ranges."""
+        return math.ceil(self.codes.size * self.bits / 8) + self.low.size * RANGE_BYTES
+
+    def dequantize(self) -> np.ndarray:
+        values = self.low.astype(np.float64) + self.codes * self.step.astype(np.float64)
+        return values.astype(self.dtype)
+
+
+def quantize(values: np.ndarray, bits: int, scheme: str) -> QuantizedRows:
+    """n-bit uniform quantization of ``values`` (n, d) with the range of all values
+    (``uniform``) or of each row (``adaptive``). Each value is rounded to the nearest of
+    2^n levels spanning its range, so its error is at most range / (2^n − 1) / 2 (plus the
+    fp32 rounding of the range and of the result)."""
+    levels = 2**bits - 1
+    x = values.astype(np.float64)
+    if scheme == "uniform":
+        low = np.full((1, 1), x.min() if x.size else 0.0)
+        high = np.full((1, 1), x.max() if x.size else 0.0)
+    else:
+        low = x.min(axis=1, keepdims=True) if x.size else np.zeros((len(x), 1))
+        high = x.max(axis=1, keepdims=True) if x.size else np.zeros((len(x), 1))
+    low32 = low.astype(np.float32)
+    step32 = ((high - low) / levels).astype(np.float32)
+    step = step32.astype(np.float64)
+    scaled = (x - low32) / np.where(step > 0, step, 1.0)
+    codes = np.clip(np.rint(scaled), 0, levels).astype(np.uint8)
+    return QuantizedRows(codes, low32, step32, bits, values.dtype)
+
+
+# -- model events ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DiffCheckpoint(ModelEvent):
+    """Checkpoint ``key`` committed: a ``baseline`` (every row), or a differential one (the
+    rows the policy's variant tracks), with the dense state."""
+
+    key: float
+    baseline: bool
+
+    def apply(self, model, trainer) -> None:
+        model.side.save(trainer, self.key, self.baseline)
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreChain(ModelEvent):
+    """Every node returns to checkpoint ``key``: the baseline, overwritten by the
+    differential checkpoints the variant reads (``0.0`` with none: the initial model). With
+    exact (fp32) rows this is the state at ``key`` bit for bit, and the redone work on the
+    same batches rejoins the failure-free trajectory."""
+
+    key: float
+    modifies: ClassVar[bool] = True
+
+    def apply(self, model, trainer) -> None:
+        model.side.restore(trainer, self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreQuantizedChain(RestoreChain):
+    """As :class:`RestoreChain` from quantized checkpoints: the embedding values come back
+    dequantized, with their quantization error (not exact)."""
+
+    exact: ClassVar[bool] = False
+
+
+# -- the trainer side ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Stored:
+    """One checkpoint as storage holds it (the trainer side's copy)."""
+
+    key: float
+    step: int
+    rows: np.ndarray
+    values: np.ndarray | QuantizedRows
+    state: dict[str, np.ndarray]
+    dense: list[np.ndarray]
+    dense_state: list[np.ndarray]
+
+    def values_f(self) -> np.ndarray:
+        values = self.values
+        return values.dequantize() if isinstance(values, QuantizedRows) else values
+
+    @property
+    def nbytes(self) -> int:
+        """Embedding bytes written (values, ranges, optimizer state; no ids or dense)."""
+        return int(self.values.nbytes + sum(a.nbytes for a in self.state.values()))
+
+
+class CheckNRunSide(TrainerSide):
+    """Check-N-Run on the trainer: per-row "changed since" masks kept from the update
+    listener (``SparseUpdate.rows``), and the checkpoints storage holds: the baseline and
+    the differential checkpoints the variant keeps, each a copy of its rows (quantized and
+    dequantized at restore when ``quantize_bits`` is set) with the dense state in fp32."""
+
+    def __init__(self, params, model) -> None:
+        super().__init__(params, model)
+        self.since_checkpoint: np.ndarray | None = None
+        """Per row: changed since the last checkpoint."""
+        self.since_baseline: np.ndarray | None = None
+        """Per row: changed since the last baseline."""
+        self.chain: list[_Stored] = []
+        """The baseline first, then the differential checkpoints a restore reads."""
+        self.initial = None
+        self._watched = set()
+
+    def attach(self, trainer, own: bool) -> None:
+        if self.since_checkpoint is None:
+            n = trainer.embeddings.n_rows
+            self.since_checkpoint = np.zeros(n, dtype=bool)
+            self.since_baseline = np.zeros(n, dtype=bool)
+            self.initial = trainer.snapshot()
+        trainer.add_update_listener(self._observe)
+        self._watched.add(id(trainer))
+
+    def detach(self, trainer) -> None:
+        if id(trainer) in self._watched:
+            trainer.remove_update_listener(self._observe)
+            self._watched.discard(id(trainer))
+
+    def _observe(self, update) -> None:
+        self.since_checkpoint[update.rows] = True
+        self.since_baseline[update.rows] = True
+
+    def save(self, trainer, key: float, baseline: bool) -> None:
+        """Write checkpoint ``key``: every row (``baseline``) or the changed ones."""
+        p = self.params
+        emb = trainer.embeddings
+        if baseline:
+            rows = np.arange(emb.n_rows, dtype=np.int64)
+        elif p.differential == "one_shot":
+            rows = np.flatnonzero(self.since_baseline)
+        else:
+            rows = np.flatnonzero(self.since_checkpoint)
+        data = emb.read_rows_sorted(rows)
+        values = data.values
+        if p.quantize_bits is not None:
+            values = quantize(values, p.quantize_bits, p.quantization)
+        stored = _Stored(
+            key=key,
+            step=trainer.step,
+            rows=rows,
+            values=values,
+            state=data.state,
+            dense=[a.copy() for a in trainer.model.params],
+            dense_state=[a.copy() for a in trainer.dense_optimizer.state],
+        )
+        if baseline:
+            self.chain = [stored]
+            self.since_baseline[:] = False
+        elif p.differential == "one_shot":
+            self.chain = [self.chain[0], stored]
+        else:
+            self.chain.append(stored)
+        self.since_checkpoint[:] = False
+
+    def restore(self, trainer, key: float) -> None:
+        """Return to checkpoint ``key`` (the last committed): the baseline's rows, then each
+        differential checkpoint's rows written over them, and the dense state of ``key``."""
+        from ftsim.trainer import RowData, TrainerSnapshot
+
+        self.since_checkpoint[:] = False
+        self.since_baseline[:] = False
+        if not self.chain:
+            if key != 0.0:
+                raise RuntimeError(f"restore of checkpoint {key} with no checkpoint stored")
+            trainer.restore(self.initial)
+            return
+        last = self.chain[-1]
+        if last.key != key:
+            raise RuntimeError(f"restore of checkpoint {key}, but the last stored is {last.key}")
+        base = self.chain[0]
+        values = base.values_f().copy()
+        state = {k: v.copy() for k, v in base.state.items()}
+        for diff in self.chain[1:]:
+            values[diff.rows] = diff.values_f()
+            for k, v in state.items():
+                v[diff.rows] = diff.state[k]
+            self.since_baseline[diff.rows] = True
+        rows = np.arange(len(values), dtype=np.int64)
+        embeddings = RowData(rows, values, state)
+        trainer.restore(TrainerSnapshot(last.step, last.dense, last.dense_state, embeddings))
+
+
+# -- the policy ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A committed checkpoint in the time model: its progress and what it holds per PS."""
+
+    key: float
+    baseline: bool
+    shard_bytes: float
+    """Bytes per embedding PS (rows, ranges, optimizer state, row bitmap)."""
+    codec_bytes: float
+    """fp32 bytes of embedding values per PS that were quantized (0 without quantization)."""
+    rows: float
+    """Rows per PS."""
+
+
+@register
+class CheckNRun(Policy):
+    """Differential (and optionally quantized) checkpoints, full recovery."""
+
+    Params = CheckNRunParams
+    TrainerSide = CheckNRunSide
+
+    def __init__(self, params, scenario, layout, rng):
+        super().__init__(params, scenario, layout, rng)
+        job = scenario.job
+        self.n_shards = scenario.cluster.emb_ps
+        self.shard_rows = job.embedding_rows / self.n_shards
+        self.groups = row_popularity(scenario, params.popularity_exponent)
+        self._distinct: dict[float, float] = {}
+        bits = params.quantize_bits
+        value_bytes = job.mean_value_bytes
+        stored_values = (
+            value_bytes if bits is None else value_bytes * bits / (8 * job.bytes_per_value)
+        )
+        ranges = RANGE_BYTES if bits is not None and params.quantization == "adaptive" else 0
+        self.row_bytes = stored_values + ranges + (job.mean_row_bytes - value_bytes)
+        """Bytes written per embedding row: values (quantized or not), range, optimizer."""
+        self.codec_row_bytes = value_bytes if bits is not None else 0.0
+        self.full_bytes = layout.total_bytes
+        self.interval_s = self._choose_interval()
+        self.save_s, self.load_s = self._planned_costs(self.interval_s)
+        self.chain: list[_Kept] = []
+        self.position = 0
+        """Checkpoints committed since the last baseline (0: the next one is a baseline)."""
+        self.next_s = self.interval_s
+        self.saves: list[_Kept] = []
+        """Every committed checkpoint, in order."""
+        self.storage_peak = 0.0
+        self.restored_bytes: list[float] = []
+
+    # -- sizes ---------------------------------------------------------------------------
+
+    def changed_rows(self, compute_s: float) -> float:
+        """Expected distinct rows (all tables) updated in ``compute_s`` of training."""
+        draws = self.scenario.job.samples_per_iteration * compute_s / self.scenario.job.iteration_s
+        found = self._distinct.get(draws)
+        if found is None:
+            found = self._distinct[draws] = min(
+                distinct_rows(self.groups, draws), float(self.scenario.job.embedding_rows)
+            )
+        return found
+
+    def checkpoint(self, key: float, since_s: float | None) -> _Kept:
+        """What checkpoint ``key`` writes: a baseline (``since_s`` None) or the rows changed
+        in the ``since_s`` seconds of compute since its reference."""
+        if since_s is None:
+            rows, bitmap = self.shard_rows, 0.0
+        else:
+            rows, bitmap = self.changed_rows(since_s) / self.n_shards, self.shard_rows / 8
+        return _Kept(
+            key=key,
+            baseline=since_s is None,
+            shard_bytes=rows * self.row_bytes + bitmap,
+            codec_bytes=rows * self.codec_row_bytes,
+            rows=rows,
+        )
+
+    def _reference_since(self, progress_s: float) -> float | None:
+        """Compute seconds since the checkpoint the next one is relative to (None: baseline)."""
+        if self.position == 0 or not self.chain:
+            return None
+        ref = self.chain[0] if self.params.differential == "one_shot" else self.chain[-1]
+        return progress_s - ref.key
+
+    def _cycle(self, interval_s: float) -> list[_Kept]:
+        """The checkpoints of one baseline cycle at a regular ``interval_s``."""
+        one_shot = self.params.differential == "one_shot"
+        cycle = [self.checkpoint(0.0, None)]
+        for k in range(1, self.params.baseline_every):
+            cycle.append(self.checkpoint(k * interval_s, (k if one_shot else 1) * interval_s))
+        return cycle
+
+    def _stall_s(self, kept: _Kept) -> float:
+        layout = self.layout
+        flows = [kept.shard_bytes] * self.n_shards + [layout.dense_bytes]
+        return kept.codec_bytes / self.params.codec_bandwidth + layout.write_s(flows)
+
+    def _restore_s(self, chain: list[_Kept]) -> float:
+        layout, cluster = self.layout, self.scenario.cluster
+        per_shard = sum(k.shard_bytes for k in chain)
+        flows = [per_shard] * self.n_shards + [layout.dense_bytes] * cluster.trainers
+        decode = sum(k.codec_bytes for k in chain) / self.params.codec_bandwidth
+        return layout.read_s(flows) + decode
+
+    def _planned_costs(self, interval_s: float) -> tuple[float, float]:
+        """Mean stall of a checkpoint over a baseline cycle at ``interval_s``, and mean time
+        to restore after each of its checkpoints (planning: each transfer alone)."""
+        if math.isinf(interval_s):
+            return self._stall_s(self.checkpoint(0.0, None)), 0.0
+        cycle = self._cycle(interval_s)
+        stall = sum(self._stall_s(k) for k in cycle) / len(cycle)
+        chains = [cycle[: i + 1] for i in range(len(cycle))]
+        if self.params.differential == "one_shot":
+            chains = [[cycle[0]] + ([k] if i else []) for i, k in enumerate(cycle)]
+        return stall, sum(self._restore_s(c) for c in chains) / len(chains)
+
+    def _choose_interval(self) -> float:
+        rule = self.params.interval
+        if not isinstance(rule, str):
+            return rule
+        mtbf = job_mtbf_s(self.scenario)
+        interval = resolve_interval_s(rule, self.layout.full_save_s(), mtbf)
+        for _ in range(100):
+            if math.isinf(interval):
+                return interval
+            stall, _ = self._planned_costs(interval)
+            new = resolve_interval_s(rule, stall, mtbf)
+            if abs(new - interval) <= 1e-9 * interval:
+                return new
+            interval = new
+        return interval
+
+    # -- saving --------------------------------------------------------------------------
+
+    def next_action_at(self) -> float:
+        return self.next_s
+
+    def act(self, sim):
+        progress = sim.progress_s
+        kept = self.checkpoint(progress, self._reference_since(progress))
+        if kept.codec_bytes:
+            codec_s = kept.codec_bytes / self.params.codec_bandwidth
+            yield from sim.phase("save", codec_s, "quantize rows")
+        flows = [*sim.net.shard_writes(range(self.n_shards), kept.shard_bytes)]
+        flows += sim.net.dense_write()
+        what = "baseline" if kept.baseline else "differential checkpoint"
+        yield from sim.transfer("save", flows, what)
+        self._commit(kept)
+        sim.model_event(DiffCheckpoint, key=progress, baseline=kept.baseline)
+        self.next_s = progress + self.interval_s
+
+    def _commit(self, kept: _Kept) -> None:
+        if kept.baseline:
+            self.chain = [kept]
+        elif self.params.differential == "one_shot":
+            self.chain = [self.chain[0], kept]
+        else:
+            self.chain.append(kept)
+        self.position = (self.position + 1) % self.params.baseline_every
+        self.n_checkpoints += 1
+        self.saves.append(kept)
+        self.storage_peak = max(self.storage_peak, self.stored_bytes)
+
+    @property
+    def stored_bytes(self) -> float:
+        """Bytes kept for recovery: the chain's parts on every PS and one dense copy."""
+        if not self.chain:
+            return 0.0
+        shards = sum(k.shard_bytes for k in self.chain) * self.n_shards
+        return shards + self.layout.dense_bytes
+
+    # -- failures ------------------------------------------------------------------------
+
+    def on_failure(self, sim, failure) -> None:
+        key = self.chain[-1].key if self.chain else 0.0
+        quantized = self.params.quantize_bits is not None and self.chain
+        sim.model_event(RestoreQuantizedChain if quantized else RestoreChain, key=key)
+        sim.rollback_to(key)
+        self.next_s = key + self.interval_s
+
+    def recover(self, sim, failures):
+        yield from sim.await_replacements(failures)
+        if not self.chain:
+            return  # nothing committed yet: every node restarts from the initial model
+        per_shard = sum(k.shard_bytes for k in self.chain)
+        flows = sim.net.shard_reads(range(self.n_shards), per_shard) + sim.net.dense_reads()
+        parts = len(self.chain) - 1
+        yield from sim.transfer("load", flows, f"baseline + {parts} differential")
+        codec = sum(k.codec_bytes for k in self.chain)
+        if codec:
+            yield from sim.phase("load", codec / self.params.codec_bandwidth, "dequantize")
+        self.restored_bytes.append(self.stored_bytes)
+
+    def result_columns(self):
+        saves = self.saves
+        written = sum(k.shard_bytes * self.n_shards for k in saves)
+        written += len(saves) * self.layout.dense_bytes
+        diffs = [k.rows / self.shard_rows for k in saves if not k.baseline]
+        restored = self.restored_bytes
+        nan = math.nan
+        return {
+            "interval_h": self.interval_s / 3600.0,
+            "saved_gb": written / 1e9,
+            "save_cost_s": self.save_s,
+            "load_cost_s": self.load_s,
+            "n_baselines": sum(k.baseline for k in saves),
+            "diff_rows_frac": sum(diffs) / len(diffs) if diffs else nan,
+            "write_reduction": len(saves) * self.full_bytes / written if written else nan,
+            "storage_gb": self.storage_peak / 1e9,
+            "capacity_reduction": self.full_bytes / self.storage_peak if saves else nan,
+            "restore_gb": sum(restored) / len(restored) / 1e9 if restored else nan,
+        }

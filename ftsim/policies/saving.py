@@ -1,0 +1,104 @@
+"""How a policy writes its full checkpoints: synchronously, or CheckFreq's snapshot and persist.
+
+CheckFreq (Mohan et al., FAST 2021) splits a checkpoint in two: training stalls only for an
+in-memory **snapshot** (the largest node's bytes / ``snapshot_bandwidth``), and the
+**persist** to storage runs in the background as flows on the cluster's network, sharing
+links with everything else. The checkpoint counts only once persisted: a failure during the
+persist loses it (recovery uses the previous one), and a snapshot waits for the previous
+persist to finish (charged to ``save``). Any policy whose params derive from
+:class:`SavingParams` gets both modes through :class:`CheckpointWriter`.
+
+Model events: a synchronous save records :class:`~ftsim.policies.events.Checkpoint`; a
+CheckFreq save records :class:`~ftsim.policies.events.Snapshot` at the snapshot and
+:class:`~ftsim.policies.events.Commit` when the persist completes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import simpy
+from pydantic import Field
+
+from ftsim.policies.base import PolicyParams
+from ftsim.policies.events import Checkpoint, Commit, Snapshot
+from ftsim.scenario.quantities import BytesPerSecond
+
+
+class SavingParams(PolicyParams):
+    """Parameters of a policy that writes full checkpoints."""
+
+    save_mode: Literal["sync", "checkfreq"] = Field(
+        "sync", description="sync: stall for the write; checkfreq: snapshot, persist behind"
+    )
+    snapshot_bandwidth: BytesPerSecond = Field(
+        "10 GB/s",
+        description="per-node in-memory snapshot copy rate (checkfreq); assumption: DRAM copy",
+    )
+    persist_slowdown: float = Field(
+        0.0,
+        ge=0,
+        description="fractional training slowdown while persisting (checkfreq): CPU and "
+        "memory-bandwidth interference of the copy",
+    )
+
+
+class CheckpointWriter:
+    """Writes one policy's full checkpoints in its ``save_mode`` (one per replication)."""
+
+    def __init__(self, params: SavingParams, snapshot_bytes: float):
+        self.params = params
+        self.checkfreq = params.save_mode == "checkfreq"
+        self.snapshot_s = snapshot_bytes / params.snapshot_bandwidth
+        """Stall of a CheckFreq snapshot: the largest node's bytes over the copy rate, s."""
+        self._persist: simpy.Process | None = None
+
+    def stall_s(self, write_s: float) -> float:
+        """Seconds training stalls per checkpoint, given the write's time alone (``write_s``):
+        the δ of the interval rules."""
+        return self.snapshot_s if self.checkfreq else write_s
+
+    def save(self, sim, flows, progress_s: float, committed: Callable[[float], None]):
+        """Phases of one checkpoint of the state at ``progress_s`` (the flows to write);
+        ``committed(progress_s)`` is called once it is in storage."""
+        if not self.checkfreq:
+            yield from sim.transfer("save", flows, "checkpoint")
+            committed(progress_s)
+            sim.model_event(Checkpoint, key=progress_s)
+            return
+        if self.persisting:
+            yield from sim.wait("save", self._persist, "wait for persist")
+        yield from sim.phase("save", self.snapshot_s, "snapshot")
+        sim.model_event(Snapshot, key=progress_s)
+        self._persist = sim.env.process(self._persist_behind(sim, flows, progress_s, committed))
+
+    @property
+    def persisting(self) -> bool:
+        return self._persist is not None and self._persist.is_alive
+
+    def _persist_behind(self, sim, flows, progress_s: float, committed):
+        start = sim.env.now
+        if self.params.persist_slowdown:
+            sim.replan()
+        transfer = sim.net.start(flows, "persist", "persist checkpoint")
+        try:
+            yield transfer
+            committed(progress_s)
+            sim.model_event(Commit, key=progress_s)
+        except simpy.Interrupt:
+            sim.net.cancel(transfer)
+        sim.record(start, sim.env.now, "persist")
+        if self._persist is sim.env.active_process:
+            self._persist = None
+        if self.params.persist_slowdown:
+            sim.replan()
+
+    def abort(self) -> None:
+        """A failure: a persist under way is lost."""
+        if self.persisting:
+            self._persist.interrupt("failure")
+
+    def slowdown(self) -> dict[str, float]:
+        """Training slowdown while a persist runs (``persist_slowdown``, charged to other)."""
+        return {"other": self.params.persist_slowdown} if self.persisting else {}

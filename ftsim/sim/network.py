@@ -1,0 +1,751 @@
+"""Flow-level network and storage model: links shared by max-min fairness.
+
+A transfer (a checkpoint shard written to storage, a shard read back, dense state copied
+from a replica) is a *flow* of ``size_B`` bytes over a *route*, a tuple of :class:`Link`.
+Links stand for whatever limits bandwidth, e.g. for node ``i`` writing to storage::
+
+    route = (nic_send[i], storage_write_node[i], rack_uplink[rack(i)], storage_write)
+
+with each node's NIC send and receive links, the storage's per-node limits, optional rack
+uplinks (capacity = nodes per rack × NIC / oversubscription) and the storage's aggregate
+read and write links, all in bytes/s.
+
+At every instant the active flows share the links by max-min fairness (no flow can get
+faster without slowing a flow that is no faster than it), computed by progressive filling
+(:func:`max_min_rates`) as in SimGrid's flow-level model. Rates change only when a flow
+starts, ends or is cancelled, or a link's capacity changes; in between each flow moves at
+a constant rate. So the network keeps ONE pending SimPy wake-up, at the earliest
+completion, and replaces it at every change (a superseded wake-up still fires but is
+recognised as stale and ignored): the cost grows with the number of flow events, never
+with bytes. See ``docs/model.md``, "Network and storage: flow-level model".
+
+Numerics: remaining bytes are advanced as ``remaining_B -= rate_Bps * (now - last_s)``. A
+flow is finished when ``remaining_B <= DONE_REL * size_B`` or when the rest would take less
+than ``CLOCK_ULPS`` units in the last place of the simulation clock; without this, float
+rounding could leave a flow with 1e-12 bytes and a wake-up that never advances the clock.
+
+A flow whose route contains a zero-capacity link gets rate 0 and never completes until
+that capacity returns (:meth:`Network.set_capacity`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+import simpy
+
+DONE_REL = 1e-12
+"""A flow with at most this fraction of its size left is finished (dimensionless)."""
+CLOCK_ULPS = 4
+"""A flow whose rest would take less than this many clock ulps is finished."""
+
+
+_MEMO: dict[tuple, list[float]] = {}
+_MEMO_SIZE = 4096
+"""Rates of recently seen (routes, capacities): a run repeats the same transfers (every full
+save of a replication, and of every replication), so most recomputations are look-ups."""
+
+
+def cached_max_min_rates(
+    routes: tuple[tuple[int, ...], ...], capacities: tuple[float, ...]
+) -> list[float]:
+    """:func:`max_min_rates`, memoized on the exact routes and capacities (a pure function,
+    so the result is the same bit for bit)."""
+    key = (routes, capacities)
+    rates = _MEMO.get(key)
+    if rates is None:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.clear()
+        rates = _MEMO[key] = max_min_rates(routes, capacities)
+    return rates
+
+
+_SCHEDULES: dict[tuple, tuple] = {}
+
+
+def lone_schedule(
+    paths: tuple[tuple[int, ...], ...], sizes: tuple[float, ...], capacities: tuple[float, ...]
+) -> tuple[tuple[tuple[float, float, tuple[float, ...]], ...], tuple[float, ...]]:
+    """How flows that start together on an otherwise idle network proceed, if nothing else
+    happens: phases ``(start_s, duration_s, rates)`` of constant max-min rates (one rate per
+    flow, 0 once done), and each flow's end offset in seconds (``inf`` if it never ends).
+
+    The same progressive filling and completion rule as the event-driven network, without
+    SimPy: a lone transfer then needs a single wake-up (see :meth:`Network.transfer`).
+    Memoized: a run repeats the same transfers.
+    """
+    key = (paths, sizes, capacities)
+    found = _SCHEDULES.get(key)
+    if found is not None:
+        return found
+    remaining = list(sizes)
+    ends = [0.0 if size <= 0 else math.inf for size in sizes]
+    active = [i for i, size in enumerate(sizes) if size > 0]
+    phases = []
+    now = 0.0
+    while active:
+        rates = cached_max_min_rates(tuple(paths[i] for i in active), capacities)
+        steps = [remaining[i] / r for i, r in zip(active, rates, strict=True) if r > 0]
+        if not steps:
+            break  # blocked by a zero-capacity link: never ends
+        step = min(steps)
+        full = [0.0] * len(sizes)
+        for i, r in zip(active, rates, strict=True):
+            full[i] = r
+        phases.append((now, step, tuple(full)))
+        now += step
+        still = []
+        for i, r in zip(active, rates, strict=True):
+            remaining[i] -= r * step
+            if remaining[i] <= DONE_REL * sizes[i] or remaining[i] <= r * CLOCK_ULPS * math.ulp(
+                now
+            ):
+                ends[i] = now
+            else:
+                still.append(i)
+        active = still
+    if len(_SCHEDULES) >= _MEMO_SIZE:
+        _SCHEDULES.clear()
+    found = _SCHEDULES[key] = (tuple(phases), tuple(ends))
+    return found
+
+
+def max_min_rates(routes: Sequence[Sequence[int]], capacities: Sequence[float]) -> list[float]:
+    """Max-min fair rates (bytes/s) of flows over links, by progressive filling.
+
+    ``routes[f]`` lists the link indices flow ``f`` crosses (no repeats); ``capacities[l]``
+    is link ``l``'s capacity in bytes/s (finite, >= 0). Progressive filling raises every
+    unfrozen flow's rate together; when a link saturates, the flows crossing it freeze at
+    the current level. Instead of raising the level in small steps it jumps to the next
+    saturation: link ``l`` saturates at level ``(capacity_l - frozen_l) / unfrozen_l``
+    (``frozen_l``: bytes/s given to its frozen flows, ``unfrozen_l``: how many are not),
+    kept in a heap and updated only when flows crossing ``l`` freeze. Cost
+    O(Σ route lengths × log links). A flow with an empty route is unconstrained (``inf``).
+    """
+    users: dict[int, list[int]] = {}
+    for flow, route in enumerate(routes):
+        for link in route:
+            users.setdefault(link, []).append(flow)
+    unfrozen = {link: len(flows) for link, flows in users.items()}
+    frozen_Bps = dict.fromkeys(users, 0.0)
+    heap = [(capacities[link] / n, link, n) for link, n in unfrozen.items()]
+    heapq.heapify(heap)
+    rates = [math.inf] * len(routes)
+    while heap:
+        level, link, n = heapq.heappop(heap)
+        if unfrozen[link] != n:
+            continue  # superseded: a flow crossing this link froze since the entry was pushed
+        newly: dict[int, int] = {}  # link -> how many of its flows freeze at this level
+        for flow in users[link]:
+            if rates[flow] == math.inf:
+                rates[flow] = level
+                for other in routes[flow]:
+                    newly[other] = newly.get(other, 0) + 1
+        for other, count in newly.items():
+            left = unfrozen[other] = unfrozen[other] - count
+            frozen_Bps[other] += count * level
+            if left:
+                share = (capacities[other] - frozen_Bps[other]) / left
+                # In exact arithmetic share >= level; rounding must not lower the level.
+                heapq.heappush(heap, (share if share > level else level, other, left))
+    return rates
+
+
+class Link:
+    """A bandwidth limit shared by the flows that cross it; made by :meth:`Network.link`.
+
+    Immutable: ``nominal_Bps`` is the capacity it was created with; what a network's flows
+    get now (lower while background load or a stream takes some) is
+    :meth:`Network.capacity_of`. Links belong to a :class:`Topology`, which networks of many
+    replications can share.
+    """
+
+    __slots__ = ("name", "nominal_Bps", "index")
+
+    def __init__(self, name: str, capacity_Bps: float, index: int):
+        self.name = name
+        self.nominal_Bps = capacity_Bps
+        self.index = index
+        """Position in the topology (and in each network's capacity list)."""
+
+    def __repr__(self) -> str:
+        return f"Link({self.name!r}, {self.nominal_Bps:g} B/s)"
+
+
+class Topology:
+    """Links by name, and what is known of routes and transfers over them: the static part
+    of a network, shared by the networks of every replication of one scenario so that each
+    builds and checks its routes once, not once per replication."""
+
+    def __init__(self) -> None:
+        self.links: dict[str, Link] = {}
+        self.nominal: list[float] = []
+        self.checked: set[tuple[Link, ...]] = set()
+        """Route tuples already checked (links of this topology, no repeats)."""
+        self.specs: dict[int, tuple] = {}
+        """id of a flows tuple → (the tuple, checked specs, local paths, sizes)."""
+
+
+class Flow:
+    """One transfer of ``size_B`` bytes over ``route``; made by :meth:`Network.start` or as
+    part of a :class:`Transfer`.
+
+    ``done`` (flows made by :meth:`Network.start` only; None in a transfer, whose own event
+    stands for all its flows) succeeds (value: the flow) ``latency_s`` after the last byte
+    arrives, at ``end_s + latency_s``; it never fires for a cancelled flow. ``rate_Bps`` is
+    the current rate and ``remaining_B`` the bytes left as of the network's last update.
+    """
+
+    __slots__ = (
+        "size_B",
+        "route",
+        "label",
+        "category",
+        "start_s",
+        "end_s",
+        "remaining_B",
+        "rate_Bps",
+        "cancelled",
+        "done",
+        "path",
+        "transfer",
+    )
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        size_B: float,
+        route: tuple[Link, ...],
+        label: str,
+        category: str,
+        transfer: Transfer | None = None,
+    ):
+        self.size_B = size_B
+        self.route = route
+        self.label = label
+        self.category = category
+        self.start_s: float = env.now
+        self.end_s: float | None = None
+        """When the last byte arrived or the flow was cancelled; None while active."""
+        self.remaining_B = size_B
+        self.rate_Bps = 0.0
+        self.cancelled = False
+        self.transfer = transfer
+        self.done = env.event() if transfer is None else None
+        self.path = tuple(link.index for link in route)
+        """The route as link indices."""
+
+    @property
+    def moved_B(self) -> float:
+        """Bytes moved so far (as of the network's last update)."""
+        return self.size_B - max(self.remaining_B, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRecord:
+    """A finished or cancelled flow, for trace export and byte accounting."""
+
+    start_s: float
+    end_s: float
+    """Last byte arrived (``done`` fired ``latency_s`` later) or cancelled, s."""
+    size_B: float
+    moved_B: float
+    links: tuple[str, ...]
+    label: str
+    category: str
+    cancelled: bool
+
+
+def bytes_by_category(records: Iterable[FlowRecord]) -> dict[str, float]:
+    """Bytes moved per category, counting the part a cancelled flow moved."""
+    totals: dict[str, float] = {}
+    for record in records:
+        totals[record.category] = totals.get(record.category, 0.0) + record.moved_B
+    return totals
+
+
+class Transfer(simpy.Event):
+    """Concurrent flows started together (see :meth:`Network.transfer`): the event succeeds
+    (value: the transfer) ``latency_s`` after the last byte of the last flow; never if one
+    of them is cancelled. One event for the whole transfer, not one per flow.
+
+    While the transfer runs alone on the network its flows exist only as a precomputed
+    schedule; ``flows`` builds them when asked (and the network does when anything else
+    happens meanwhile).
+    """
+
+    def __init__(self, network: Network, specs, label: str, category: str):
+        super().__init__(network.env)
+        self.network = network
+        self.specs: tuple[tuple[float, tuple[Link, ...]], ...] = specs
+        self.label = label
+        self.category = category
+        self.start_s = network.env.now
+        self.pending = len(specs)
+        """Flows whose last byte has not arrived yet."""
+        self.schedule = None
+        """While (or since) running alone: the result of :func:`lone_schedule`."""
+        self._flows: tuple[Flow, ...] | None = None
+
+    @property
+    def flows(self) -> tuple[Flow, ...]:
+        """The transfer's flows, in the order given."""
+        if self._flows is None:
+            self.network._flows_of(self)
+        return self._flows
+
+
+class Network:
+    """Links, the flows crossing them, and their max-min fair rates over simulated time.
+
+    ``latency_s`` is added once to every flow's completion. With ``record`` every finished
+    or cancelled flow is appended to ``records`` (otherwise ``records`` is None).
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        latency_s: float = 0.0,
+        record: bool = True,
+        topology: Topology | None = None,
+    ):
+        if not (math.isfinite(latency_s) and latency_s >= 0):
+            raise ValueError(f"latency_s must be finite and >= 0, got {latency_s}")
+        self.env = env
+        self.latency_s = latency_s
+        self.records: list[FlowRecord] | None = [] if record else None
+        self.topology = topology or Topology()
+        self._links = self.topology.links
+        self._capacities: list[float] = list(self.topology.nominal)
+        """Current capacity of every link, bytes/s (this network's, not the topology's)."""
+        self._shares: dict[int, float] = {}
+        self._reserved: dict[int, float] = {}
+        self._active: dict[Flow, None] = {}  # insertion-ordered set: deterministic order
+        self._updated_s = env.now
+        self._wake: simpy.Event | None = None
+        self._checked = self.topology.checked
+        self._spec_cache = self.topology.specs
+        self._lone: Transfer | None = None
+        """A transfer running alone on an otherwise idle network, on its precomputed
+        schedule (no flows in ``_active``); made real flows when anything else happens."""
+
+    @property
+    def flows(self) -> tuple[Flow, ...]:
+        """The active flows, in start order."""
+        self._materialize()
+        return tuple(self._active)
+
+    def link(self, name: str, capacity_Bps: float | None = None) -> Link:
+        """The link called ``name``, created with ``capacity_Bps`` bytes/s if new.
+
+        Raises KeyError for an unknown name without a capacity, and ValueError for a known
+        name given a different capacity.
+        """
+        if name in self._links:
+            link = self._links[name]
+            if capacity_Bps is not None and capacity_Bps != link.nominal_Bps:
+                raise ValueError(f"link {name!r} exists with {link.nominal_Bps} B/s")
+            return link
+        if capacity_Bps is None:
+            raise KeyError(f"no link {name!r}; give a capacity to create it")
+        _check_capacity(capacity_Bps)
+        link = Link(name, capacity_Bps, len(self.topology.nominal))
+        self._links[name] = link
+        self.topology.nominal.append(capacity_Bps)
+        self._grow()
+        return link
+
+    def capacity_of(self, link: Link) -> float:
+        """``link``'s capacity for this network's flows now, bytes/s."""
+        self._grow()
+        return self._capacities[link.index]
+
+    def _grow(self) -> None:
+        """Links another network of the topology created since: at their nominal capacity."""
+        nominal = self.topology.nominal
+        if len(self._capacities) < len(nominal):
+            self._capacities.extend(nominal[len(self._capacities) :])
+
+    def start(
+        self, size_B: float, route: Iterable[Link], label: str = "", category: str = ""
+    ) -> Flow:
+        """Start moving ``size_B`` bytes over ``route`` now; rates of all flows are updated.
+
+        ``label`` names the flow in records (e.g. ``"shard3"``), ``category`` groups bytes
+        for accounting (e.g. ``"save"``). A zero-size flow completes at once (``done``
+        fires after ``latency_s``).
+        """
+        self._materialize()
+        finished = self._sync()
+        flow = self._add(size_B, route, label, category)
+        if finished or flow.end_s is None:
+            self._reallocate()
+        return flow
+
+    def transfer(
+        self,
+        flows: Iterable[tuple[float, Iterable[Link]]],
+        label: str = "",
+        category: str = "",
+    ) -> Transfer:
+        """Start concurrent flows ``(size_B, route)``; the event fires when all are done.
+
+        Rates are recomputed once for the whole set, e.g. every PS writing its shard.
+        """
+        self._materialize()
+        finished = self._sync()
+        specs, paths, sizes = self._specs(flows)
+        transfer = Transfer(self, specs, label, category)
+        if not self._active:
+            self._run_alone(transfer, paths, sizes)
+            return transfer
+        transfer._flows = tuple(
+            self._add(size_B, route, label, category, transfer) for size_B, route in specs
+        )
+        if transfer.pending == 0:  # empty, or only zero-size flows
+            self._finish(transfer)
+        if finished or any(flow.end_s is None for flow in transfer.flows):
+            self._reallocate()
+        return transfer
+
+    def cancel_transfer(self, transfer: Transfer) -> None:
+        """Stop every flow of ``transfer`` that is still moving (e.g. a failure aborts a
+        save); the transfer's event never fires."""
+        if transfer is self._lone:  # nothing else moves: drop its schedule
+            self._lone = None
+            self._wake = None
+            self._updated_s = self.env.now
+            for flow in transfer.flows:  # built as of now, from the schedule
+                if flow.end_s is None:
+                    flow.cancelled = True
+                    self._end(flow)
+            return
+        changed = self._sync()
+        for flow in transfer.flows:
+            if flow in self._active:
+                del self._active[flow]
+                flow.cancelled = True
+                self._end(flow)
+                changed = True
+        if changed:
+            self._reallocate()
+
+    def cancel(self, flow: Flow) -> float:
+        """Stop ``flow`` now (e.g. a save aborted by a failure); returns bytes it moved.
+
+        Its ``done`` never fires. Cancelling a flow whose last byte has arrived does nothing.
+        """
+        self._materialize()
+        changed = self._sync()
+        if flow in self._active:
+            del self._active[flow]
+            flow.cancelled = True
+            self._end(flow)
+            changed = True
+        if changed:
+            self._reallocate()
+        return flow.moved_B
+
+    def set_capacity(self, link: Link, capacity_Bps: float) -> None:
+        """Change ``link``'s current capacity (bytes/s) from now on, e.g. background load."""
+        _check_capacity(capacity_Bps)
+        self._check_link(link)
+        self._materialize()
+        self._sync()
+        self._grow()
+        self._capacities[link.index] = capacity_Bps
+        self._reallocate()
+
+    def reserve_share(self, link: Link, share: float) -> None:
+        """Leave ``1 - share`` of ``link``'s nominal capacity (less any reserved rate) to
+        flows from now on."""
+        _check_share(share)
+        self._shares[link.index] = share
+        self.set_capacity(link, self._left_Bps(link))
+
+    def reserve_rate(self, link: Link, rate_Bps: float) -> None:
+        """A continuous stream (e.g. an update log written as training goes) takes
+        ``rate_Bps`` more of ``link`` from now on (negative: gives it back). Flows get what
+        background shares and streams leave, but never less than ``MIN_LEFT`` of the nominal
+        capacity: a saturated link still lets other flows through."""
+        if not math.isfinite(rate_Bps):
+            raise ValueError(f"rate_Bps must be finite, got {rate_Bps}")
+        reserved = max(self._reserved.get(link.index, 0.0) + rate_Bps, 0.0)
+        self._reserved[link.index] = reserved
+        self.set_capacity(link, self._left_Bps(link))
+
+    def _left_Bps(self, link: Link) -> float:
+        """What background shares and streams leave of ``link`` to flows, bytes/s."""
+        reserved = self._reserved.get(link.index, 0.0)
+        left = link.nominal_Bps * (1.0 - self._shares.get(link.index, 0.0)) - reserved
+        if reserved > 0:
+            left = max(left, MIN_LEFT * link.nominal_Bps)
+        return left
+
+    def follow_shares(self, link: Link, points: Sequence[tuple[float, float]]) -> simpy.Process:
+        """Reserve ``share`` of ``link`` from each ``(time_s, share)`` point to the next.
+
+        Times are absolute simulation times in non-decreasing order; points in the past
+        apply at once, in order. Returns the SimPy process doing it.
+        """
+        self._check_link(link)
+        times = [time_s for time_s, _ in points]
+        if any(later < earlier for earlier, later in pairwise(times)):
+            raise ValueError("share points must be in non-decreasing time order")
+        for _, share in points:
+            _check_share(share)
+        return self.env.process(self._follow(link, list(points)))
+
+    def _follow(
+        self, link: Link, points: list[tuple[float, float]]
+    ) -> Generator[simpy.Event, None, None]:
+        """The process behind :meth:`follow_shares`."""
+        for time_s, share in points:
+            if time_s > self.env.now:
+                yield self.env.timeout(time_s - self.env.now)
+            self.reserve_share(link, share)
+
+    def _add(
+        self,
+        size_B: float,
+        route: Iterable[Link],
+        label: str,
+        category: str,
+        transfer: Transfer | None = None,
+    ) -> Flow:
+        """Make a flow starting now; active unless zero-size (then completed at once)."""
+        links = self._route(size_B, route)
+        flow = Flow(self.env, size_B, links, label, category, transfer)
+        if size_B > 0:
+            self._active[flow] = None
+        else:
+            self._complete(flow)
+        return flow
+
+    def _route(self, size_B: float, route: Iterable[Link]) -> tuple[Link, ...]:
+        """A checked route without repeats (a link crossed twice is shared once)."""
+        if not (math.isfinite(size_B) and size_B >= 0):
+            raise ValueError(f"size_B must be finite and >= 0, got {size_B}")
+        if isinstance(route, tuple) and route in self._checked:  # seen before (e.g. cached)
+            return route
+        links = tuple(dict.fromkeys(route))
+        if not links:
+            raise ValueError("a route needs at least one link")
+        for link in links:
+            self._check_link(link)
+        if isinstance(route, tuple) and links == route:
+            self._checked.add(route)
+        return links
+
+    # -- a transfer alone on the network -----------------------------------------------
+
+    def _specs(self, flows) -> tuple[tuple, tuple, tuple]:
+        """Checked ``(size_B, route)`` pairs, their paths in local link indices with the
+        global index of each local link, and sizes. A tuple of flows passed again (e.g. a
+        cached full save) is looked up, not checked again."""
+        if isinstance(flows, tuple):
+            found = self._spec_cache.get(id(flows))
+            if found is not None and found[0] is flows:
+                return found[1:]
+        specs = tuple((size_B, self._route(size_B, route)) for size_B, route in flows)
+        local = _localize(tuple(tuple(link.index for link in route) for _, route in specs))
+        sizes = tuple(size_B for size_B, _ in specs)
+        if isinstance(flows, tuple):
+            self._spec_cache[id(flows)] = (flows, specs, local, sizes)
+        return specs, local, sizes
+
+    def _run_alone(self, transfer: Transfer, local: tuple, sizes: tuple) -> None:
+        """Run ``transfer`` on its precomputed schedule: one wake-up, when it is done (last
+        byte plus latency). The schedule depends only on the links the transfer crosses."""
+        paths, used = local
+        self._grow()
+        capacities = self._capacities
+        transfer.schedule = lone_schedule(paths, sizes, tuple(capacities[g] for g in used))
+        end_s = max(transfer.schedule[1], default=0.0)
+        self._wake = None
+        if end_s == 0.0:
+            self._close_alone(transfer)
+            self._finish(transfer)
+            return
+        self._lone = transfer
+        if end_s < math.inf:
+            self._wake = self.env.timeout(end_s + self.latency_s)
+            self._wake.callbacks.append(self._on_lone_wake)
+
+    def _on_lone_wake(self, event: simpy.Event) -> None:
+        if event is self._wake and self._lone is not None:
+            transfer, self._lone = self._lone, None
+            self._updated_s = self.env.now
+            self._close_alone(transfer)
+            transfer.succeed(transfer)  # the latency is already in the wake-up
+
+    def _close_alone(self, transfer: Transfer) -> None:
+        """All flows of a lone transfer have arrived: record them."""
+        transfer.pending = 0
+        if self.records is not None:
+            ends = transfer.schedule[1]
+            for flow, end_s in zip(transfer.flows, ends, strict=True):
+                if flow.end_s is None:  # the clock's rounding put "now" an ulp short of it
+                    flow.remaining_B = 0.0
+                    flow.end_s = transfer.start_s + end_s
+                self._record(flow)
+
+    def _flows_of(self, transfer: Transfer) -> None:
+        """Build the flows of a transfer that ran (or runs) alone, as of now."""
+        if transfer is self._lone:
+            self._materialize()
+            return
+        phases, ends = transfer.schedule
+        elapsed_s = self.env.now - transfer.start_s
+        flows = []
+        for i, (size_B, route) in enumerate(transfer.specs):
+            flow = Flow(self.env, size_B, route, transfer.label, transfer.category, transfer)
+            flow.start_s = transfer.start_s
+            if ends[i] <= elapsed_s:
+                flow.remaining_B = 0.0
+                flow.end_s = transfer.start_s + ends[i]
+            else:
+                moved = sum(r[i] * min(d, elapsed_s - s) for s, d, r in phases if s < elapsed_s)
+                flow.remaining_B = size_B - moved
+            flows.append(flow)
+        transfer._flows = tuple(flows)
+
+    def _materialize(self) -> None:
+        """Something else happens on the network: the lone transfer's flows become real
+        active flows with the bytes they have left now, and the general model takes over."""
+        transfer = self._lone
+        if transfer is None:
+            return
+        self._lone = None
+        self._wake = None
+        self._flows_of(transfer)
+        self._updated_s = self.env.now
+        for flow in transfer.flows:
+            if flow.end_s is None:
+                self._active[flow] = None
+            else:
+                transfer.pending -= 1
+                self._record(flow)
+        if transfer.pending == 0:  # all bytes in, the latency not yet over
+            last_s = max(flow.end_s for flow in transfer.flows)
+            left_s = max(last_s + self.latency_s - self.env.now, 0.0)
+            self.env.timeout(left_s).callbacks.append(lambda _: transfer.succeed(transfer))
+        self._reallocate()
+
+    def _check_link(self, link: Link) -> None:
+        if self._links.get(link.name) is not link:
+            raise ValueError(f"{link!r} does not belong to this network")
+
+    def _sync(self) -> bool:
+        """Advance every active flow's bytes to now and complete those that are done.
+
+        Returns whether any completed (then rates must be recomputed).
+        """
+        now = self.env.now
+        elapsed_s = now - self._updated_s
+        self._updated_s = now
+        resolution_s = CLOCK_ULPS * math.ulp(now)
+        finished = []
+        for flow in self._active:
+            flow.remaining_B -= flow.rate_Bps * elapsed_s
+            left_B = flow.remaining_B
+            if left_B <= DONE_REL * flow.size_B or left_B <= flow.rate_Bps * resolution_s:
+                finished.append(flow)
+        for flow in finished:
+            del self._active[flow]
+            self._complete(flow)
+        return bool(finished)
+
+    def _reallocate(self) -> None:
+        """Recompute all rates and replace the pending wake-up by the earliest completion."""
+        self._wake = None  # a pending wake-up is now stale
+        if not self._active:
+            return
+        flows = list(self._active)
+        paths, used = _localize(tuple(flow.path for flow in flows))
+        self._grow()
+        capacities = self._capacities
+        rates = cached_max_min_rates(paths, tuple(capacities[g] for g in used))
+        soonest_s = math.inf
+        for flow, rate in zip(flows, rates, strict=True):
+            flow.rate_Bps = rate
+            if rate > 0:
+                soonest_s = min(soonest_s, flow.remaining_B / rate)
+        if soonest_s < math.inf:
+            self._wake = self.env.timeout(soonest_s)
+            self._wake.callbacks.append(self._on_wake)
+
+    def _on_wake(self, event: simpy.Event) -> None:
+        if event is self._wake:
+            self._sync()
+            self._reallocate()
+
+    def _complete(self, flow: Flow) -> None:
+        """The last byte of ``flow`` has arrived now: record it; fire ``done`` (or, for the
+        last flow of a transfer, the transfer) after the latency."""
+        flow.remaining_B = 0.0
+        self._end(flow)
+        if flow.transfer is not None:
+            flow.transfer.pending -= 1
+            if flow.transfer.pending == 0 and flow.transfer.flows:  # built: not mid-transfer()
+                self._finish(flow.transfer)
+        elif self.latency_s > 0:
+            self.env.timeout(self.latency_s).callbacks.append(lambda _: flow.done.succeed(flow))
+        else:
+            flow.done.succeed(flow)
+
+    def _finish(self, transfer: Transfer) -> None:
+        """Every flow of ``transfer`` has arrived: it succeeds after the latency."""
+        if self.latency_s > 0:
+            self.env.timeout(self.latency_s).callbacks.append(lambda _: transfer.succeed(transfer))
+        else:
+            transfer.succeed(transfer)
+
+    def _end(self, flow: Flow) -> None:
+        flow.end_s = self.env.now
+        flow.rate_Bps = 0.0
+        self._record(flow)
+
+    def _record(self, flow: Flow) -> None:
+        if self.records is not None:
+            self.records.append(
+                FlowRecord(
+                    flow.start_s,
+                    flow.end_s,
+                    flow.size_B,
+                    flow.moved_B,
+                    tuple(link.name for link in flow.route),
+                    flow.label,
+                    flow.category,
+                    flow.cancelled,
+                )
+            )
+
+
+def _localize(paths: tuple[tuple[int, ...], ...]) -> tuple[tuple, tuple[int, ...]]:
+    """Paths over global link indices → the same paths over local indices 0, 1, … (in
+    order of first use) and the global index of each local link: rates depend only on the
+    links the flows cross, so memoized results hold whatever else the network holds."""
+    index: dict[int, int] = {}
+    local = tuple(tuple(index.setdefault(g, len(index)) for g in path) for path in paths)
+    return local, tuple(index)
+
+
+MIN_LEFT = 0.01
+"""Share of a link's nominal capacity that streams never take (assumption: a saturated link
+still gives other flows a little; without it a save behind a log that fills the storage
+would never end)."""
+
+
+def _check_capacity(capacity_Bps: float) -> None:
+    if not (math.isfinite(capacity_Bps) and capacity_Bps >= 0):
+        raise ValueError(f"capacity_Bps must be finite and >= 0, got {capacity_Bps}")
+
+
+def _check_share(share: float) -> None:
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share must be in [0, 1], got {share}")

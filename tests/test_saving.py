@@ -1,0 +1,68 @@
+"""CheckFreq's snapshot-and-persist for every policy that writes full checkpoints."""
+
+import pytest
+
+from ftsim.cosim.replay import cosimulate
+from ftsim.policies.events import Commit, RestoreShards, Snapshot
+from ftsim.scenario.loader import load_scenario
+from ftsim.sim.engine import simulate
+from tests.conftest import SCENARIOS
+from tests.test_cosim import SETUP
+
+CPR = 1  # prod50h's policies: full, cpr, cpr_mfu, cpr_ssu, ecrm, swift
+CHECKFREQ = [f"policies.{i}.save_mode=checkfreq" for i in (0, 1, 2, 3)]
+
+
+def _prod50h(*extra):
+    return load_scenario(SCENARIOS / "prod50h.yaml", ["trainer.enabled=false", *extra])
+
+
+@pytest.mark.parametrize("index", [0, 1, 2, 3])
+def test_checkfreq_stalls_for_the_snapshot_and_persists_behind(index):
+    sync = simulate(_prod50h(), index, 0)
+    checkfreq = simulate(_prod50h(*CHECKFREQ), index, 0)
+    snapshot_s = checkfreq.policy.writer.snapshot_s
+    # the largest node holds a 24.6 GB shard: 2.46 s at 10 GB/s, against 110.7 s to write
+    assert snapshot_s == pytest.approx(checkfreq.layout.shard_bytes / 10e9)
+    persists = [p for p in checkfreq.timeline if p.kind == "persist"]
+    assert len(persists) >= checkfreq.policy.n_checkpoints > 0
+    full_saves = sum(p.detail == "snapshot" for p in checkfreq.timeline)
+    assert full_saves == len(persists)
+    assert checkfreq.row()["save_h"] < sync.row()["save_h"]
+
+
+def test_a_failure_during_the_persist_restores_the_previous_checkpoint():
+    """CPR checkpoints every 10 h of compute; a failure while the 20-h checkpoint is being
+    persisted must restore the failed shards from the 10-h one, and lose their updates
+    since then."""
+
+    def failing(at_h: float):
+        failure = f"failures=[{{kind: scheduled, times: [{at_h} h], nodes: [[emb_ps2]]}}]"
+        return _prod50h(*CHECKFREQ, *SETUP[2:], failure)
+
+    late = simulate(failing(49.9), CPR, 0)  # the same run up to 49.9 h
+    second = [p for p in late.timeline if p.kind == "persist"][1]
+    sim = simulate(failing((second.start_s + second.end_s) / 2 / 3600), CPR, 0)
+    [restore] = [e for e in sim.model_events if isinstance(e, RestoreShards)]
+    snapshots = [e.key for e in sim.model_events if isinstance(e, Snapshot)]
+    commits = [e.key for e in sim.model_events if isinstance(e, Commit)]
+    assert snapshots[:2] == [36000.0, 72000.0] and 72000.0 not in commits[:1]
+    assert restore.key == 36000.0 and restore.shards == (2,)
+    row = sim.row()
+    lost_s = restore.progress_s - 36000.0  # of one shard of 18, over the 50 h
+    assert row["pls_model"] == pytest.approx(lost_s / (50 * 3600 * 18))
+
+
+def test_on_the_trainer_checkfreq_cpr_keeps_what_was_persisted():
+    """Snapshot and Commit events on the real model: sharing the failure-free prefix gives
+    the same columns as training every policy alone, and partial recovery loses updates."""
+    shared = load_scenario(SCENARIOS / "prod50h.yaml", [*SETUP, *CHECKFREQ])
+    alone = load_scenario(
+        SCENARIOS / "prod50h.yaml", [*SETUP, *CHECKFREQ, "trainer.share_prefix=false"]
+    )
+    a = cosimulate(shared, [simulate(shared, i, 0) for i in range(4)])
+    b = cosimulate(alone, [simulate(alone, i, 0) for i in range(4)])
+    own = "trainer_own_steps"  # the only column sharing changes: the steps trained alone
+    assert [{**c, own: 0} for c in a] == [{**c, own: 0} for c in b]
+    assert all(c[own] <= d[own] for c, d in zip(a, b, strict=True))
+    assert a[0]["pls_measured"] == 0 and all(cols["pls_measured"] > 0 for cols in a[1:])
