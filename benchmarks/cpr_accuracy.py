@@ -4,13 +4,15 @@ Runs (or reads) the ``scenarios/cpr_pls.yaml`` sweep — the checkpoint interval
 through the target PLS for ``cpr``, ``cpr_mfu`` and ``cpr_ssu``, every replication training
 the embedded model — and prints:
 
-1. the least-squares line logloss_delta = slope · PLS + intercept over all vanilla-CPR
-   replications, with R²;
-2. for each MFU/SSU point, its mean log-loss increase against vanilla CPR's at the same
+1. the sweep's wall time (when it runs it) and the trainer steps it took;
+2. the least-squares line logloss_delta = slope · PLS + intercept (PLS measured on the
+   trainer) over all vanilla-CPR replications, with R² and n, and the same fit over the
+   points' means;
+3. for each MFU/SSU point, its mean log-loss increase against vanilla CPR's at the same
    total saved bytes (CPR's mean curve over saved GB, linearly interpolated).
 
-    python benchmarks/cpr_accuracy.py            # runs the sweep (several minutes)
-    python benchmarks/cpr_accuracy.py RUN_DIR    # analyses an existing sweep
+    python benchmarks/cpr_accuracy.py [--jobs N]  # runs the sweep (a few minutes)
+    python benchmarks/cpr_accuracy.py RUN_DIR     # analyses an existing sweep
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,18 +29,17 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def fit(runs: pd.DataFrame) -> tuple[float, float, float]:
-    """(slope, intercept, R²) of logloss_delta on measured PLS for vanilla CPR."""
-    cpr = runs[runs.kind == "cpr"]
-    slope, intercept = np.polyfit(cpr.pls, cpr.logloss_delta, 1)
-    residual = cpr.logloss_delta - (slope * cpr.pls + intercept)
-    r2 = 1 - (residual**2).sum() / ((cpr.logloss_delta - cpr.logloss_delta.mean()) ** 2).sum()
+def fit(x: pd.Series, y: pd.Series) -> tuple[float, float, float]:
+    """(slope, intercept, R²) of the least-squares line y = slope · x + intercept."""
+    slope, intercept = np.polyfit(x, y, 1)
+    residual = y - (slope * x + intercept)
+    r2 = 1 - (residual**2).sum() / ((y - y.mean()) ** 2).sum()
     return float(slope), float(intercept), float(r2)
 
 
 def equal_bytes(runs: pd.DataFrame) -> pd.DataFrame:
     """Per prioritized point: its mean logloss_delta and vanilla CPR's at the same bytes."""
-    means = runs.groupby(["kind", "point"])[["saved_gb", "logloss_delta", "pls"]].mean()
+    means = runs.groupby(["kind", "point"])[["saved_gb", "logloss_delta", "pls_measured"]].mean()
     cpr = means.loc["cpr"].sort_values("saved_gb")
     rows = []
     for kind in ("cpr_mfu", "cpr_ssu"):
@@ -49,7 +51,7 @@ def equal_bytes(runs: pd.DataFrame) -> pd.DataFrame:
                     "kind": kind,
                     "point": point,
                     "saved_gb": row.saved_gb,
-                    "pls": row.pls,
+                    "pls_measured": row.pls_measured,
                     "logloss_delta": row.logloss_delta,
                     "cpr_at_same_bytes": reference if inside else np.nan,
                 }
@@ -58,20 +60,32 @@ def equal_bytes(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def main() -> None:
-    if len(sys.argv) > 1:
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         run_dir = Path(sys.argv[1])
     else:
         run_dir = Path(tempfile.mkdtemp()) / "cpr_pls"
+        start = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "ftsim", "sweep", str(ROOT / "scenarios" / "cpr_pls.yaml"),
-             "-o", str(run_dir), "-q"],
+             "-o", str(run_dir), "-q", *sys.argv[1:]],
             check=True,
         )  # fmt: skip
-    runs = pd.read_csv(run_dir / "runs.csv")
-    slope, intercept, r2 = fit(runs)
-    n = int((runs.kind == "cpr").sum())
+        print(f"python -m ftsim sweep scenarios/cpr_pls.yaml: {time.perf_counter() - start:.1f} s")
+    runs = pd.read_csv(run_dir / "runs.csv").dropna(subset=["logloss_delta"])
+    first = runs.drop_duplicates(["point", "rep"])
+    steps = first.trainer_steps.sum() + runs.trainer_own_steps.sum()
+    print(f"trainer steps: {steps} for {first.trainer_steps.sum()} failure-free ones")
+    cpr = runs[runs.kind == "cpr"]
+    slope, intercept, r2 = fit(cpr.pls_measured, cpr.logloss_delta)
     print(
-        f"vanilla CPR, n = {n}: logloss_delta = {slope:.4g} · PLS + {intercept:.3g}, R² = {r2:.3f}"
+        f"vanilla CPR, n = {len(cpr)} replications ({cpr.point.nunique()} points): "
+        f"logloss_delta = {slope:.4g} · PLS + {intercept:.3g}, R² = {r2:.3f}"
+    )
+    means = cpr.groupby("point")[["pls_measured", "logloss_delta"]].mean()
+    slope, intercept, r2 = fit(means.pls_measured, means.logloss_delta)
+    print(
+        f"vanilla CPR, n = {len(means)} point means: "
+        f"logloss_delta = {slope:.4g} · PLS + {intercept:.3g}, R² = {r2:.3f}"
     )
     table = equal_bytes(runs)
     with pd.option_context("display.float_format", "{:.4g}".format, "display.width", 120):

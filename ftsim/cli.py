@@ -80,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
     _force_option(run)
     run.add_argument("--policy", action="append", default=[], help="only this policy (repeatable)")
+    run.add_argument("--jobs", type=int, help="parallel worker processes (default: the CPU count)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     run.set_defaults(handler=_cmd_run)
 
@@ -264,9 +265,12 @@ def _cmd_run(args, argv) -> int:
         write_csv_and_parquet,
         write_json,
     )
+    from ftsim.experiments.pool import default_jobs
     from ftsim.experiments.runner import format_summary, run_scenario, summarize
     from ftsim.scenario.loader import config_hash
 
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
     scenario = _load(args)
     indices = _selected_policies(scenario, args.policy)
     ran = _as_run(scenario, indices)
@@ -279,7 +283,9 @@ def _cmd_run(args, argv) -> int:
     prepare_output(out, "run", args.force)
     progress = _run_progress(scenario, len(indices), args.quiet)
     try:
-        rows, timeline = run_scenario(scenario, indices, progress=progress)
+        rows, timeline = run_scenario(
+            scenario, indices, progress=progress, jobs=args.jobs or default_jobs()
+        )
     except KeyboardInterrupt:
         if created:
             out.rmdir()

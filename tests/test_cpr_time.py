@@ -49,7 +49,7 @@ def test_measured_pls_agrees_with_prediction_on_average():
         "policies.1.target_pls=0.02",
     )
     rows = [simulate(s, CPR, rep).row() for rep in range(40)]
-    measured = sum(r["pls"] for r in rows) / len(rows)
+    measured = sum(r["pls_model"] for r in rows) / len(rows)
     assert measured == pytest.approx(rows[0]["pls_predicted"], rel=0.10)
 
 
@@ -57,7 +57,7 @@ def test_prioritized_saves_lower_pls_and_cost_partial_writes():
     s = scenario("prod50h")
     cpr = [simulate(s, CPR, rep).row() for rep in range(10)]
     mfu = [simulate(s, MFU, rep).row() for rep in range(10)]
-    assert sum(r["pls"] for r in mfu) < 0.5 * sum(r["pls"] for r in cpr)
+    assert sum(r["pls_model"] for r in mfu) < 0.5 * sum(r["pls_model"] for r in cpr)
     assert all(m["save_h"] > c["save_h"] for m, c in zip(mfu, cpr, strict=True))
     assert mfu[0]["n_partial_saves"] > 0
 
@@ -68,7 +68,7 @@ def test_fallback_to_full_recovery_when_cheaper():
     row = simulate(s, CPR, 0).row()
     assert row["predicted_overhead_partial"] > row["predicted_overhead_full"]
     assert row["cpr_decision"] == "full"
-    assert row["lost_h"] > 0 and row["pls"] == 0
+    assert row["lost_h"] > 0 and row["pls_model"] == 0
     no_fallback = scenario("prod50h", "policies.1.target_pls=0.0001", "policies.1.fallback=false")
     assert simulate(no_fallback, CPR, 0).row()["cpr_decision"] == "partial"
 

@@ -157,7 +157,8 @@ def test_partial_fallback_reloads_only_the_undecodable_rows():
     assert event.shards == (3, 4) and event.key == 24 * 3600
     assert row["n_fallbacks"] == 1 and row["undecodable_frac"] == 1 / 16
     assert row["lost_h"] == pytest.approx(0, abs=1e-9)
-    assert row["pls"] == pytest.approx(2 / 16 * (event.progress_s - event.key) / (50 * 3600 * 18))
+    lost_s = event.progress_s - event.key
+    assert row["pls_model"] == pytest.approx(2 / 16 * lost_s / (50 * 3600 * 18))
     # each replacement reads 1/16 of a shard from storage (4 GB/s each of 8) through its
     # NIC, less the parity updates streaming through it
     reload_s = shard / 16 / (NIC - rates.parity * NIC) + rates.latency
@@ -171,7 +172,7 @@ def test_grouped_layout_keeps_failures_in_different_groups_decodable():
     grouped = "policies.1.layout=grouped"  # groups of k + r = 3: {0, 1, 2}, {3, 4, 5}, ...
     two_groups = _at(("30 h", ["emb_ps3", "emb_ps9"]))
     row = simulate(_ecrm(two_groups, grouped, "policies.1.fallback=partial"), 1, 0).row()
-    assert row["n_fallbacks"] == 0 and row["pls"] == 0 and row["load_h"] == 0
+    assert row["n_fallbacks"] == 0 and row["pls_model"] == 0 and row["load_h"] == 0
     assert simulate(_ecrm(two_groups), 1, 0).row()["n_fallbacks"] == 1  # rotating
     # Two servers of one group: every stripe of the group lost two members; nothing to
     # decode, both shards reload entirely and nothing is rebuilt.
@@ -344,7 +345,7 @@ def test_decoding_on_the_real_model_is_exact_and_the_final_model_matches():
     assert sum(isinstance(e, DecodeShards) for e in sims[1].model_events) == 2
     full, ecrm = cosimulate(s, sims)
     assert ecrm["decode_max_rel_err"] <= 1e-5
-    assert abs(ecrm["logloss_delta"]) < 1e-5 and ecrm["pls"] == 0
+    assert abs(ecrm["logloss_delta"]) < 1e-5 and ecrm["pls_measured"] == 0
     base, [_, model] = run_models(s, sims)
     a, b = base.embeddings.weights, model.trainer.embeddings.weights
     assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
@@ -361,5 +362,5 @@ def test_partial_fallback_on_the_real_model_counts_lost_lookups():
     # Measured: lookups of the restored rows (1/16 of the two shards') since the checkpoint;
     # predicted: the same share of the two shards' updates, with uniform row popularity.
     # Restoring every row of the two shards would measure 16 times more.
-    assert 0.5 < ecrm["pls"] / sims[1].row()["pls"] < 2
+    assert 0.5 < ecrm["pls_measured"] / sims[1].row()["pls_model"] < 2
     assert ecrm["decode_max_rel_err"] <= 1e-5

@@ -34,8 +34,8 @@ def _with_accuracy_columns(folder):
     """Add synthetic co-simulation columns (as the trainer will) to a stored sweep."""
     runs = pd.read_csv(folder / "runs.csv")
     rng = np.random.default_rng(0)
-    runs["pls"] = runs["lost_h"] / runs["ideal_h"]
-    runs["logloss_delta"] = 0.02 * runs["pls"] + rng.normal(0, 1e-4, len(runs))
+    runs["pls_measured"] = runs["lost_h"] / runs["ideal_h"]
+    runs["logloss_delta"] = 0.02 * runs["pls_measured"] + rng.normal(0, 1e-4, len(runs))
     runs.to_csv(folder / "runs.csv", index=False)
 
 

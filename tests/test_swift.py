@@ -42,7 +42,7 @@ def test_shard_recovery_reloads_and_replays_the_log():
     row = sim.row()
     # First failure at 5 h (before any checkpoint): 5 h of iterations logged, replayed.
     assert sim.policy.replay_s[0] == pytest.approx(_replay_s(sim, 5 * H, shards=2))
-    assert row["pls"] == 0 and row["lost_h"] < 1e-3  # full log: nothing lost, no rollback
+    assert row["pls_model"] == 0 and row["lost_h"] < 1e-3  # full log: nothing lost, no rollback
     assert row["rollbacks"] == 0
     assert row["log_bytes"] == pytest.approx(18 * sim.policy.log_step_bytes * 50 * H / 0.1)
 
@@ -102,7 +102,7 @@ def test_recompute_rolls_back_to_the_end_of_the_logged_share():
     sim = simulate(scenario("prod50h", SWIFT, AT_5H, "policies.1.log_budget=0.3"), 1, 0)
     row, policy, layout = sim.row(), sim.policy, sim.layout
     dense_s = policy.save_time_s([layout.dense_bytes])  # the snapshot's stall at 2.7 h
-    assert row["rollbacks"] == 1 and row["pls"] == 0
+    assert row["rollbacks"] == 1 and row["pls_model"] == 0
     assert row["lost_h"] * H == pytest.approx(5 * H - dense_s - 2.7 * H)
     reload_s = layout.read_s([layout.shard_bytes] * 18 + [layout.dense_bytes] * 20)
     assert policy.replay_s == [pytest.approx(_replay_s(sim, 2.7 * H, shards=18))]
@@ -139,12 +139,12 @@ def test_smaller_budget_writes_less_replays_less_and_recomputes_or_loses():
     rows = [sim.row() for sim in drop]
     assert rows[0]["log_bytes"] > rows[1]["log_bytes"] > rows[2]["log_bytes"]
     assert rows[0]["replay_s"] >= rows[1]["replay_s"] > rows[2]["replay_s"]
-    assert rows[0]["pls"] == 0 < rows[1]["pls"] < rows[2]["pls"]
+    assert rows[0]["pls_model"] == 0 < rows[1]["pls_model"] < rows[2]["pls_model"]
     assert [r["log_bytes"] for r in rec] == [r["log_bytes"] for r in rows]
-    assert all(r["pls"] == 0 for r in rec)  # recompute loses nothing, pays in time
+    assert all(r["pls_model"] == 0 for r in rec)  # recompute loses nothing, pays in time
     assert rec[0]["overhead_frac"] < rec[1]["overhead_frac"] < rec[2]["overhead_frac"]
     assert rows[1]["overhead_frac"] < rec[1]["overhead_frac"]
-    # drop: the time model's pls is the closed form over the failed shards' intervals,
+    # drop: the time model's pls_model is the closed form over the failed shards' intervals,
     # sum of (progress at the last failure - checkpoint - b T) / (work E)
     for b, sim in zip(budgets[1:], drop[1:], strict=True):
         last: dict[tuple[int, float], float] = {}
@@ -152,7 +152,7 @@ def test_smaller_budget_writes_less_replays_less_and_recomputes_or_loses():
             if isinstance(e, ReplayShards):
                 last.update({(shard, e.key): e.progress_s for shard in e.shards})
         lost = sum(max(0.0, p - key - b * 9 * H) for (_, key), p in last.items())
-        assert sim.row()["pls"] == pytest.approx(lost / (50 * H * 18), rel=1e-12)
+        assert sim.row()["pls_model"] == pytest.approx(lost / (50 * H * 18), rel=1e-12)
         assert last[1, 0.0] == 5 * H  # the first failure, before any save or recovery
 
 
@@ -176,16 +176,74 @@ def test_full_logging_reproduces_the_failure_free_model():
     a, b = base.embeddings.weights, model.trainer.embeddings.weights
     assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
     _, swift = cosimulate(s, sims)
-    assert swift["pls"] == 0 and abs(swift["logloss_delta"]) < 1e-5
+    assert swift["pls_measured"] == 0 and abs(swift["logloss_delta"]) < 1e-5
+
+
+SHARDS_ONLY = (
+    "failures=[{kind: scheduled, times: [5 h, 20 h, 33 h, 41 h],"
+    " nodes: [[emb_ps1, emb_ps2], [emb_ps7], [emb_ps2], [emb_ps3, emb_ps4]]}]"
+)
+"""Shard failures only, one before the first checkpoint and one twice the same shard."""
+
+
+@pytest.mark.parametrize("sparse", ["sgd", "momentum", "rowwise_adagrad"])
+def test_a_full_log_replays_the_failure_free_model_bit_for_bit_so_it_is_not_retrained(sparse):
+    """The claim behind not training SWIFT with a full log: retrained on its own trainer
+    (``share_prefix: false``), its final model is the failure-free one bit for bit, for
+    every row-wise optimizer. With sharing, it is not trained and its columns are the same."""
+    optimizer = f"trainer.optimizer={{dense: {{kind: momentum}}, sparse: {{kind: {sparse}}}}}"
+    alone = _swift(SMALL_TRAINER, SHARDS_ONLY, optimizer, "trainer.share_prefix=false")
+    sims = [simulate(alone, i, 0) for i in range(2)]
+    replays = [e for e in sims[1].model_events if isinstance(e, ReplayShards)]
+    assert len(replays) == 4 and all(e.exact for e in replays)
+    base, [_, model] = run_models(alone, sims)
+    assert model.own_steps == alone.trainer.steps
+    want, got = base.snapshot(), model.trainer.snapshot()
+    for a, b in zip(want.dense + want.dense_state, got.dense + got.dense_state, strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(want.embeddings.values, got.embeddings.values)
+    for name, values in want.embeddings.state.items():
+        assert np.array_equal(values, got.embeddings.state[name])
+    retrained = cosimulate(alone, sims)
+    shared = _swift(SMALL_TRAINER, SHARDS_ONLY, optimizer)
+    sims = [simulate(shared, i, 0) for i in range(2)]
+    _, [_, lazy] = run_models(shared, sims)
+    assert lazy.trainer is None and lazy.own_steps == 0
+    columns = cosimulate(shared, sims)
+    assert [{**c, "trainer_own_steps": 0} for c in retrained] == columns
+    assert columns[1]["logloss_delta"] == 0 and columns[1]["pls_measured"] == 0
+
+
+def test_a_partial_log_or_an_undo_is_not_exact_and_is_retrained():
+    dropped = "policies.1.unlogged=drop"
+    partial = _swift(SMALL_TRAINER, SHARDS_ONLY, "policies.1.log_budget=0.5", dropped)
+    sim = simulate(partial, 1, 0)
+    replays = [e for e in sim.model_events if isinstance(e, ReplayShards)]
+    assert replays and not any(e.exact for e in replays)
+    _, [model] = run_models(partial, [sim])
+    assert model.own_steps == partial.trainer.steps
+    # recompute: the trainer-side logs keep every step (failures after the logged share
+    # roll back instead), so replays and rollbacks are exact and nothing is trained
+    recompute = _swift(SMALL_TRAINER, SHARDS_ONLY, "policies.1.log_budget=0.5")
+    sim = simulate(recompute, 1, 0)
+    kinds = {type(e) for e in sim.model_events}
+    assert {ReplayShards, RestoreAll} <= kinds
+    assert all(e.exact for e in sim.model_events if isinstance(e, ReplayShards))
+    _, [model] = run_models(recompute, [sim])
+    assert model.trainer is None and model.own_steps == 0
+    undo = _swift(SMALL_TRAINER)  # full log, but a trainer fails: its undo is not exact
+    _, [model] = run_models(undo, [simulate(undo, 1, 0)])
+    assert model.own_steps == undo.trainer.steps + 1  # the undone step is trained again
 
 
 def test_full_logging_is_bit_exact_after_two_failures_of_a_shard(monkeypatch):
     """Shard 3 fails at 2 h and 8 h, before the first checkpoint: the second replay
     re-applies every step since step 0, and the final model is the failure-free one."""
     failures = "failures=[{kind: scheduled, times: [2 h, 8 h], nodes: [[emb_ps3], [emb_ps3]]}]"
-    s = scenario(
-        "prod50h", SWIFT, failures, SMALL_TRAINER, "trainer.optimizer.sparse.kind=momentum"
-    )
+    s = scenario(  # retrained (a full log is exact: shared, SWIFT would not be trained)
+        "prod50h", SWIFT, failures, SMALL_TRAINER, "trainer.optimizer.sparse.kind=momentum",
+        "trainer.share_prefix=false",
+    )  # fmt: skip
     sims = [simulate(s, i, 0) for i in range(2)]
     reports = []
     replay = UpdateLog.replay
@@ -209,13 +267,13 @@ def test_recompute_loses_nothing_and_keeps_the_failure_free_model():
     base, [_, model] = run_models(s, sims)
     assert model.trainer is None  # exact rollbacks only: the failure-free run is reused
     _, swift = cosimulate(s, sims)
-    assert swift["logloss_delta"] == 0 and swift["pls"] == 0
+    assert swift["logloss_delta"] == 0 and swift["pls_measured"] == 0
     # with a trainer failure and failures inside the logged share, on its own trainer
     s = _swift(SMALL_TRAINER, "policies.1.log_budget=0.3")
     sims = [simulate(s, i, 0) for i in range(2)]
     assert {RestoreAll, ReplayShards, UndoStep} <= {type(e) for e in sims[1].model_events}
     _, swift = cosimulate(s, sims)
-    assert swift["pls"] == 0 and abs(swift["logloss_delta"]) < 1e-5  # undo's roundoff
+    assert swift["pls_measured"] == 0 and abs(swift["logloss_delta"]) < 1e-5  # undo's roundoff
 
 
 def test_drop_loses_exactly_the_lookups_of_the_unlogged_steps():
@@ -251,4 +309,4 @@ def test_drop_loses_exactly_the_lookups_of_the_unlogged_steps():
                 start = max(c + budget, counted[shard, c])
                 expect += int(lookups[start:f, shard].sum())
                 counted[shard, c] = max(counted[shard, c], f)
-    assert expect > 0 and model.lost_lookups == expect  # pls = that / all lookups
+    assert expect > 0 and model.lost_lookups == expect  # pls_measured = that / all lookups

@@ -16,11 +16,21 @@ before its first restore are served from it, and at that restore the policy fork
 of its own from the baseline's state. A policy whose only restores are full rollbacks (as
 ``full``) never diverges: restoring a checkpoint and replaying the same batches reproduces
 the failure-free model bit for bit (tested with ``share_prefix: false``, which trains every
-policy on its own trainer from step 0), so its final model is the baseline's.
+policy on its own trainer from step 0), so its final model is the baseline's. The same holds
+for any policy whose modifying events are all exact, e.g. SWIFT when its update log covers
+every update since the shard checkpoints: it is not trained at all.
 
 PLS (portion of lost samples) is measured as the fraction of the run's embedding lookups
 whose updates were lost: when shard rows go back to an older version, the lookups of those
-rows since that version (counted by the trainer's per-row use counters) are lost.
+rows since that version (counted by the trainer's per-row use counters) are lost. It is the
+``pls_measured`` column, next to the time model's own estimate ``pls_model``.
+
+Memory. A replication's trainers, checkpoints and batches are freed by reference counting as
+soon as its columns are computed: trainer sides refer to their model weakly, every side is
+detached from its trainer when the policy stops training (removing the trainer's update
+listeners, which would otherwise form trainer → listener → mechanism → trainer cycles), and
+:func:`cosimulate` drops the models' trainers and checkpoints once it has evaluated them. A
+long run therefore holds one replication's state at a time, whatever its length.
 """
 
 from __future__ import annotations
@@ -76,6 +86,8 @@ class PolicyModel:
         self.divergence = modifying[0] if modifying and not self.lazy else None
         self.side = type(sim.policy).TrainerSide(sim.policy.params, self)
         self.trainer: Trainer | None = None
+        self.attached: Trainer | None = None
+        """The trainer the side watches (the shared one before the fork, then our own)."""
         self.checkpoints: dict[float, TrainerSnapshot] = {}
         self.partials: list[RowData] = []
         """Rows saved by partial saves since the last checkpoint."""
@@ -85,6 +97,8 @@ class PolicyModel:
         """CheckFreq snapshots being persisted: key → (lookups per row at the snapshot,
         partial saves made before it)."""
         self.lost_lookups = 0
+        self.own_steps = 0
+        """Steps trained on the policy's own trainer (the cost of not sharing the baseline)."""
 
     def step_of(self, event: ModelEvent) -> int:
         return min(self.steps, round(event.progress_s / self.work_s * self.steps))
@@ -104,10 +118,25 @@ class PolicyModel:
                 self.checkpoints[0.0] = trainer.snapshot()
             self.saved_lookups = trainer.mfu.counts.copy()
         self.side.attach(trainer, own)
+        self.attached = trainer
+
+    def unfollow(self) -> None:
+        """Stop carrying the policy's state: the side detaches from its trainer."""
+        if self.attached is not None:
+            self.side.detach(self.attached)
+            self.attached = None
+
+    def release(self) -> None:
+        """Drop the trainer and saved state once the result columns are computed."""
+        self.unfollow()
+        self.trainer = None
+        self.checkpoints.clear()
+        self.partials.clear()
+        self.pending_saves.clear()
 
     def fork(self, base: Trainer) -> None:
         """Leave the baseline: continue on a trainer of our own with the baseline's state."""
-        self.side.detach(base)
+        self.unfollow()
         own = Trainer(self.cfg)
         own.data = base.data  # the same batches: share the generated ones
         own.restore(base.snapshot())
@@ -122,16 +151,20 @@ class PolicyModel:
         event.apply(self, trainer)
 
     def run_rest(self, start: int) -> None:
-        """Apply events ``start``… on our own trainer, then train to the end."""
+        """Apply events ``start``… on our own trainer, train to the end, stop following."""
         for event in self.events[start:]:
-            self._advance(self.trainer, self.step_of(event))
+            self.own_steps += self._advance(self.trainer, self.step_of(event))
             self.apply(event, self.trainer)
-        self._advance(self.trainer, self.steps)
+        self.own_steps += self._advance(self.trainer, self.steps)
+        self.unfollow()
 
     @staticmethod
-    def _advance(trainer: Trainer, step: int) -> None:
-        if step > trainer.step:
-            trainer.train(step - trainer.step)
+    def _advance(trainer: Trainer, step: int) -> int:
+        """Train ``trainer`` up to ``step``; returns the number of steps trained."""
+        steps = max(0, step - trainer.step)
+        if steps:
+            trainer.train(steps)
+        return steps
 
 
 def run_models(scenario: Scenario, sims: list[Simulation]) -> tuple[Trainer, list[PolicyModel]]:
@@ -160,11 +193,17 @@ def cosimulate(scenario: Scenario, sims: list[Simulation]) -> list[dict]:
     The trainer runs on one BLAS thread: results then do not depend on how many threads a
     machine offers, so serial runs, process pools and Dask workers agree bit for bit, and
     parallel sweep workers do not oversubscribe the cores (which slows OpenBLAS tenfold).
+    The replication's trainers are released before returning (see the module docstring).
     """
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):
-        return _columns(*run_models(scenario, sims))
+        base, models = run_models(scenario, sims)
+        try:
+            return _columns(base, models)
+        finally:
+            for model in models:
+                model.release()
 
 
 def _columns(base: Trainer, models: list[PolicyModel]) -> list[dict]:
@@ -182,8 +221,9 @@ def _columns(base: Trainer, models: list[PolicyModel]) -> list[dict]:
                 "final_auc": final["auc"],
                 "logloss_delta": final["logloss"] - baseline["logloss"],
                 "auc_delta": final["auc"] - baseline["auc"],
-                "pls": model.lost_lookups / total_lookups,
+                "pls_measured": model.lost_lookups / total_lookups,
                 "trainer_steps": base.step,
+                "trainer_own_steps": model.own_steps,
                 **model.side.columns(),
             }
         )
@@ -192,11 +232,13 @@ def _columns(base: Trainer, models: list[PolicyModel]) -> list[dict]:
 
 class _BatchCache:
     """A data source whose batches are generated once per replication: the baseline and
-    every forked trainer read the same batch ``i`` (a pure function of seed and index)."""
+    every forked trainer read the same batch ``i`` (a pure function of seed and index), and
+    evaluate on the same held-out set."""
 
     def __init__(self, data):
         self._data = data
         self._batches: dict[int, object] = {}
+        self._eval_sets: dict[int, object] = {}
 
     def batch(self, index: int):
         found = self._batches.get(index)
@@ -204,25 +246,35 @@ class _BatchCache:
             found = self._batches[index] = self._data.batch(index)
         return found
 
+    def eval_set(self, n: int):
+        found = self._eval_sets.get(n)
+        if found is None:
+            found = self._eval_sets[n] = self._data.eval_set(n)
+        return found
+
     def __getattr__(self, name):
         return getattr(self._data, name)
 
 
 def _shared_run(models: list[PolicyModel], cfg: TrainerConfig, steps: int) -> Trainer:
-    """One failure-free trainer serves every policy until it forks; returns that trainer."""
+    """One failure-free trainer serves every policy until it forks; returns that trainer.
+
+    Policies that never leave the failure-free trajectory (``lazy``) are not trained; the
+    others follow the shared trainer up to their first modifying event (``divergence``), or
+    train on their own from step 0 when their side asks for it.
+    """
     base = Trainer(cfg)
     base.data = _BatchCache(base.data)
     queue = []
     own = []
     for order, model in enumerate(models):
+        if model.lazy:
+            continue
         if model.side.own_from_start:
             own.append(model)
             continue
-        if model.lazy:
-            continue
         model.follow(base, own=False)
-        last = model.divergence if model.divergence is not None else len(model.events) - 1
-        queue += [(model.step_of(model.events[i]), order, i) for i in range(last + 1)]
+        queue += [(model.step_of(model.events[i]), order, i) for i in range(model.divergence + 1)]
     forked = []
     for step, order, index in sorted(queue):
         model = models[order]
@@ -234,9 +286,6 @@ def _shared_run(models: list[PolicyModel], cfg: TrainerConfig, steps: int) -> Tr
         else:
             model.apply(model.events[index], base)
     PolicyModel._advance(base, steps)
-    for model in models:
-        if not model.lazy and model.divergence is None:
-            model.side.detach(base)  # saved rows, never restored: the final model is the base's
     for model in forked:
         model.run_rest(model.divergence + 1)
     for model in own:

@@ -36,10 +36,13 @@ METRICS = (
     "final_auc",
     "logloss_delta",
     "auc_delta",
-    "pls",
+    "pls_measured",
+    "pls_model",
     "pls_predicted",
 )
-"""Columns summarised with mean, std and interval (those present in the runs)."""
+"""Columns summarised with mean, std and interval (those present in the runs). Each interval
+is over the replications that have the column: all of them for the time model's columns,
+the trained ones (``n_trained``) for the accuracy columns and ``pls_measured``."""
 
 PAIRED = ("overhead_frac", "logloss_delta")
 """Columns also compared with the reference policy on matched replications."""
@@ -82,8 +85,9 @@ def summarize(
     A replication stopped at ``run.max_wall_factor`` (``completed`` false) has no overhead:
     it is counted in ``n_unfinished`` and left out of every statistic and paired difference.
 
-    Columns: ``point``, the swept ``point_columns``, ``policy``, ``kind``, ``n`` (finished),
-    ``n_unfinished``; for each
+    Columns: ``point``, the swept ``point_columns``, ``policy``, ``kind``, ``n`` (finished
+    replications), ``n_unfinished``, ``n_trained`` (finished ones that trained the model,
+    when some did); for each
     metric present, ``{m}_mean``, ``{m}_std``, ``{m}_ci95_low``, ``{m}_ci95_high``
     (``overhead_frac`` also ``_ci95_half``); other numeric columns (policy parameters such
     as ``interval_h``) as ``{c}_mean``; then ``reference`` and, for each paired column,
@@ -110,6 +114,8 @@ def summarize(
         row.update({c: everything[c].iloc[0] for c in point_columns})
         row.update(policy=policy, kind=everything["kind"].iloc[0], n=len(group))
         row["n_unfinished"] = len(everything) - len(group)
+        if "logloss_delta" in metrics:
+            row["n_trained"] = int(group["logloss_delta"].notna().sum())
         for m in metrics:
             s = t_interval(group[m], confidence)
             row.update(
@@ -147,27 +153,37 @@ def paired_differences(group: pd.DataFrame, reference: pd.DataFrame, metric: str
 
 
 def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
-    """The summary as a fixed-width text table: overhead ± CI and the paired difference, and
-    an ``unfinished`` column when some replications did not finish."""
-    header = [*point_columns, "policy", "n", "overhead", "±95% CI", "Δ vs ref", "±95% CI"]
+    """The summary as a fixed-width text table: overhead ± CI and the paired difference
+    over the ``n`` finished replications; when the model trained, the log-loss increase ±
+    CI, its paired difference and the measured PLS over the ``n_trained`` replications; an
+    ``unfinished`` column when some replications did not finish."""
+    header = [*point_columns, "policy", "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
+    accuracy = "n_trained" in summary and bool(summary["n_trained"].gt(0).any())
+    if accuracy:
+        header += ["n_trained", "logloss_delta", "±CI95(n_trained)", "Δ vs ref"]
+        header += ["±CI95(n_trained)", "pls_measured"]
     lines = [header]
     unfinished = summary.get("n_unfinished", pd.Series(0, index=summary.index))
     for _, s in summary.iterrows():
-        diff_half = (
-            s.get("overhead_frac_diff_ci95_high", math.nan)
-            - s.get("overhead_frac_diff_ci95_low", math.nan)
-        ) / 2
-        lines.append(
-            [
-                *[str(s[c]) for c in point_columns],
-                str(s["policy"]),
-                str(s["n"]),
-                "unfinished" if s["n"] == 0 else _pct(s["overhead_frac_mean"]),
-                _pct(s["overhead_frac_ci95_half"]),
-                _pct(s.get("overhead_frac_diff_mean", math.nan)),
-                _pct(diff_half),
+        line = [
+            *[str(s[c]) for c in point_columns],
+            str(s["policy"]),
+            str(s["n"]),
+            "unfinished" if s["n"] == 0 else _pct(s["overhead_frac_mean"]),
+            _pct(s["overhead_frac_ci95_half"]),
+            _pct(s.get("overhead_frac_diff_mean", math.nan)),
+            _pct(_half(s, "overhead_frac_diff")),
+        ]
+        if accuracy:
+            line += [
+                str(int(s["n_trained"])),
+                _sci(s["logloss_delta_mean"], "{:+.2e}"),
+                _sci(_half(s, "logloss_delta"), "{:.1e}"),
+                _sci(s.get("logloss_delta_diff_mean", math.nan), "{:+.2e}"),
+                _sci(_half(s, "logloss_delta_diff"), "{:.1e}"),
+                _sci(s.get("pls_measured_mean", math.nan), "{:.4f}"),
             ]
-        )
+        lines.append(line)
     if unfinished.any():
         header.append("unfinished")
         for line, count in zip(lines[1:], unfinished, strict=True):
@@ -183,8 +199,17 @@ def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
     )
 
 
+def _half(s: pd.Series, prefix: str) -> float:
+    """Half-width of the interval ``{prefix}_ci95_low`` … ``_high`` (NaN if absent)."""
+    return (s.get(f"{prefix}_ci95_high", math.nan) - s.get(f"{prefix}_ci95_low", math.nan)) / 2
+
+
 def _pct(value: float) -> str:
     return "-" if value != value else f"{100 * value:.2f}%"
+
+
+def _sci(value: float, form: str) -> str:
+    return "-" if value != value else form.format(value)
 
 
 def _numeric(column: pd.Series) -> bool:

@@ -5,11 +5,14 @@ does); the points are the cartesian product of the ``grid`` lists times the co-v
 ``zip`` lists of the ``sweep:`` section, and ``--grid`` adds or replaces grid entries.
 Every point is validated before anything is simulated.
 
-Work is split into tasks of (point, policy, a range of replications). Replication *i* is
-fully determined by the seed and *i* (common random numbers), so the rows do not depend on
-how replications are batched into tasks, nor on the executor: serial, a local process pool
-or a Dask cluster. Each finished task is stored at once as a shard (:mod:`ftsim.experiments.store`);
-the merged results are sorted by point, policy and replication.
+Work is split into tasks of (point, policy, a range of replications); at a point whose
+replications train the embedded model, the tasks of all policies over the same replications
+run as one, so that each replication trains one failure-free model for all of them (as
+``run`` does). Replication *i* is fully determined by the seed and *i* (common random
+numbers), so the rows do not depend on how replications are batched into tasks, nor on the
+executor: serial, a local process pool or a Dask cluster. Each finished task is stored at
+once as a shard per policy (:mod:`ftsim.experiments.store`); the merged results are sorted
+by point, policy and replication.
 
 With a target half-width, rounds of replications are added (indices n, n+1, …) to every
 (point, policy) whose 95% interval of ``overhead_frac`` is still wider, up to a cap.
@@ -22,19 +25,16 @@ import hashlib
 import itertools
 import json
 import math
-import os
-import signal
-import threading
-import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from ftsim.experiments.runner import simulate_rows
+from ftsim.experiments.pool import default_jobs, process_pool
+from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.store import RunStore, StoreError, TaskKey
 from ftsim.scenario.loader import (
     ScenarioError,
@@ -206,10 +206,19 @@ def _points(plain: dict, all_values: list[dict], path: Path) -> list[Point]:
 # -- execution -----------------------------------------------------------------------------
 
 
-def run_task(scenario: Scenario, cells: dict, key: TaskKey) -> tuple[list[dict], list[dict]]:
-    """Simulate one task: its rows and, if it holds replication 0, that timeline."""
-    rows, timeline = simulate_rows(scenario, key.policy, key.reps, timeline_rep=TIMELINE_REP)
-    return [cells | r for r in rows], [{"point": cells["point"]} | r for r in timeline]
+def run_task(
+    scenario: Scenario, cells: dict, keys: list[TaskKey]
+) -> list[tuple[list[dict], list[dict]]]:
+    """Simulate tasks of one point over the same replications together (their policies
+    share each trained replication's failure-free model); per key, its rows and, if it
+    holds replication 0, that timeline."""
+    policies = [key.policy for key in keys]
+    rows, timelines = simulate_reps(scenario, policies, keys[0].reps, TIMELINE_REP)
+    point = {"point": cells["point"]}
+    return [
+        ([cells | r for r in mine], [point | r for r in timeline])
+        for mine, timeline in zip(rows, timelines, strict=True)
+    ]
 
 
 def run_sweep(
@@ -249,21 +258,28 @@ def run_sweep(
     return computed, reused
 
 
-def default_jobs() -> int:
-    """CPUs this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
 def n_tasks(plan: Plan, batch: int) -> int:
     """Tasks of the planned replications (before any added for a target half-width)."""
     return sum(-(-p.scenario.run.replications // batch) for p in plan.points) * len(plan.policies)
 
 
+def n_units(plan: Plan, batch: int) -> int:
+    """Units of work a worker takes among the planned tasks: the tasks of a trained point's
+    policies over the same replications run together (:func:`_groups`) and count once."""
+    tasks = [
+        key
+        for p in plan.points
+        for q in plan.policies
+        for key in _tasks((p.index, q), list(range(p.scenario.run.replications)), batch)
+    ]
+    return len(_groups(plan, tasks))
+
+
 def local_workers(plan: Plan, jobs: int | None, batch: int) -> tuple[int, str | None]:
     """Local workers for ``jobs`` (default: the CPUs): at most the CPUs and the first round's
-    tasks, as more would only compete for the same cores. Returns the number and, when a
-    requested ``jobs`` was lowered, a note saying so."""
-    limits = {"the CPUs available": default_jobs(), "the tasks to run": n_tasks(plan, batch)}
+    tasks (:func:`n_units`), as more would only compete for the same cores. Returns the
+    number and, when a requested ``jobs`` was lowered, a note saying so."""
+    limits = {"the CPUs available": default_jobs(), "the tasks to run": n_units(plan, batch)}
     wanted = jobs or limits["the CPUs available"]
     reason = min(limits, key=limits.get)
     if wanted <= limits[reason]:
@@ -284,17 +300,36 @@ def _tasks(pair: tuple[int, int], reps: list[int], batch: int) -> list[TaskKey]:
     return tasks
 
 
+def _groups(plan: Plan, tasks: list[TaskKey]) -> list[list[TaskKey]]:
+    """Tasks run together: where the replications train the model, those of one point over
+    the same replications (one failure-free trainer per replication serves every policy);
+    timing-only tasks run alone (smaller tasks spread better over workers)."""
+    groups: list[list[TaskKey]] = []
+    shared: dict[tuple[int, int, int], list[TaskKey]] = {}
+    for key in tasks:
+        if not plan.points[key.point].scenario.trains_model(key.start):
+            groups.append([key])
+            continue
+        group = shared.get((key.point, key.start, key.stop))
+        if group is None:
+            group = shared[key.point, key.start, key.stop] = []
+            groups.append(group)
+        group.append(key)
+    return groups
+
+
 def _results(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, tuple]]:
     """(key, result) of every task, as tasks finish."""
-    args = [(plan.points[k.point].scenario, plan.points[k.point].cells, k) for k in tasks]
-    if pool is None or len(tasks) < 2:
-        for key, arg in zip(tasks, args, strict=True):
-            yield key, run_task(*arg)
+    groups = _groups(plan, tasks)
+    args = [(plan.points[g[0].point].scenario, plan.points[g[0].point].cells, g) for g in groups]
+    if pool is None or len(groups) < 2:
+        for group, arg in zip(groups, args, strict=True):
+            yield from zip(group, run_task(*arg), strict=True)
         return
-    futures = {pool.submit(run_task, *arg): key for key, arg in zip(tasks, args, strict=True)}
+    futures = {pool.submit(run_task, *arg): g for g, arg in zip(groups, args, strict=True)}
     try:
         for future in as_completed(futures):
-            yield futures[future], future.result()
+            yield from zip(futures[future], future.result(), strict=True)
     finally:
         for future in futures:
             future.cancel()
@@ -309,49 +344,8 @@ def _executor(kind: str, jobs: int, dask_address: str | None):
     elif jobs <= 1:
         yield None
     else:
-        with _process_pool(jobs) as pool:
+        with process_pool(jobs) as pool:
             yield pool
-
-
-WATCHDOG_PERIOD_S = 0.5
-"""How often a pool worker checks that the sweep that started it is still alive."""
-
-
-@contextmanager
-def _process_pool(jobs: int):
-    """A local process pool whose workers never outlive the sweep.
-
-    Workers ignore Ctrl-C (the terminal sends it to the whole process group; the sweep
-    handles it) and exit on their own if the sweep is killed (see :func:`_watch_parent`).
-    If the sweep stops early for any reason, tasks in flight are abandoned and the workers
-    terminated at once instead of being waited for.
-    """
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(os.getpid(),))
-    try:
-        yield pool
-    except BaseException:
-        workers = list((pool._processes or {}).values())  # no public API before Python 3.14
-        pool.shutdown(wait=False, cancel_futures=True)
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            worker.join(timeout=5)
-        raise
-    pool.shutdown()
-
-
-def _init_worker(parent_pid: int) -> None:
-    """Pool worker set-up: ignore SIGINT, and exit when the parent process is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
-
-
-def _watch_parent(parent_pid: int) -> None:
-    """Exit this process as soon as its parent is no longer ``parent_pid``: a sweep killed
-    with SIGKILL cannot stop its workers, and they would otherwise wait forever."""
-    while os.getppid() == parent_pid:
-        time.sleep(WATCHDOG_PERIOD_S)
-    os._exit(1)
 
 
 DASK_CONNECT_TIMEOUT_S = 4

@@ -9,7 +9,7 @@ skipped with the reason, and so is an overlay a figure is drawn without (the Dal
 - ``overhead_vs_interval``: overhead against the checkpoint interval with 95% bands and
   the Daly model for ``full`` (:mod:`ftsim.plots.interval`);
 - ``accuracy_vs_overhead``: the trade-off frontier (:mod:`ftsim.plots.tradeoff`);
-- ``accuracy_vs_pls``: log-loss delta against PLS with the fitted line
+- ``accuracy_vs_pls``: log-loss delta against measured PLS with a fitted line per policy
   (:mod:`ftsim.plots.pls`);
 - ``timeline``: the Gantt chart of one replication (:mod:`ftsim.plots.timeline`).
 """

@@ -39,6 +39,7 @@ def plot(data: RunData, folder, point: int | None = None):
             "logloss_delta_ci95_low": s["logloss_delta_ci95_low"],
             "logloss_delta_ci95_high": s["logloss_delta_ci95_high"],
             "n": s["n"],
+            "n_trained": s["n_trained"],
         }
     )
     t["frontier"] = t.index.isin(frontier(t).index)
@@ -78,8 +79,7 @@ def plot(data: RunData, folder, point: int | None = None):
     ax.set_xlabel("overhead (% of failure-free time)")
     ax.set_ylabel("log-loss increase vs failure-free")
     n = "/".join(str(v) for v in sorted(set(t["n"])))
-    trained = data.runs.dropna(subset=["logloss_delta"]).groupby(["point", "policy"]).size()
-    n_trained = "/".join(str(v) for v in sorted(set(trained)))
+    n_trained = "/".join(str(v) for v in sorted(set(t["n_trained"])))
     ax.set_title(f"{data.scenario_name}: means, 95% CI; overhead n = {n}, accuracy n = {n_trained}")
     ax.legend(loc="best")
     return save(fig, t, folder, NAME)

@@ -37,6 +37,7 @@ decorated with :func:`~ftsim.policies.registry.register`, plus its line in
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Generator
 from typing import TYPE_CHECKING, ClassVar
 
@@ -74,10 +75,14 @@ class PolicyParams(BaseModel):
 class TrainerSide:
     """A policy's trainer-side mechanisms in the co-simulation (one per replication).
 
-    ``model`` is the policy's co-simulated state (see :mod:`ftsim.policies.events`). The
+    ``model`` is the policy's co-simulated state (see :mod:`ftsim.policies.events`), held
+    weakly: the model owns its side, and a strong reference back would form a cycle that
+    keeps a finished replication's trainers alive until a full garbage collection. The
     co-simulation calls :meth:`attach` when a trainer starts carrying the policy's state
     (``own`` is False while the policy still follows the shared failure-free trainer, True
-    on its own trainer) and :meth:`detach` when it stops. The base class has no mechanisms.
+    on its own trainer) and :meth:`detach` when it stops (at the fork, or when the policy's
+    training ends): ``detach`` must remove every update listener ``attach`` registered. The
+    base class has no mechanisms.
     """
 
     own_from_start: ClassVar[bool] = False
@@ -86,7 +91,15 @@ class TrainerSide:
 
     def __init__(self, params: PolicyParams, model) -> None:
         self.params = params
-        self.model = model
+        try:
+            self._model = weakref.ref(model)
+        except TypeError:  # None or a stand-in without weak references (unit tests)
+            self._model = lambda: model
+
+    @property
+    def model(self):
+        """The policy's co-simulated state (:class:`ftsim.cosim.replay.PolicyModel`)."""
+        return self._model()
 
     def attach(self, trainer, own: bool) -> None:
         """Start watching ``trainer``."""

@@ -544,7 +544,7 @@ class Cpr(Policy):
             "cpr_decision": "partial" if self.partial else "full",
             "predicted_overhead_full": self.predicted["full"],
             "predicted_overhead_partial": self.predicted["partial"],
-            "pls": self.lost_update_s / (work * self.n_shards),
+            "pls_model": self.lost_update_s / (work * self.n_shards),
             "pls_predicted": self.predicted_prioritized_pls() if self.partial else 0.0,
             "n_partial_saves": self.n_partial_saves,
             "partial_save_s": saving.save_s if saving else 0.0,

@@ -155,6 +155,10 @@ class EcrmSide(TrainerSide):
                 trainer, p.k, p.r, layout=p.layout, group_size=p.group_size
             )
 
+    def detach(self, trainer) -> None:
+        if self.parity is not None and self.parity.emb is trainer.embeddings:
+            trainer.remove_update_listener(self.parity.on_update)
+
     def restored(self, trainer) -> None:
         if self.parity is not None:
             self.parity.rebuild_parity()  # restores bypass the update listeners
@@ -455,5 +459,5 @@ class Ecrm(Policy):
             "undecodable_frac": (
                 sum(self.undecodable) / len(self.undecodable) if self.undecodable else math.nan
             ),
-            "pls": self.lost_update_s / (self.scenario.job.work_s * self.n_shards),
+            "pls_model": self.lost_update_s / (self.scenario.job.work_s * self.n_shards),
         }

@@ -18,10 +18,12 @@ objects handed to them, never imported here:
   saved version as lost);
 - ``trainer``, the :class:`ftsim.trainer.Trainer` already at the event's step.
 
-Two class flags tell the co-simulation how an event bears on sharing the failure-free run:
+Two flags tell the co-simulation how an event bears on sharing the failure-free run:
 ``modifies`` (applying it changes the trainer's state) and ``exact`` (the state afterwards is
 the failure-free state at the same step, as after a full rollback that replays the same
-batches). A policy whose modifying events are all exact never leaves the failure-free
+batches). Both are class flags; an event type whose exactness depends on the occasion makes
+``exact`` a field instead (SWIFT's ``ReplayShards`` is exact when its log covers every
+update). A policy whose modifying events are all exact never leaves the failure-free
 trajectory, and its final model is the failure-free one.
 """
 

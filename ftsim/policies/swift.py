@@ -30,7 +30,7 @@ A failure in the unlogged rest of the interval is handled as ``unlogged`` says:
   checkpoint and replays its log prefix, every trainer reloads the dense snapshot, and the
   iterations since are re-executed (``lost``). Nothing is lost (model event ``RestoreAll``);
 - ``drop``: the failed shards replay their prefix and the updates of the rest of the
-  interval are lost (counted in ``pls``, each once per interval); the other nodes carry on.
+  interval are lost (counted in ``pls_model``, each once per interval); the other nodes carry on.
 
 Time model:
 
@@ -56,7 +56,7 @@ Time model:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -87,7 +87,7 @@ class SwiftParams(PolicyParams):
     unlogged: Literal["recompute", "drop"] = Field(
         "recompute",
         description="failure after the logged share: recompute (roll back to its end, "
-        "lossless) or drop (lose the unlogged updates, counted in pls)",
+        "lossless) or drop (lose the unlogged updates, counted in pls_model)",
     )
     replay_machines: int = Field(1, ge=1, description="machines a shard's replay is spread over")
     replay_compute_frac: float = Field(
@@ -107,12 +107,19 @@ class SwiftParams(PolicyParams):
 @dataclass(frozen=True, slots=True)
 class ReplayShards(ModelEvent):
     """The ``shards`` reload their last checkpoint (progress ``key``; the initial rows if
-    none) and replay their update logs since then."""
+    none) and replay their update logs since then.
+
+    ``exact`` (per event): the logs cover every update since the checkpoint (``log_budget``
+    1, or ``unlogged: recompute``, whose trainer-side logs keep every step), so the replay
+    rebuilds the failure-free rows bit for bit (the row-wise optimizers repeat the same float
+    operations, :mod:`ftsim.trainer.update_log`) and the co-simulation need not retrain the
+    policy.
+    """
 
     key: float
     shards: tuple[int, ...]
+    exact: bool = field(default=False, kw_only=True)
     modifies: ClassVar[bool] = True
-    exact: ClassVar[bool] = False
 
     @property
     def reads(self) -> float | None:
@@ -138,8 +145,9 @@ class SwiftSide(TrainerSide):
     """SWIFT on the trainer: per-shard update logs and an undoer of the last step.
 
     The logs must see every step of the policy's own trajectory, so the policy trains on its
-    own trainer from step 0, unless its only modifying events are exact rollbacks
-    (``RestoreAll``): then its model is the failure-free one and it needs no trainer.
+    own trainer from step 0, unless its only modifying events are exact: rollbacks
+    (``RestoreAll``) and replays of a complete log (``ReplayShards`` with ``log_budget`` 1 or
+    in ``recompute`` mode). Then its model is the failure-free one and it needs no trainer.
 
     In ``drop`` mode a shard's log holds the first ``log_budget`` share of each interval's
     steps. In ``recompute`` mode it holds every step: the time model asks for a replay only
@@ -162,12 +170,16 @@ class SwiftSide(TrainerSide):
         from ftsim.trainer.update_log import UpdateLog
 
         model, params = self.model, self.params
-        budget_steps = None
-        if params.unlogged == "drop":
+        budget_steps = None  # a full log: every step, whatever the rounding of intervals
+        if params.unlogged == "drop" and params.log_budget < 1:
             interval_steps = params.checkpoint_interval / model.work_s * model.steps
             budget_steps = round(params.log_budget * interval_steps)
         self.log = UpdateLog(trainer, budget_steps=budget_steps)
         self.undoer = Undoer(trainer)
+
+    def detach(self, trainer) -> None:
+        self.log.close()
+        self.undoer.close()
 
     def checkpointed(self, trainer) -> None:
         for shard in range(trainer.n_shards):
@@ -232,6 +244,8 @@ class Swift(Policy):
         """Compute seconds at the start of each interval whose updates are logged."""
         self.rolls_back = params.unlogged == "recompute" and params.log_budget < 1
         """Failures after the logged share roll the job back to its end (dense snapshots)."""
+        self.complete_log = params.unlogged == "recompute" or params.log_budget >= 1
+        """The trainer-side logs keep every update, so a replay is exact (``ReplayShards``)."""
         self.save_s = self.save_time_s([layout.shard_bytes] * self.n_shards)
         """Seconds to write the shard checkpoints (without a dense snapshot)."""
         self.undo_s = params.undo_iterations * params.undo_compute_frac * job.iteration_s
@@ -352,7 +366,7 @@ class Swift(Policy):
             sim.rollback_to(now - min(self.iteration_s / 2, now))  # the in-flight iteration
         if not shards:
             return
-        sim.model_event(ReplayShards, key=self.committed_s, shards=shards)
+        sim.model_event(ReplayShards, key=self.committed_s, shards=shards, exact=self.complete_log)
         logged = min(since, self.budget_s)
         first_unlogged = self.committed_s + self.budget_s
         for shard in shards:
@@ -399,5 +413,5 @@ class Swift(Policy):
                 sum(self.recovery_s) / len(self.recovery_s) if self.recovery_s else math.nan
             ),
             "rollbacks": self.n_rollbacks,
-            "pls": self.lost_update_s / (work * self.n_shards),
+            "pls_model": self.lost_update_s / (work * self.n_shards),
         }

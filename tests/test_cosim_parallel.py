@@ -1,0 +1,77 @@
+"""Trained replications in parallel: ``run --jobs`` and sweep tasks that share a baseline."""
+
+import csv
+import os
+import subprocess
+import sys
+
+from ftsim.experiments.store import RunStore, TaskKey
+from ftsim.experiments.sweep import _groups, finish, plan_sweep, run_sweep
+from tests.conftest import SCENARIOS
+from tests.test_cosim import SMALL_TRAINER
+
+PROD50H = SCENARIOS / "prod50h.yaml"
+TRAINED = SMALL_TRAINER.replace("replications: 1", "replications: 3")
+"""prod50h's six policies with a small trainer on the first 3 replications."""
+
+
+def _run(out, jobs):
+    subprocess.run(
+        [sys.executable, "-m", "ftsim", "run", str(PROD50H), "-q", "-o", str(out),
+         "--reps", "5", "--set", TRAINED, "--jobs", str(jobs)],
+        check=True, env={**os.environ, "PYTHONHASHSEED": str(jobs)},
+    )  # fmt: skip
+    return {name: (out / name).read_bytes() for name in ("runs.csv", "timeline.csv")}
+
+
+def test_run_gives_the_same_files_with_one_or_two_jobs(tmp_path):
+    serial, parallel = _run(tmp_path / "serial", 1), _run(tmp_path / "parallel", 2)
+    assert serial == parallel
+    rows = list(csv.DictReader(serial["runs.csv"].decode().splitlines()))
+    assert len(rows) == 6 * 5
+    assert sum(r["logloss_delta"] != "" for r in rows) == 6 * 3
+
+
+def _plan():
+    """Two points, three replications of which the first two train the model."""
+    return plan_sweep(
+        PROD50H,
+        ["run.replications=3", SMALL_TRAINER.replace("replications: 1", "replications: 2")],
+        ["policies.1.target_pls=0.05,0.1"],
+        lambda s: list(range(len(s.policies))),
+    )
+
+
+def _sweep(tmp_path, name, **options):
+    plan = _plan()
+    store = RunStore.create(tmp_path / name, {"config_hash": plan.config_hash})
+    run_sweep(plan, store, **options)
+    finish(plan, store)
+    return list(csv.DictReader((tmp_path / name / "runs.csv").open()))
+
+
+def test_a_sweep_point_trains_one_baseline_per_replication_for_all_policies():
+    plan = _plan()
+    tasks = [TaskKey(p, q, 0, 1) for p in (0, 1) for q in range(6)]
+    tasks += [TaskKey(0, q, 1, 3) for q in range(6)]  # replication 1 trains, 2 does not
+    groups = _groups(plan, tasks)
+    assert [[k.policy for k in g] for g in groups] == [list(range(6))] * 3
+    assert [(g[0].point, g[0].start) for g in groups] == [(0, 0), (1, 0), (0, 1)]
+    timing_only = [TaskKey(1, q, 2, 3) for q in range(6)]
+    assert _groups(plan, timing_only) == [[k] for k in timing_only]
+
+
+def test_sweep_rows_do_not_depend_on_batching_or_workers_and_are_those_of_run(tmp_path):
+    serial = _sweep(tmp_path, "serial", jobs=1, batch=3)
+    assert serial == _sweep(tmp_path, "pool", jobs=2, batch=2)
+    assert sum(r["logloss_delta"] != "" for r in serial) == 2 * 6 * 2
+    subprocess.run(
+        [sys.executable, "-m", "ftsim", "run", str(PROD50H), "-q", "-o", str(tmp_path / "run"),
+         "--reps", "3", "--set", SMALL_TRAINER.replace("replications: 1", "replications: 2"),
+         "--set", "policies.1.target_pls=0.05", "--jobs", "1"],
+        check=True,
+    )  # fmt: skip
+    run = list(csv.DictReader((tmp_path / "run" / "runs.csv").open()))
+    point0 = [r for r in serial if r["point"] == "0"]
+    assert [{k: v for k, v in r.items() if k not in ("point", "policies.1.target_pls")}
+            for r in point0] == run  # fmt: skip
