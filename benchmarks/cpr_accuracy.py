@@ -13,6 +13,9 @@ the embedded model — and prints:
 
     python benchmarks/cpr_accuracy.py [--jobs N]  # runs the sweep (a few minutes)
     python benchmarks/cpr_accuracy.py RUN_DIR     # analyses an existing sweep
+
+The sweep runs as many replications per point as the scenario trains (``trainer.
+replications``), unless ``--reps`` says otherwise; other options go to ``ftsim sweep``.
 """
 
 from __future__ import annotations
@@ -63,11 +66,17 @@ def main() -> None:
     if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         run_dir = Path(sys.argv[1])
     else:
+        from ftsim.scenario.loader import load_scenario
+
+        path = ROOT / "scenarios" / "cpr_pls.yaml"
+        options = sys.argv[1:]
+        if "--reps" not in options:
+            options += ["--reps", str(load_scenario(path).trainer.replications)]
         run_dir = Path(tempfile.mkdtemp()) / "cpr_pls"
         start = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "ftsim", "sweep", str(ROOT / "scenarios" / "cpr_pls.yaml"),
-             "-o", str(run_dir), "-q", *sys.argv[1:]],
+            [sys.executable, "-m", "ftsim", "sweep", str(path), "-o", str(run_dir), "-q",
+             *options],
             check=True,
         )  # fmt: skip
         print(f"python -m ftsim sweep scenarios/cpr_pls.yaml: {time.perf_counter() - start:.1f} s")

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+from ftsim.cli import main
 from ftsim.experiments.store import RunStore, TaskKey
 from ftsim.experiments.sweep import _groups, finish, plan_sweep, run_sweep
 from tests.conftest import SCENARIOS
@@ -13,6 +14,7 @@ from tests.test_cosim import SMALL_TRAINER
 PROD50H = SCENARIOS / "prod50h.yaml"
 TRAINED = SMALL_TRAINER.replace("replications: 1", "replications: 3")
 """prod50h's six policies with a small trainer on the first 3 replications."""
+TWO_TRAINED = SMALL_TRAINER.replace("replications: 1", "replications: 2")
 
 
 def _run(out, jobs):
@@ -36,7 +38,7 @@ def _plan():
     """Two points, three replications of which the first two train the model."""
     return plan_sweep(
         PROD50H,
-        ["run.replications=3", SMALL_TRAINER.replace("replications: 1", "replications: 2")],
+        ["run.replications=3", TWO_TRAINED],
         ["policies.1.target_pls=0.05,0.1"],
         lambda s: list(range(len(s.policies))),
     )
@@ -67,11 +69,16 @@ def test_sweep_rows_do_not_depend_on_batching_or_workers_and_are_those_of_run(tm
     assert sum(r["logloss_delta"] != "" for r in serial) == 2 * 6 * 2
     subprocess.run(
         [sys.executable, "-m", "ftsim", "run", str(PROD50H), "-q", "-o", str(tmp_path / "run"),
-         "--reps", "3", "--set", SMALL_TRAINER.replace("replications: 1", "replications: 2"),
-         "--set", "policies.1.target_pls=0.05", "--jobs", "1"],
+         "--reps", "3", "--set", TWO_TRAINED, "--set", "policies.1.target_pls=0.05",
+         "--jobs", "1"],
         check=True,
     )  # fmt: skip
     run = list(csv.DictReader((tmp_path / "run" / "runs.csv").open()))
     point0 = [r for r in serial if r["point"] == "0"]
     assert [{k: v for k, v in r.items() if k not in ("point", "policies.1.target_pls")}
             for r in point0] == run  # fmt: skip
+
+
+def test_run_refuses_fewer_than_one_job(capsys):
+    assert main(["run", str(SCENARIOS / "smoke.yaml"), "--jobs", "0", "-q"]) == 2
+    assert "--jobs must be at least 1" in capsys.readouterr().err
