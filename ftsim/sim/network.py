@@ -424,15 +424,7 @@ class Network:
                     flow.cancelled = True
                     self._end(flow)
             return
-        changed = self._sync()
-        for flow in transfer.flows:
-            if flow in self._active:
-                del self._active[flow]
-                flow.cancelled = True
-                self._end(flow)
-                changed = True
-        if changed:
-            self._reallocate()
+        self._stop(transfer.flows)
 
     def cancel(self, flow: Flow) -> float:
         """Stop ``flow`` now (e.g. a save aborted by a failure); returns bytes it moved.
@@ -440,15 +432,20 @@ class Network:
         Its ``done`` never fires. Cancelling a flow whose last byte has arrived does nothing.
         """
         self._materialize()
+        self._stop((flow,))
+        return flow.moved_B
+
+    def _stop(self, flows) -> None:
+        """Cancel the ``flows`` still active, then update the rates once."""
         changed = self._sync()
-        if flow in self._active:
-            del self._active[flow]
-            flow.cancelled = True
-            self._end(flow)
-            changed = True
+        for flow in flows:
+            if flow in self._active:
+                del self._active[flow]
+                flow.cancelled = True
+                self._end(flow)
+                changed = True
         if changed:
             self._reallocate()
-        return flow.moved_B
 
     def set_capacity(self, link: Link, capacity_Bps: float) -> None:
         """Change ``link``'s current capacity (bytes/s) from now on, e.g. background load."""
