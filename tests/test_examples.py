@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from ftsim.sim.accounting import CATEGORIES
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "results" / "examples" / "prod50h"
@@ -21,16 +22,12 @@ TIMING = (
     "ideal_h",
     "wall_h",
     "overhead_frac",
-    "save_h",
-    "load_h",
-    "lost_h",
-    "reschedule_h",
-    "degraded_h",
-    "other_h",
+    *(f"{category}_h" for category in CATEGORIES),
     "n_failures",
     "n_checkpoints",
     "pls_model",
 )
+"""Columns the time model computes (the accounting categories and what it counts)."""
 
 
 def _rows(path) -> dict[tuple[str, str], dict]:
