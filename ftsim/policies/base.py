@@ -71,6 +71,19 @@ class PolicyParams(BaseModel):
         """Inconsistencies with the rest of the scenario, as (field, message)."""
         return []
 
+    def part_problems(self, dense: bool, by_rows: bool) -> list[tuple[str, str]]:
+        """Why this policy cannot manage one part of the state in a ``composed`` policy, as
+        (field, message); empty if it can.
+
+        A part must recover its own state without rolling the job back: the other parts'
+        state stays where it is, so a rollback would leave the model inconsistent. ``dense``:
+        the part also holds the dense parameters (it handles trainer failures); ``by_rows``:
+        the state is split by row popularity (a part holds a share of every shard's rows)
+        rather than by whole shards. The default refuses: a policy opts in by overriding
+        this with the conditions under which it never rolls back.
+        """
+        return [("kind", f"{self.kind} cannot manage part of the state in a composed policy")]
+
 
 class TrainerSide:
     """A policy's trainer-side mechanisms in the co-simulation (one per replication).
