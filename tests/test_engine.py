@@ -104,6 +104,27 @@ POLICY_CONFIGS = {
         st.integers(1, 6),
         st.sampled_from(["null", 2, 4, 8]),
     ),
+    "composed": st.one_of(
+        st.builds(
+            "{{kind: composed, parts: [{{scope: {{hottest: {}}}, policy: {{kind: ecrm, k: 1,"
+            " r: 1, checkpoint_interval: {} min, fallback: partial}}}}, {{scope: rest,"
+            " policy: {{kind: cpr, interval: {} min, fallback: false,"
+            " trainer_failure: replica}}}}]}}".format,
+            st.floats(0.01, 0.5),
+            _minutes,
+            _minutes,
+        ),
+        st.builds(
+            "{{kind: composed, parts: [{{scope: {{shards: [0]}}, policy: {{kind: swift,"
+            " checkpoint_interval: {} min}}}}, {{scope: rest, policy: {{kind: cpr_mfu, interval:"
+            " {} min, partial_interval: {} min, fallback: false, trainer_failure: {}}}}}],"
+            " popularity_exponent: 1.2}}".format,
+            _minutes,
+            _minutes,
+            _minutes,
+            st.sampled_from(["replica"]),
+        ),
+    ),
 }
 """A policy of each kind with its main parameters drawn, as a YAML flow mapping."""
 
@@ -140,6 +161,9 @@ ACCOUNTING_EXAMPLES = {
     "ecrm": "{kind: ecrm, k: 2, r: 1, checkpoint_interval: 30 min, fallback: rollback}",
     "swift": "{kind: swift, checkpoint_interval: 30 min}",
     "checknrun": "{kind: checknrun, interval: 30 min, quantize_bits: 4}",
+    "composed": "{kind: composed, parts: [{scope: {shards: [1]}, dense: true, policy: {kind:"
+    " swift, checkpoint_interval: 30 min}}, {scope: rest, policy: {kind: cpr, interval: 30 min,"
+    " fallback: false, trainer_failure: replica}}]}",
 }
 """One policy of every kind (and CheckFreq) on smoke."""
 
@@ -161,10 +185,10 @@ def test_accounting_check_fails_when_a_phase_is_charged_half(name, monkeypatch):
     assert_accounting(_accounting_example(name))
     charge = Simulation._charge
 
-    def half_of_saves(self, category, start, detail):
+    def half_of_saves(self, category, start, detail, part=None):
         if category == "save":
             start = (start + self.env.now) / 2
-        charge(self, category, start, detail)
+        charge(self, category, start, detail, part)
 
     monkeypatch.setattr(Simulation, "_charge", half_of_saves)
     row = _accounting_example(name)

@@ -184,3 +184,21 @@ def test_the_daly_overlay_is_drawn_or_its_absence_explained(tmp_path):
     saved.unlink()
     outcome = dict(plot_run(out))["overhead_vs_interval"]
     assert outcome.endswith("; without the Daly model: scenario.yaml: file not found")
+
+
+def test_the_breakdown_names_every_part_of_a_composed_policy(tmp_path, figures):
+    """A composed policy's bar is followed by one bar per part, labelled with the part's
+    name; the parts' bars add up to the policy's bar less its rescheduling."""
+    out = tmp_path / "run"
+    args = ["run", str(SCENARIOS / "composed.yaml"), "--no-trainer", "--reps", "2"]
+    assert main([*args, "-q", "-o", str(out)]) == 0
+    plot_run(out)
+    t = pd.read_csv(out / "plots" / "breakdown.csv")
+    parts = t[t["part"].notna()]
+    assert set(parts["part"]) == {"parity", "checkpoint", "logged", "mfu"}
+    for policy, mine in parts.groupby("policy"):
+        whole = t[(t["policy"] == policy) & t["part"].isna()].iloc[0]
+        expected = whole["overhead_pct"] - whole["reschedule_pct"]
+        assert mine["overhead_pct"].sum() == pytest.approx(expected, rel=1e-5)  # 6 digits
+    ticks = [t.get_text() for t in figures["breakdown"][0].axes[0].get_xticklabels()]
+    assert {"↳ parity", "↳ checkpoint", "↳ logged", "↳ mfu"} <= set(ticks)

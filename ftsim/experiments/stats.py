@@ -71,7 +71,9 @@ def t_interval(values, confidence: float = CONFIDENCE) -> dict[str, float]:
 
 def with_point(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with a ``point`` column (0 for the rows of a plain ``run``)."""
-    return runs if "point" in runs else runs.assign(point=0)
+    # copy() consolidates a wide frame read column by column (a composed policy's part
+    # columns): adding a column to it otherwise warns that it is fragmented
+    return runs if "point" in runs else runs.copy().assign(point=0)
 
 
 def summarize(

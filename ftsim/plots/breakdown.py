@@ -1,5 +1,8 @@
 """(a) Where the overhead goes: stacked bars per policy (save, load, lost, reschedule,
 degraded, other) in percent of the failure-free time, with the 95% interval of the total.
+A composed policy's bar is followed by one narrower bar per part (``↳ part``), stacked from
+the part's own columns (``<part>/<category>_h``): the parts' bars add up to the policy's,
+less its rescheduling, which belongs to the whole job.
 
 Overheads of the policies differ by orders of magnitude (0.5% next to 8%), so the axis is
 logarithmic when the totals span more than ``SPAN``× (or when asked). On a log axis a
@@ -17,7 +20,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ftsim.plots.data import RunData, Skip
 from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, SINGLE_COLUMN_IN, save
-from ftsim.sim.accounting import CATEGORIES, OTHER
+from ftsim.sim.accounting import CATEGORIES, OTHER, PART_CATEGORIES
 
 NAME = "breakdown"
 SPAN = 10.0
@@ -56,9 +59,25 @@ def table(data: RunData, point: int | None) -> pd.DataFrame:
             n_unfinished=int(best.get("n_unfinished", 0)),
         )
         rows.append(row)
+        rows += _part_rows(row, best, ideal)
     if not rows:
         raise Skip("no policy has a finished replication")
     return pd.DataFrame(rows)
+
+
+def _part_rows(row: dict, best: pd.Series, ideal: float) -> list[dict]:
+    """The bars of a composed policy's parts: one per part named in its columns."""
+    suffix = f"/{PART_CATEGORIES[0]}_h_mean"
+    names = [c[: -len(suffix)] for c in best.index if c.endswith(suffix) and pd.notna(best[c])]
+    out = []
+    for name in names:
+        part = {**row, "part": name}
+        part.update({f"{c}_pct": 0.0 for c in CATEGORIES})
+        part.update({f"{c}_pct": 100 * best[f"{name}/{c}_h_mean"] / ideal for c in PART_CATEGORIES})
+        part["overhead_pct"] = sum(part[f"{c}_pct"] for c in CATEGORIES)
+        part.update(ci95_low_pct=np.nan, ci95_high_pct=np.nan)
+        out.append(part)
+    return out
 
 
 def log_axis(t: pd.DataFrame, scale: str) -> bool:
@@ -95,11 +114,12 @@ def plot(data: RunData, folder, point: int | None = None, scale: str = "auto"):
     x = np.arange(len(t))
     positive = t.loc[t["overhead_pct"] > 0, "overhead_pct"]
     floor = 10 ** np.floor(np.log10(positive.min())) if log and len(positive) else 0.0
+    widths = np.where(_is_part(t), 0.4, 0.6)
     for c, (bottom, height) in segments(t, log, floor).items():
         ax.bar(
             x,
             height,
-            0.6,
+            widths,
             bottom=bottom,
             color=CATEGORY_COLORS[c],
             label=LABELS[c],
@@ -130,8 +150,9 @@ def plot(data: RunData, folder, point: int | None = None, scale: str = "auto"):
 
 
 def _error_bars(data: RunData, ax, t: pd.DataFrame) -> None:
-    """The mean total and its 95% interval, in the policy's colour and marker."""
-    for i, row in t.iterrows():
+    """The mean total and its 95% interval, in the policy's colour and marker (for the
+    policies' bars; a part's bar has its total only)."""
+    for i, row in t[~_is_part(t)].iterrows():
         style = data.styles[row["policy"]]
         err = [
             [row["overhead_pct"] - row["ci95_low_pct"]],
@@ -155,6 +176,8 @@ def _policy_ticks(data: RunData, ax, t: pd.DataFrame, x: np.ndarray, point: int 
         labels = [
             f"{n}\n" + s.replace(", ", "\n") for n, s in zip(labels, t["setting"], strict=True)
         ]
+    parts = t["part"] if "part" in t else pd.Series(np.nan, index=t.index)
+    labels = [f"↳ {p}" if isinstance(p, str) else n for n, p in zip(labels, parts, strict=True)]
     ax.set_xticks(
         x, labels, rotation=0 if len(t) <= 4 else 20, ha="center" if len(t) <= 4 else "right"
     )
@@ -162,7 +185,13 @@ def _policy_ticks(data: RunData, ax, t: pd.DataFrame, x: np.ndarray, point: int 
         tick.set_color(data.styles[policy].color)
 
 
+def _is_part(t: pd.DataFrame) -> np.ndarray:
+    """Per bar: whether it is a part of a composed policy."""
+    return t["part"].notna().to_numpy() if "part" in t else np.zeros(len(t), dtype=bool)
+
+
 def _title(data: RunData, t: pd.DataFrame, point: int | None) -> str:
+    t = t[~_is_part(t)]
     n = "/".join(str(v) for v in sorted(set(t["n"])))
     where = ""
     if data.columns:

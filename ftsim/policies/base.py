@@ -136,6 +136,9 @@ class Policy:
 
     Params: ClassVar[type[PolicyParams]]
     TrainerSide: ClassVar[type[TrainerSide]] = TrainerSide
+    part_names: tuple[str, ...] = ()
+    """Names of the parts the policy is made of (``composed``), whose time the simulator
+    also sums per part; empty for a policy of one piece."""
 
     def __init__(
         self,
@@ -164,6 +167,10 @@ class Policy:
 
     def slowdown(self) -> dict[str, float]:
         """Extra wall seconds per second of compute, by breakdown category."""
+        return {}
+
+    def slowdown_by_part(self) -> dict[str, dict[str, float]]:
+        """:meth:`slowdown` split over :attr:`part_names` (only asked when there are parts)."""
         return {}
 
     def on_failure(self, sim: Simulation, failure: Failure) -> None:

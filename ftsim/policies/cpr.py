@@ -99,6 +99,18 @@ class CprParams(SavingParams):
             raise ValueError("target_accuracy_loss needs pls_slope")
         return self
 
+    def part_problems(self, dense, by_rows):
+        """CPR manages a part when it never chooses full recovery (``fallback: false``) and,
+        holding the dense parameters, recovers a trainer from a replica."""
+        found = []
+        if self.fallback:
+            message = "may choose full recovery, which rolls every node back: set fallback: false"
+            found.append(("fallback", message))
+        if dense and self.trainer_failure == "full":
+            message = "rolls every node back on a trainer failure: set trainer_failure: replica"
+            found.append(("trainer_failure", message))
+        return found
+
 
 class _PrioritizedParams(CprParams):
     """Parameters shared by ``cpr_mfu`` and ``cpr_ssu``: partial saves, row popularity."""
@@ -122,6 +134,16 @@ class _PrioritizedParams(CprParams):
     """Assumption: a linear-time pass (threshold selection over MFU's counters, de-duplication
     of SSU's buffer); NumPy's partition + filter over 48 M uint32 counters took 9–15 ns per
     entry on the (shared) development machine."""
+
+    def part_problems(self, dense, by_rows):
+        found = super().part_problems(dense, by_rows)
+        if by_rows:
+            message = (
+                f"{self.kind} ranks rows by the whole tables' popularity, so on a share of the "
+                "rows its model would count the other part's: split the composition by shards"
+            )
+            found.append(("kind", message))
+        return found
 
     def problems(self, scenario):
         exponents = _trainer_exponents(scenario)

@@ -100,6 +100,21 @@ class EcrmParams(SavingParams):
         description="when some rows cannot be decoded: full rollback, or reload those rows",
     )
 
+    def part_problems(self, dense, by_rows):
+        """ECRM manages a share of every shard's rows (its stripes span all the servers) when
+        undecodable rows fall back per row rather than by a rollback."""
+        found = []
+        if self.fallback == "rollback":
+            message = "rolls every node back when rows cannot be decoded: set fallback: partial"
+            found.append(("fallback", message))
+        if not by_rows:
+            message = (
+                "its stripes span every server, so it protects a share of every shard's rows "
+                "(scope hottest or rest of a split by rows), not a set of shards"
+            )
+            found.append(("kind", message))
+        return found
+
     def problems(self, scenario):
         try:
             self.stripes(scenario.cluster.emb_ps)

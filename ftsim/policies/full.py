@@ -68,6 +68,10 @@ class FullParams(SavingParams):
     kind: Literal["full"]
     interval: Interval = Field("daly", description="compute between checkpoints, or young/daly")
 
+    def part_problems(self, dense, by_rows):
+        message = "full recovery rolls every node back: use cpr (partial recovery) for a part"
+        return [("kind", message)]
+
 
 def resolve_interval_s(rule: float | str, delta_s: float, mtbf_s: float) -> float:
     """The interval in seconds: given, or the Young/Daly optimum (the whole job if no failures)."""

@@ -39,6 +39,7 @@ POLICIES: tuple[PolicyInfo, ...] = (
     PolicyInfo("ecrm", "ftsim.policies.ecrm", "ECRM", "#D55E00", "s"),
     PolicyInfo("swift", "ftsim.policies.swift", "SWIFT", "#CC79A7", "P"),
     PolicyInfo("checknrun", "ftsim.policies.checknrun", "Check-N-Run", "#E69F00", "h"),
+    PolicyInfo("composed", "ftsim.policies.composed", "Composed", "#999999", "X"),
 )
 
 BY_KIND: dict[str, PolicyInfo] = {info.kind: info for info in POLICIES}

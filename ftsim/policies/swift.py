@@ -103,6 +103,15 @@ class SwiftParams(PolicyParams):
         0.1, ge=0, description="time to undo one iteration, in iterations (assumption)"
     )
 
+    def part_problems(self, dense, by_rows):
+        """SWIFT manages a part when a failure after the logged share does not roll the job
+        back (``unlogged: drop``, or a full log). A trainer failure costs only the in-flight
+        iteration, redone by the whole job."""
+        if self.unlogged == "recompute" and self.log_budget < 1:
+            message = "rolls every node back after the logged share: set unlogged: drop"
+            return [("unlogged", message)]
+        return []
+
 
 @dataclass(frozen=True, slots=True)
 class ReplayShards(ModelEvent):

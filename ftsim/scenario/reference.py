@@ -10,6 +10,7 @@ document cannot drift from the code.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -100,17 +101,33 @@ def _submodels(annotation) -> tuple[str, list[type[BaseModel]]]:
     return "", [m for m in members if _is_model(m)]
 
 
-def _sections(model: type[BaseModel], path: str = "") -> list[_Section]:
-    """The model and, depth first in field order, every section below it."""
+def _sections(model: type[BaseModel], path: str = "", seen: dict | None = None) -> list[_Section]:
+    """The model and, depth first in field order, every section below it; a section met
+    again deeper (a composed policy's parts name the policies) is described once, where
+    it is first met (``seen``: section → that path)."""
+    seen = {} if seen is None else seen
+    seen.setdefault(model, path)
     found = [_Section(path, model)]
     for name, field in model.model_fields.items():
         suffix, models = _submodels(field.annotation)
         child = f"{path}.{name}{suffix}" if path else f"{name}{suffix}"
         for sub in models:
+            if sub in seen:
+                continue
             kind = _kind_of(sub) if len(models) > 1 or suffix else None
-            below = _sections(sub, child)
+            below = _sections(sub, child, seen)
             found += [_Section(child, sub, kind), *below[1:]]
     return found
+
+
+@functools.cache
+def _homes() -> dict:
+    """Section model → the path under which the reference describes it."""
+    from ftsim.scenario.schema import Scenario
+
+    homes: dict = {}
+    _sections(Scenario, "", homes)
+    return homes
 
 
 def _metadata_text(metadata) -> list[str]:
@@ -160,7 +177,9 @@ def _type_text(tp, metadata=(), path: str = "") -> str:
         models = [m for m in members if _is_model(m)]
         if models and len(models) == len(members):
             kinds = ", ".join(f"`{_kind_of(m)}`" for m in models)
-            return f"section `{path}`, by `kind`: {kinds}"
+            homes = {_homes().get(m, path) for m in models}
+            home = homes.pop() if len(homes) == 1 else path
+            return f"section `{home}`, by `kind`: {kinds}"
         texts = [
             _type_text(m, (), path) for m in typing.get_args(_strip(tp)) if m is not type(None)
         ]

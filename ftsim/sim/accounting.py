@@ -9,6 +9,11 @@ importing the simulator.
 CATEGORIES = ("save", "load", "lost", "reschedule", "degraded", "other")
 """Breakdown of wall time beyond the failure-free training time."""
 
+PART_CATEGORIES = ("save", "load", "lost", "degraded", "other")
+"""Categories also summed per part of a composed policy (result columns
+``<part>/<category>_h``); rescheduling belongs to the job: failed nodes are replaced once for
+all parts."""
+
 OTHER = "other (background traffic: parity, logs, persists)"
 """What ``other`` is, for legends: compute slowed by background transfers (ECRM's parity
 updates, SWIFT's update-log writes, CheckFreq's checkpoint persists)."""

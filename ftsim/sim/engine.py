@@ -19,6 +19,12 @@ Time accounting: every wall-clock second belongs to exactly one category.
 - ``save``, ``load``, ``reschedule``: phases charged by the policy;
 - ``degraded``, ``other``: extra time while training slower than the failure-free rate
   (recovery in the background; parity or logging traffic), from ``policy.slowdown()``.
+
+A policy made of parts (``composed``) also attributes time to them: phases charged with a
+``part`` name, slowdowns from ``policy.slowdown_by_part()`` and rollbacks through
+:meth:`Simulation.rollback_to` with ``part`` are summed per part and category in
+``charged_parts`` (result columns ``<part>/<category>_h``); the categories' totals are
+unchanged by it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import simpy
 from ftsim.policies.events import ModelEvent
 from ftsim.policies.registry import policy_classes
 from ftsim.scenario.schema import Scenario
-from ftsim.sim.accounting import CATEGORIES
+from ftsim.sim.accounting import CATEGORIES, PART_CATEGORIES
 from ftsim.sim.cluster import ClusterNetwork, StateLayout
 from ftsim.sim.failures import Failure, failure_sequence
 from ftsim.sim.nodes import node_name
@@ -80,6 +86,10 @@ class Simulation:
         self.reached_s = 0.0
         """Highest progress reached so far, compute seconds: compute below it is redone work."""
         self.charged = dict.fromkeys(CATEGORIES, 0.0)
+        self.charged_parts = {
+            part: dict.fromkeys(PART_CATEGORIES, 0.0) for part in self.policy.part_names
+        }
+        """Seconds per category charged to each part of a composed policy."""
         self.timeline: list[Phase] = []
         self.failures_seen: list[Failure] = []
         self.model_events: list[ModelEvent] = []
@@ -91,8 +101,9 @@ class Simulation:
 
     # -- building blocks for policies -------------------------------------------------
 
-    def phase(self, category: str, duration_s: float, detail: str = ""):
-        """Spend ``duration_s`` in ``category`` (``save``/``load``/``reschedule``/...).
+    def phase(self, category: str, duration_s: float, detail: str = "", part: str | None = None):
+        """Spend ``duration_s`` in ``category`` (``save``/``load``/``reschedule``/...), on
+        behalf of ``part`` of a composed policy if given.
 
         If a failure interrupts it, the time already spent is still charged.
         """
@@ -101,9 +112,16 @@ class Simulation:
             if duration_s > 0:
                 yield self.env.timeout(duration_s)
         finally:
-            self._charge(category, start, detail)
+            self._charge(category, start, detail, part)
 
-    def transfer(self, category: str, flows, detail: str = "", at_least_s: float = 0.0):
+    def transfer(
+        self,
+        category: str,
+        flows,
+        detail: str = "",
+        at_least_s: float = 0.0,
+        part: str | None = None,
+    ):
         """Move ``flows`` (from ``sim.net``: e.g. ``sim.net.full_save()``) through the network
         while training stalls, charged to ``category``. The flows share links with whatever
         else is moving; if a failure interrupts the transfer, its flows are cancelled and
@@ -120,7 +138,7 @@ class Simulation:
             self.net.cancel(transfer)
             raise
         finally:
-            self._charge(category, start, detail)
+            self._charge(category, start, detail, part)
 
     def await_replacements(self, failures: list[Failure]):
         """Reschedule phase: until the last failed node's replacement is ready (each failure's
@@ -128,21 +146,24 @@ class Simulation:
         ready_s = max(f.time_s + f.reschedule_s for f in failures)
         yield from self.phase("reschedule", ready_s - self.env.now, "replace failed nodes")
 
-    def wait(self, category: str, event: simpy.Event, detail: str = ""):
+    def wait(self, category: str, event: simpy.Event, detail: str = "", part: str | None = None):
         """Stall until ``event`` (e.g. a background transfer) completes, charged to ``category``."""
         start = self.env.now
         try:
             yield event
         finally:
-            self._charge(category, start, detail)
+            self._charge(category, start, detail, part)
 
     def replan(self) -> None:
         """Tell the job that ``policy.slowdown()`` changed; it re-plans its compute phase."""
         if self._computing and self._job is not None and self._job.is_alive:
             self._job.interrupt(Replan())
 
-    def rollback_to(self, progress_s: float) -> None:
-        """Discard training progress back to ``progress_s`` (it will be re-executed)."""
+    def rollback_to(self, progress_s: float, part: str | None = None) -> None:
+        """Discard training progress back to ``progress_s`` (it will be re-executed), on
+        behalf of ``part`` of a composed policy if given (the redone compute is its ``lost``)."""
+        if part is not None and progress_s < self.progress_s:
+            self.charged_parts[part]["lost"] += self.progress_s - progress_s
         self.progress_s = min(self.progress_s, progress_s)
 
     def model_event(self, event_type: type[ModelEvent], **fields) -> None:
@@ -156,14 +177,18 @@ class Simulation:
 
     # -- the job -----------------------------------------------------------------------
 
-    def _charge(self, category: str, start: float, detail: str) -> None:
+    def _charge(self, category: str, start: float, detail: str, part: str | None = None) -> None:
         elapsed = self.env.now - start
         self.charged[category] += elapsed
+        if part is not None:
+            self.charged_parts[part][category] += elapsed
+            detail = f"{part}: {detail}"
         if elapsed > 0:
             self.timeline.append(Phase(start, self.env.now, category, detail))
 
     def _compute(self, target_s: float):
         extras = self.policy.slowdown()
+        by_part = self.policy.slowdown_by_part() if self.charged_parts else {}
         factor = 1.0 + sum(extras.values())
         start = self.env.now
         begin_s = self.progress_s
@@ -177,6 +202,9 @@ class Simulation:
             self.computed_s += base
             for category, extra in extras.items():
                 self.charged[category] += base * extra
+            for part, part_extras in by_part.items():
+                for category, extra in part_extras.items():
+                    self.charged_parts[part][category] += base * extra
             redo_end = start + (min(self.progress_s, self.reached_s) - begin_s) * factor
             redo_end = min(max(redo_end, start), self.env.now)
             if redo_end > start:  # re-executing work that a rollback discarded
@@ -270,6 +298,8 @@ class Simulation:
         row["n_failures"] = len(self.failures_seen)
         row["n_checkpoints"] = self.policy.n_checkpoints
         row["n_failed_nodes"] = sum(len(f.nodes) for f in self.failures_seen)
+        for part, charged in self.charged_parts.items():
+            row.update({f"{part}/{c}_h": charged[c] / 3600.0 for c in PART_CATEGORIES})
         row.update(self.policy.result_columns())
         return row
 

@@ -1,0 +1,636 @@
+"""``composed``: several policies, each managing one part of the state.
+
+A composed policy splits the embedding state into **parts** and lets a registered policy
+manage each, with no code per combination: ECRM parity for the hottest rows and CPR partial
+recovery for the rest; CPR-MFU on most shards and SWIFT logging for a few; Check-N-Run's
+differential checkpoints with partial recovery on some shards and CPR on the others. A part's
+``scope`` is one of
+
+- ``{hottest: ρ}``: in every shard, the share ρ of its rows most looked up. Under the
+  scenario's row popularity (a Zipf law per table, as for CPR-MFU) they carry the share
+  c = :func:`~ftsim.policies.cpr.top_rows_share` of all lookups;
+- ``{shards: [...]}``: whole embedding shards (m of the E), carrying m/E of the lookups;
+- ``rest``: what no other part claims (exactly one part).
+
+A composition splits by rows (one ``hottest`` part and ``rest``) or by shards (``shards``
+parts and ``rest``), not both. One part, the ``rest`` one unless another says ``dense:
+true``, also holds the dense parameters and so handles trainer failures.
+
+**Time model.** Each part's policy runs unchanged on a *scaled* scenario that describes its
+part alone (:func:`part_scenario`): by rows, every table keeps the share ρ of its rows (its
+bytes) and the batch the share c of its samples (its lookups, hence its parity, log and
+tracking traffic), at the job's iteration time; by shards, the cluster has m embedding PS
+and the tables and the batch keep m/E, so that each shard holds and serves what it does in
+the job. Parts without the dense parameters have none. The part's transfers go through the
+job's network (:class:`PartNetwork` maps its shard i to the job's PS of the i-th shard of its
+scope), so the parts compete for links with each other and with everything else; its phases
+are charged to the job's categories and, in ``charged_parts``, to the part (result columns
+``<part>/<category>_h``; rescheduling belongs to the job). Failures reach a part only for
+its nodes: its shards (every shard, by rows) and the trainers if it holds the dense
+parameters. The parts' actions share one timeline (the first due acts first); after a
+failure the job waits for the replacements once, then the parts recover one after the other
+(a stated simplification: a real system could overlap their reloads, so recovery time is an
+upper bound when several parts reload). ``pls_model`` is the lookup-weighted sum of the
+parts' ``pls_model`` (each relative to its own lookups).
+
+A part must recover without rolling the job back, since the other parts keep their newer
+state: each policy says under which settings it does (``part_problems``), and a composition
+that breaks this, overlaps scopes, or lets a popularity-ranking policy manage a share of
+rows (its own model of row popularity would count the other part's rows) is refused with
+the field at fault.
+
+**On the trainer** (:class:`ComposedSide`), every part has its own co-simulated state
+(:class:`PartModel`: partial saves, saved versions, its policy's trainer side) and its
+events are wrapped in :class:`PartEvent`, which applies the part's event and then puts back
+every row of the affected shards that lies outside the part's scope: a shard restore, a
+decode or a replay then changes only the part's rows, and lost lookups count only those.
+By rows, the hottest rows on the trainer are the share ρ of each shard's rows most looked up
+so far (ties by row id), as a system that counts use would pick them.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass, replace
+from importlib import import_module
+from types import SimpleNamespace
+from typing import Annotated, Any, Literal, Union
+
+import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from ftsim.policies.base import Policy, PolicyParams, TrainerSide
+from ftsim.policies.cpr import row_popularity, top_rows_share
+from ftsim.policies.events import ModelEvent
+from ftsim.policies.registry import POLICIES, REGISTRY, register
+from ftsim.sim.cluster import StateLayout
+from ftsim.sim.failures import job_mtbf_s, victims_per_failure
+
+for _info in POLICIES:  # the policies a part may use: every other registered kind
+    if _info.module != __name__:
+        import_module(_info.module)
+
+PartPolicy = Annotated[
+    Union[tuple(cls.Params for cls in REGISTRY.values())],  # noqa: UP007
+    Field(discriminator="kind"),
+]
+"""Any registered policy's parameters except ``composed`` (compositions do not nest)."""
+
+
+# -- parameters ----------------------------------------------------------------------------
+
+
+def _scope(value):
+    if isinstance(value, str) and value.strip() == "rest":
+        return {"rest": True}
+    return value
+
+
+class Scope(BaseModel):
+    """The state a part manages: ``{hottest: ρ}``, ``{shards: [...]}`` or ``rest``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hottest: float | None = Field(
+        None, gt=0, lt=1, description="share of every shard's rows, most looked up first"
+    )
+    shards: list[int] | None = Field(None, min_length=1, description="whole embedding shards")
+    rest: bool = Field(False, description="what no other part manages")
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        given = [self.hottest is not None, self.shards is not None, self.rest]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of hottest, shards, or the word rest")
+        if self.shards is not None and len(set(self.shards)) != len(self.shards):
+            raise ValueError("shards are listed twice")
+        return self
+
+
+class Part(BaseModel):
+    """One part of a composed policy: a scope and the policy that manages it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.-]+$", description="label in results (default: the policy's)"
+    )
+    scope: Annotated[Scope, BeforeValidator(_scope)] = Field(
+        description="{hottest: share}, {shards: [...]} or rest"
+    )
+    dense: bool | None = Field(
+        None, description="holds the dense parameters (default: the rest part)"
+    )
+    policy: PartPolicy
+
+    @property
+    def label(self) -> str:
+        return self.name or self.policy.label
+
+
+class ComposedParams(PolicyParams):
+    """Parameters of ``composed``."""
+
+    kind: Literal["composed"]
+    parts: list[Part] = Field(min_length=2, description="the parts and their policies")
+    popularity_exponent: float = Field(
+        1.05,
+        gt=0,
+        description="Zipf exponent of row popularity if the trainer has no synthetic data",
+    )
+
+    @property
+    def by_rows(self) -> bool:
+        return any(p.scope.hottest is not None for p in self.parts)
+
+    @property
+    def dense_part(self) -> int:
+        """Index of the part that holds the dense parameters."""
+        chosen = [i for i, p in enumerate(self.parts) if p.dense]
+        if chosen:
+            return chosen[0]
+        return next(i for i, p in enumerate(self.parts) if p.scope.rest)
+
+    @model_validator(mode="after")
+    def _valid_split(self):
+        scopes = [p.scope for p in self.parts]
+        if sum(s.rest for s in scopes) != 1:
+            raise ValueError("exactly one part must have scope rest")
+        hottest = sum(s.hottest is not None for s in scopes)
+        if hottest > 1:
+            raise ValueError("at most one part may take the hottest rows")
+        if hottest and any(s.shards is not None for s in scopes):
+            raise ValueError("split by rows (hottest) or by shards, not both")
+        labels = [p.label for p in self.parts]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"part names must differ (got {labels}); set name")
+        if sum(bool(p.dense) for p in self.parts) > 1:
+            raise ValueError("at most one part may hold the dense parameters")
+        return self
+
+    def problems(self, scenario):
+        found = []
+        n_shards = scenario.cluster.emb_ps
+        claimed: dict[int, int] = {}
+        for i, part in enumerate(self.parts):
+            for shard in part.scope.shards or ():
+                if not 0 <= shard < n_shards:
+                    message = f"shard {shard} does not exist (cluster.emb_ps = {n_shards})"
+                    found.append((f"parts.{i}.scope.shards", message))
+                elif shard in claimed:
+                    message = f"shard {shard} is also in part {claimed[shard]}"
+                    found.append((f"parts.{i}.scope.shards", message))
+                else:
+                    claimed[shard] = i
+        if not self.by_rows and len(claimed) >= n_shards:
+            found.append(("parts", "the shard parts take every shard: the rest part has none"))
+        if found:
+            return found
+        dense = self.dense_part
+        for i, part in enumerate(self.parts):
+            where = f"parts.{i}.policy"
+            why = part.policy.part_problems(dense=i == dense, by_rows=self.by_rows)
+            found += [(f"{where}.{path}", message) for path, message in why]
+            if not why:
+                scaled = part_scenario(scenario, self, i)
+                found += [(f"{where}.{path}", msg) for path, msg in part.policy.problems(scaled)]
+        return found
+
+
+# -- what each part manages ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartScope:
+    """What part ``index`` of a composition manages, in the job's terms."""
+
+    index: int
+    name: str
+    shards: tuple[int, ...]
+    """The job's shards the part's shard i stands for (all of them when split by rows)."""
+    rows_share: float
+    """Share of each of those shards' rows the part holds (1 for whole shards)."""
+    lookups_share: float
+    """Share of all the job's lookups that go to the part's rows."""
+    hottest: bool | None
+    """By rows: the hottest rows (True) or the rest (False); None when split by shards."""
+    dense: bool
+
+
+_SCOPES: dict[tuple[int, int], tuple] = {}
+_SCOPES_SIZE = 16
+
+
+def part_scopes(scenario, params: ComposedParams) -> list[PartScope]:
+    """Every part's scope resolved against the scenario (shares from row popularity),
+    computed once per scenario and composition (the replications share them)."""
+    key = (id(scenario), id(params))
+    found = _SCOPES.get(key)
+    if found is None or found[0] is not scenario or found[1] is not params:
+        if len(_SCOPES) >= _SCOPES_SIZE:
+            _SCOPES.clear()
+        found = _SCOPES[key] = (scenario, params, _resolve(scenario, params))
+    return found[2]
+
+
+def _resolve(scenario, params: ComposedParams) -> list[PartScope]:
+    n = scenario.cluster.emb_ps
+    dense = params.dense_part
+    out = []
+    if params.by_rows:
+        rho = next(p.scope.hottest for p in params.parts if p.scope.hottest is not None)
+        groups = row_popularity(scenario, params.popularity_exponent)
+        carried = top_rows_share(groups, rho)
+        for i, part in enumerate(params.parts):
+            hot = part.scope.hottest is not None
+            out.append(
+                PartScope(
+                    i,
+                    part.label,
+                    tuple(range(n)),
+                    rho if hot else 1.0 - rho,
+                    carried if hot else 1.0 - carried,
+                    hot,
+                    i == dense,
+                )
+            )
+        return out
+    taken = {s for p in params.parts for s in p.scope.shards or ()}
+    rest = tuple(s for s in range(n) if s not in taken)
+    for i, part in enumerate(params.parts):
+        shards = rest if part.scope.rest else tuple(part.scope.shards)
+        out.append(PartScope(i, part.label, shards, 1.0, len(shards) / n, None, i == dense))
+    return out
+
+
+def part_scenario(scenario, params: ComposedParams, index: int):
+    """The scenario that describes part ``index`` alone (see the module docstring)."""
+    scope = part_scopes(scenario, params)[index]
+    job, cluster = scenario.job, scenario.cluster
+    n_shards = len(scope.shards)
+    rows = scope.rows_share * n_shards / cluster.emb_ps
+    tables = [g.model_copy(update={"rows": max(1, round(g.rows * rows))}) for g in job.tables]
+    scaled_job = job.model_copy(
+        update={
+            "tables": tables,
+            "samples_per_iteration": job.samples_per_iteration * scope.lookups_share,
+            "iteration_time": job.iteration_s,
+            "throughput": None,
+            "dense_params": job.dense_params if scope.dense else 0,
+        }
+    )
+    updates = {"job": scaled_job, "policies": [params.parts[index].policy]}
+    if n_shards != cluster.emb_ps:
+        updates["cluster"] = cluster.model_copy(update={"emb_ps": n_shards})
+        updates["failures"] = [PartFailures.of(scenario, scope)]
+    return scenario.model_copy(update=updates)
+
+
+@dataclass(frozen=True, slots=True)
+class PartFailures:
+    """The job's failures as a part of whole shards plans with them (its interval rules and
+    predictions: :func:`~ftsim.sim.failures.job_mtbf_s`, ``victims_per_failure``): the job's
+    failure rate, and per failure the job's expected failed PS times the part's share of
+    the shards (failures strike shards alike), its trainers only if it holds the dense
+    parameters. The failures themselves reach the part from the job's sources."""
+
+    rate: float
+    """Failures per second of the whole job."""
+    ps: float
+    trainers: float
+
+    @classmethod
+    def of(cls, scenario, scope: PartScope) -> PartFailures:
+        share = len(scope.shards) / scenario.cluster.emb_ps
+        trainers = victims_per_failure(scenario, "trainer") if scope.dense else 0.0
+        return cls(
+            1 / job_mtbf_s(scenario), share * victims_per_failure(scenario, "emb_ps"), trainers
+        )
+
+    def rate_per_s(self, scenario) -> float:
+        return self.rate
+
+    def victims(self, scenario, role: str) -> float:
+        return self.ps if role == "emb_ps" else self.trainers
+
+
+# -- the part's view of the simulation ----------------------------------------------------
+
+
+class PartNetwork:
+    """The job's network as part of a composition sees it: its shard i is the job's PS of
+    ``scope.shards[i]``, and a whole shard of its own is its share of the job's shard."""
+
+    def __init__(self, net, scope: PartScope, layout: StateLayout):
+        self._net = net
+        self._scope = scope
+        self._layout = layout
+
+    def __getattr__(self, name):
+        return getattr(self._net, name)
+
+    def ps_node(self, shard: int) -> int:
+        return self._net.ps_node(self._scope.shards[shard])
+
+    def _shards(self, shards) -> list[int]:
+        return [self._scope.shards[s] for s in shards]
+
+    def shard_writes(self, shards, bytes_each: float | None = None):
+        size = self._layout.shard_bytes if bytes_each is None else bytes_each
+        return self._net.shard_writes(self._shards(shards), size)
+
+    def shard_reads(self, shards, bytes_each: float | None = None) -> list:
+        size = self._layout.shard_bytes if bytes_each is None else bytes_each
+        return self._net.shard_reads(self._shards(shards), size)
+
+    def dense_write(self) -> list:
+        return self._net.dense_write() if self._scope.dense else []
+
+    def dense_reads(self, trainers=None) -> list:
+        return self._net.dense_reads(trainers) if self._scope.dense else []
+
+    def full_save(self) -> tuple:
+        return (*self.shard_writes(range(len(self._scope.shards))), *self.dense_write())
+
+    def full_load(self) -> tuple:
+        return (*self.shard_reads(range(len(self._scope.shards))), *self.dense_reads())
+
+
+class PartSimulation:
+    """The simulation as one part's policy sees it: its phases are charged to the part, its
+    model events wrapped in :class:`PartEvent` with the job's shard numbers, its transfers
+    made on a :class:`PartNetwork`."""
+
+    def __init__(self, sim, scope: PartScope, layout: StateLayout):
+        self._sim = sim
+        self._scope = scope
+        self.net = PartNetwork(sim.net, scope, layout)
+
+    def __getattr__(self, name):
+        return getattr(self._sim, name)
+
+    def phase(self, category, duration_s, detail=""):
+        return self._sim.phase(category, duration_s, detail, part=self._scope.name)
+
+    def transfer(self, category, flows, detail="", at_least_s=0.0):
+        return self._sim.transfer(category, flows, detail, at_least_s, part=self._scope.name)
+
+    def wait(self, category, event, detail=""):
+        return self._sim.wait(category, event, detail, part=self._scope.name)
+
+    def rollback_to(self, progress_s: float) -> None:
+        self._sim.rollback_to(progress_s, part=self._scope.name)
+
+    def record(self, start_s, end_s, kind, detail=""):
+        self._sim.record(start_s, end_s, kind, f"{self._scope.name}: {detail}")
+
+    def model_event(self, event_type, **fields) -> None:
+        if "shards" in fields:
+            fields["shards"] = tuple(self._scope.shards[s] for s in fields["shards"])
+        inner = event_type(self._sim.progress_s, **fields)
+        self._sim.model_events.append(PartEvent(self._sim.progress_s, self._scope.index, inner))
+
+
+# -- the runtime policy --------------------------------------------------------------------
+
+
+@register
+class Composed(Policy):
+    """Parts of the state, each managed by its own policy (see the module docstring)."""
+
+    Params = ComposedParams
+
+    def __init__(self, params, scenario, layout, rng):
+        super().__init__(params, scenario, layout, rng)
+        self.scopes = part_scopes(scenario, params)
+        self.part_names = tuple(s.name for s in self.scopes)
+        self.parts: list[Policy] = []
+        self.layouts: list[StateLayout] = []
+        streams = rng.spawn(len(self.scopes))  # one stream per part, from the policy's
+        for scope, part, part_rng in zip(self.scopes, params.parts, streams, strict=True):
+            scaled = part_scenario(scenario, params, scope.index)
+            part_layout = StateLayout(scaled)
+            self.layouts.append(part_layout)
+            runtime = REGISTRY[part.policy.kind]
+            self.parts.append(runtime(part.policy, scaled, part_layout, part_rng))
+        self._views: list[PartSimulation] | None = None
+        self._trainers = scenario.cluster.trainers
+
+    def _view(self, sim, index: int) -> PartSimulation:
+        if self._views is None:
+            self._views = [
+                PartSimulation(sim, scope, layout)
+                for scope, layout in zip(self.scopes, self.layouts, strict=True)
+            ]
+        return self._views[index]
+
+    def start(self, sim) -> None:
+        for i, part in enumerate(self.parts):
+            part.start(self._view(sim, i))
+
+    def next_action_at(self) -> float:
+        return min(part.next_action_at() for part in self.parts)
+
+    def act(self, sim):
+        due = [part.next_action_at() for part in self.parts]
+        first = due.index(min(due))
+        yield from self.parts[first].act(self._view(sim, first))
+
+    def slowdown(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for part in self.parts:
+            for category, extra in part.slowdown().items():
+                out[category] = out.get(category, 0.0) + extra
+        return out
+
+    def slowdown_by_part(self) -> dict[str, dict[str, float]]:
+        return {s.name: part.slowdown() for s, part in zip(self.scopes, self.parts, strict=True)}
+
+    def _local(self, failure, scope: PartScope):
+        """``failure`` as part ``scope`` sees it (its own node numbers), or None."""
+        trainers = self._trainers
+        local = {shard: i for i, shard in enumerate(scope.shards)}
+        nodes = [n for n in failure.nodes if n < trainers and scope.dense]
+        nodes += [trainers + local[n - trainers] for n in failure.nodes if n - trainers in local]
+        return replace(failure, nodes=tuple(nodes)) if nodes else None
+
+    def on_failure(self, sim, failure) -> None:
+        for i, (scope, part) in enumerate(zip(self.scopes, self.parts, strict=True)):
+            local = self._local(failure, scope)
+            if local is not None:
+                part.on_failure(self._view(sim, i), local)
+
+    def recover(self, sim, failures):
+        yield from sim.await_replacements(failures)
+        for i, (scope, part) in enumerate(zip(self.scopes, self.parts, strict=True)):
+            mine = [f for f in (self._local(f, scope) for f in failures) if f is not None]
+            if mine:
+                yield from part.recover(self._view(sim, i), mine)
+
+    def result_columns(self):
+        out: dict[str, float | str] = {}
+        pls = 0.0
+        saved = 0.0
+        for scope, part in zip(self.scopes, self.parts, strict=True):
+            columns = part.result_columns()
+            pls += scope.lookups_share * float(columns.get("pls_model", 0.0))
+            saved += float(columns.get("saved_gb", 0.0))
+            out[f"{scope.name}/lookups_share"] = scope.lookups_share
+            share = scope.rows_share * len(scope.shards) / self.scenario.cluster.emb_ps
+            out[f"{scope.name}/rows_share"] = share
+            out.update({f"{scope.name}/{name}": value for name, value in columns.items()})
+        out["pls_model"] = pls
+        out["saved_gb"] = saved
+        out["n_checkpoints"] = sum(part.n_checkpoints for part in self.parts)
+        return out
+
+
+# -- on the trainer -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartEvent(ModelEvent):
+    """Part ``part``'s own event ``inner``, applied to the rows of its scope only: every row
+    of the shards ``inner`` names that lies outside the scope is put back as it was, and the
+    other parts' mechanisms are told that the trainer changed under them."""
+
+    part: int
+    inner: ModelEvent
+
+    @property
+    def modifies(self) -> bool:  # type: ignore[override]
+        return self.inner.modifies
+
+    @property
+    def exact(self) -> bool:  # type: ignore[override]
+        return self.inner.exact
+
+    @property
+    def reads(self) -> float | None:
+        return self.inner.reads
+
+    @property
+    def writes(self) -> float | None:
+        return self.inner.writes
+
+    def apply(self, model, trainer) -> None:
+        side: ComposedSide = model.side
+        sub = side.parts[self.part]
+        shards = getattr(self.inner, "shards", None)
+        kept = None
+        if self.inner.modifies and shards is not None:
+            rows = np.concatenate([trainer.embeddings.shard_rows(s) for s in shards])
+            outside = rows[~sub.in_scope(trainer, rows)]
+            kept = trainer.read_rows(np.sort(outside)) if len(outside) else None
+        self.inner.apply(sub, trainer)
+        if kept is not None:
+            trainer.write_rows(kept)
+        if self.inner.modifies:
+            for other in side.parts:
+                if other is not sub:
+                    other.side.restored(trainer)
+
+
+class PartModel:
+    """One part's co-simulated state, with the attributes model events and trainer sides
+    use (:class:`ftsim.cosim.replay.PolicyModel`'s): its own partial saves, saved versions
+    and CheckFreq snapshots; the job's checkpoints; lost lookups counted only on its rows and
+    added to the job's."""
+
+    def __init__(self, parent, scope: PartScope, policy: Policy, params: PolicyParams):
+        self._parent = weakref.ref(parent)
+        self.scope = scope
+        self.sim = SimpleNamespace(policy=policy, rep=parent.sim.rep)
+        self.cfg, self.steps, self.work_s = parent.cfg, parent.steps, parent.work_s
+        mine = [
+            e.inner
+            for e in parent.events
+            if isinstance(e, PartEvent) and e.part == scope.index and e.inner.modifies
+        ]
+        self.lazy = all(e.exact for e in mine)
+        self.partials: list = []
+        self.saved_lookups: np.ndarray | None = None
+        self.pending_saves: dict = {}
+        self._lost = 0
+        self._hot: tuple[int, np.ndarray] | None = None
+        self.side = type(policy).TrainerSide(params, self)
+
+    @property
+    def checkpoints(self) -> dict:
+        return self._parent().checkpoints
+
+    @property
+    def lost_lookups(self) -> int:
+        return self._lost
+
+    @lost_lookups.setter
+    def lost_lookups(self, value: int) -> None:
+        self._parent().lost_lookups += value - self._lost
+        self._lost = value
+
+    def in_scope(self, trainer, rows: np.ndarray) -> np.ndarray:
+        """Which of ``rows`` (global ids) the part manages now."""
+        scope = self.scope
+        if scope.hottest is None:
+            shard_of = trainer.embeddings.shard_of_global(rows)
+            return np.isin(shard_of, scope.shards)
+        return self._hottest(trainer)[rows] == scope.hottest
+
+    def _hottest(self, trainer) -> np.ndarray:
+        """Per row: among the hottest share of its shard's rows, by lookups so far (ties by
+        row id); recomputed once per trainer step."""
+        if self._hot is not None and self._hot[0] == trainer.step:
+            return self._hot[1]
+        emb, counts = trainer.embeddings, trainer.mfu.counts
+        share = self.scope.rows_share if self.scope.hottest else 1.0 - self.scope.rows_share
+        hot = np.zeros(emb.n_rows, dtype=bool)
+        for shard in range(emb.n_shards):
+            rows = emb.shard_rows(shard)
+            order = np.lexsort((rows, -counts[rows].astype(np.int64)))
+            hot[rows[order[: math.ceil(share * len(rows))]]] = True
+        self._hot = (trainer.step, hot)
+        return hot
+
+    def lose(self, trainer, rows: np.ndarray) -> None:
+        """``rows`` went back to their saved version: the lookups since of those the part
+        manages are lost."""
+        rows = rows[self.in_scope(trainer, rows)]
+        lookups = trainer.mfu.counts
+        self.lost_lookups += int((lookups[rows] - self.saved_lookups[rows]).sum())
+        self.saved_lookups[rows] = lookups[rows]
+
+
+class ComposedSide(TrainerSide):
+    """Every part's trainer side, each on its own :class:`PartModel`."""
+
+    def __init__(self, params: ComposedParams, model) -> None:
+        super().__init__(params, model)
+        policy: Composed = model.sim.policy
+        self.parts = [
+            PartModel(model, scope, part, part_params.policy)
+            for scope, part, part_params in zip(
+                policy.scopes, policy.parts, params.parts, strict=True
+            )
+        ]
+        self.own_from_start = any(sub.side.own_from_start for sub in self.parts)
+
+    def attach(self, trainer, own: bool) -> None:
+        for sub in self.parts:
+            if sub.saved_lookups is None:
+                sub.saved_lookups = trainer.mfu.counts.copy()
+            sub.side.attach(trainer, own)
+
+    def detach(self, trainer) -> None:
+        for sub in self.parts:
+            sub.side.detach(trainer)
+
+    def columns(self) -> dict[str, Any]:
+        out = {}
+        for sub in self.parts:
+            out[f"{sub.scope.name}/pls_measured_lookups"] = sub.lost_lookups
+            out.update({f"{sub.scope.name}/{k}": v for k, v in sub.side.columns().items()})
+        return out
+
+
+Composed.TrainerSide = ComposedSide
