@@ -290,6 +290,19 @@ CASES = [
     ),
     ("learning rate inf", sets("trainer={optimizer: {dense: {lr: .inf}}}"), "trainer.optimizer"),
     ("negative rows", run({"job.tables.0.rows": -5}), "job.tables.0.rows"),
+    (
+        "negative exponent in a list",
+        sets("trainer={data: {kind: synthetic, zipf_exponent: [1.0, -1]}}"),
+        "trainer.data.zipf_exponent.1: Input should be greater than or equal to 0",
+    ),
+    (
+        "composed part that rolls back",
+        sets(
+            "policies=[{kind: composed, parts: [{scope: {shards: [0]}, policy: {kind: full}},"
+            " {scope: rest, policy: {kind: cpr, interval: 1 h, fallback: false}}]}]"
+        ),
+        "policies.0.parts.0.policy.kind: full recovery rolls every node back",
+    ),
     ("negative dense params", run({"job.dense_params": -1}), "job.dense_params"),
     ("negative latency", run({"cluster.network_latency": "-1 ms"}), "cluster.network_latency"),
     ("job mtbf 1 ms", sets("failures.0.job_mtbf=1 ms"), "failures.0.job_mtbf: a replication"),

@@ -70,10 +70,19 @@ def test_sampled_buffer_matches_the_brute_force_sums():
 
 
 def _per_table_exponents(s, exponents):
-    """``s`` with one Zipf exponent per trainer table. Set without validation: the trainer
-    configuration declares lists but its ``ge=0`` constraint rejects them when loading."""
+    """``s`` with one Zipf exponent per trainer table, set without validation (to check
+    the policy's own problem when the lists do not pair)."""
     data = s.trainer.data.model_copy(update={"zipf_exponent": exponents})
     return s.model_copy(update={"trainer": s.trainer.model_copy(update={"data": data})})
+
+
+def test_per_table_exponents_load_and_run():
+    """A list of exponents, one per trainer table, is loaded (each bounded below by 0) and
+    the time model pairs it with the job's tables."""
+    exponents = "[" + ", ".join(["1.0"] * 13 + ["0.5"] * 13) + "]"
+    s = scenario("prod50h", f"trainer.data.zipf_exponent={exponents}")
+    assert row_popularity(s, 9.0) == ((1, 33_000_000, 1.0),) * 13 + ((1, 33_000_000, 0.5),) * 13
+    assert Simulation(s, MFU, 0).run().row()["saved_share_model"] > 0
 
 
 def test_popularity_comes_from_the_trainer_data_else_from_the_policy():

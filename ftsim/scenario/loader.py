@@ -266,7 +266,8 @@ def validate_scenario(data: dict, path: Path) -> Scenario:
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": path.parent})
     except ValidationError as exc:
-        raise ScenarioError(path, [_describe(err, data) for err in exc.errors()]) from None
+        errors = _relevant(exc.errors())
+        raise ScenarioError(path, [_describe(err, data) for err in errors]) from None
     problems = scenario.problems()
     if problems:
         raise ScenarioError(path, problems)
@@ -280,6 +281,41 @@ def config_hash(scenario: Scenario) -> str:
 
 
 # -- turning pydantic errors into located one-line messages ---------------------------------
+
+
+_SCALARS = ("str", "float", "int", "bool")
+
+
+def _is_union_tag(item) -> bool:
+    """Whether a pydantic location item names a member of a plain union (``float``,
+    ``constrained-float``, ``list[constrained-float]``), not a key."""
+    return isinstance(item, str) and ("[" in item or item.split("-")[-1] in _SCALARS)
+
+
+def _relevant(errors: list[dict]) -> list[dict]:
+    """The errors worth reporting: of a plain union (``1.05`` or ``[1.0, 1.2]``), pydantic
+    reports every member; a member refused only for its type (a list where a number is
+    expected) is dropped when another member of the same union has errors of its own."""
+
+    def member(error):
+        loc = error["loc"]
+        at = next((i for i, item in enumerate(loc) if _is_union_tag(item)), None)
+        return (loc[:at], loc[at]) if at is not None else None
+
+    wrong_type = [member(e) is not None and e["type"].endswith("_type") for e in errors]
+    others = {
+        (member(e)[0], member(e)[1])
+        for e, wrong in zip(errors, wrong_type, strict=True)
+        if member(e) is not None and not wrong
+    }
+    kept = []
+    for error, wrong in zip(errors, wrong_type, strict=True):
+        if wrong:
+            union, tag = member(error)
+            if any(u == union and t != tag for u, t in others):
+                continue
+        kept.append(error)
+    return kept
 
 
 def _describe(error: dict, data: dict) -> tuple[str, str]:
@@ -322,12 +358,7 @@ def _locate(loc: tuple, data: dict) -> tuple[str, type[BaseModel] | None, object
         if isinstance(raw, dict) and item not in raw and raw.get("kind") == item:
             model = _member_with_kind(model, item)
             continue
-        if (
-            isinstance(raw, dict)
-            and isinstance(item, str)
-            and item not in raw
-            and ("[" in item or item in ("str", "float", "int", "bool"))
-        ):
+        if _is_union_tag(item) and not (isinstance(raw, dict) and item in raw):
             continue
         parts.append(str(item))
         owner = _as_model(model)

@@ -93,6 +93,11 @@ class OptimizerConfig(_Strict):
     sparse: SparseOptimizerConfig = Field(default_factory=SparseOptimizerConfig)
 
 
+ZipfExponent = Annotated[float, Field(ge=0)]
+"""A power-law exponent of row popularity (0: uniform); the bound applies to each value of a
+list too (a bound on the union itself cannot apply to a list)."""
+
+
 class SyntheticDataConfig(_Strict):
     """Synthetic click data with learnable labels drawn from a hidden teacher model.
 
@@ -107,8 +112,8 @@ class SyntheticDataConfig(_Strict):
         None, description="Rows per table; None = the 26 Criteo Kaggle sizes capped at row_cap."
     )
     row_cap: int = Field(100_000, ge=2, description="Cap applied to every table size (rows).")
-    zipf_exponent: float | list[float] = Field(
-        1.05, ge=0, description="Power-law exponent of row popularity, one value or one per table."
+    zipf_exponent: ZipfExponent | list[ZipfExponent] = Field(
+        1.05, description="Power-law exponent of row popularity, one value or one per table."
     )
     positive_rate: float = Field(0.25, gt=0, lt=1, description="Target click rate (fraction).")
     teacher_dim: int = Field(4, ge=1, description="Teacher embedding length (pairwise term).")
