@@ -2,6 +2,7 @@
 
 import csv
 import io
+import math
 
 import pytest
 
@@ -170,3 +171,20 @@ def test_cli_sweep_writes_the_run_folder_and_refuses_a_foreign_resume(tmp_path, 
     assert "computed 0, reused 12 (replications)" in capsys.readouterr().out
     assert main([*resume[:-2], "--reps", "3", "--resume", str(out)]) == 2
     assert "different sweep" in capsys.readouterr().err
+
+
+def test_target_halfwidth_reads_only_finished_replications():
+    """Unfinished replications (overhead inf) are left out of the interval, as in the
+    summary: four close overheads and two unfinished need no more replications."""
+    from types import SimpleNamespace
+
+    from ftsim.experiments.sweep import _more_replications
+
+    rows = [{"rep": r, "overhead_frac": 0.05 + 1e-4 * r} for r in range(4)]
+    rows += [{"rep": r, "overhead_frac": math.inf} for r in (4, 5)]
+    store = SimpleNamespace(task_rows=lambda: [(SimpleNamespace(point=0, policy=0), rows)])
+    plan = SimpleNamespace(target_halfwidth=0.01, max_reps=100)
+    assert _more_replications(plan, store, {(0, 0): 6}, batch=2) == {}
+    wide = [{**row, "overhead_frac": 0.05 + 0.05 * row["rep"]} for row in rows[:4]]
+    store = SimpleNamespace(task_rows=lambda: [(SimpleNamespace(point=0, policy=0), wide)])
+    assert _more_replications(plan, store, {(0, 0): 6}, batch=2) == {(0, 0): 100}

@@ -398,7 +398,8 @@ def _dask_executor(jobs: int, address: str | None):
 def _more_replications(
     plan: Plan, store: RunStore, planned: dict[tuple[int, int], int], batch: int
 ) -> dict[tuple[int, int], int]:
-    """New replication targets for the pairs whose interval is wider than the target."""
+    """New replication targets for the pairs whose interval is wider than the target, from
+    their finished replications (an unfinished one has no overhead, as in the summary)."""
     if plan.target_halfwidth is None:
         return {}
     from ftsim.experiments.stats import t_interval, t_quantile
@@ -407,8 +408,9 @@ def _more_replications(
     for key, rows in store.task_rows():
         pair = (key.point, key.policy)
         for row in rows:
-            if pair in planned and int(row["rep"]) < planned[pair]:
-                values.setdefault(pair, {})[int(row["rep"])] = float(row["overhead_frac"])
+            overhead = float(row["overhead_frac"])
+            if pair in planned and int(row["rep"]) < planned[pair] and math.isfinite(overhead):
+                values.setdefault(pair, {})[int(row["rep"])] = overhead
     targets = {}
     for pair, n in planned.items():
         s = t_interval(list(values.get(pair, {}).values()))
