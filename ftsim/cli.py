@@ -65,7 +65,19 @@ def _dispatch(args, argv: list[str]) -> int:
         if exc.filename is None:  # not about a path the user gave: a bug or the system
             raise
         print(f"ftsim: {exc.filename}: {exc.strerror}", file=sys.stderr)
+    except ValueError as exc:
+        if not _bad_data(exc):
+            raise
+        print(f"ftsim: {exc}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _bad_data(exc: ValueError) -> bool:
+    """Whether ``exc`` is bad input found in a data file while training (a malformed line
+    of a Criteo file), which the scenario could not be checked for in advance."""
+    from ftsim.trainer.criteo import CriteoFormatError
+
+    return isinstance(exc, CriteoFormatError)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -286,9 +298,11 @@ def _cmd_run(args, argv) -> int:
         rows, timeline = run_scenario(
             scenario, indices, progress=progress, jobs=args.jobs or default_jobs()
         )
-    except KeyboardInterrupt:
+    except BaseException as exc:  # nothing is written before the end: leave no folder
         if created:
             out.rmdir()
+        if not isinstance(exc, KeyboardInterrupt):
+            raise
         print(f"ftsim: interrupted; nothing was written to {out}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:

@@ -69,6 +69,19 @@ def sets(*assignments, command="run"):
     return lambda f, shared: [command, str(SMOKE), *options, "-q", "-o", str(f / "out")]
 
 
+def criteo_with_a_bad_line(f, shared):
+    """A case maker: smoke.yaml training on a Criteo file whose 7th line has a bad label: the
+    malformed line is met only once training reads it, mid-run."""
+    good = "\t".join(["0"] + ["1"] * 13 + ["a1b2c3d4"] * 26)
+    lines = [good] * 12
+    lines[6] = "\t".join(["2"] + ["1"] * 13 + ["a1b2c3d4"] * 26)
+    (f / "d.tsv").write_text("\n".join(lines) + "\n")
+    data = {"kind": "criteo", "path": "d.tsv", "row_cap": 10, "chunk_lines": 4}
+    trainer = {"steps": 5, "batch_size": 2, "replications": 1, "eval_samples": 2, "data": data}
+    path = scenario(f, {"trainer": trainer})
+    return ["run", str(path), "--reps", "1", "-q", "-o", str(f / "out")]
+
+
 def trace(text: str | bytes):
     """A case maker: smoke.yaml replaying the failure trace ``text``."""
 
@@ -290,6 +303,7 @@ CASES = [
     ),
     ("learning rate inf", sets("trainer={optimizer: {dense: {lr: .inf}}}"), "trainer.optimizer"),
     ("negative rows", run({"job.tables.0.rows": -5}), "job.tables.0.rows"),
+    ("malformed Criteo line mid-run", criteo_with_a_bad_line, "d.tsv: malformed Criteo line 7"),
     (
         "negative exponent in a list",
         sets("trainer={data: {kind: synthetic, zipf_exponent: [1.0, -1]}}"),

@@ -30,12 +30,20 @@ _HEX[0] = 16  # NUL padding of fixed-width byte strings: "no character"
 
 
 class CriteoFormatError(ValueError):
-    """A malformed line; ``line_no`` is 1-based within the file."""
+    """A malformed line of a Criteo file: bad input, not a bug (the command line reports it
+    in one line, exit status 2). ``line_no`` is 1-based within the file ``path`` (empty
+    when the lines did not come from a file)."""
 
-    def __init__(self, line_no: int, reason: str) -> None:
-        super().__init__(f"malformed Criteo line {line_no}: {reason}")
+    def __init__(self, line_no: int, reason: str, path: str = "") -> None:
+        where = f"{path}: " if path else ""
+        hint = " (trainer.data.on_error: skip drops such lines)" if path else ""
+        super().__init__(f"{where}malformed Criteo line {line_no}: {reason}{hint}")
         self.line_no = line_no
         self.reason = reason
+        self.path = path
+
+    def __reduce__(self):  # raised in a worker process, it crosses back by pickling
+        return type(self), (self.line_no, self.reason, self.path)
 
 
 def _mix64(v: np.ndarray) -> np.ndarray:
@@ -179,7 +187,10 @@ class CriteoData:
         if not lines:
             self._n_valid = first
             return None
-        batch, skipped = parse_lines(lines, line_no, self._sizes, self.cfg.on_error)
+        try:
+            batch, skipped = parse_lines(lines, line_no, self._sizes, self.cfg.on_error)
+        except CriteoFormatError as exc:
+            raise CriteoFormatError(exc.line_no, exc.reason, str(self.cfg.path)) from None
         if c == len(self._chunk_start) - 1:
             self._chunk_start.append((end, line_no + len(lines), first + len(batch)))
             self.skipped_lines += skipped
