@@ -72,3 +72,12 @@ def test_malformed_lines(tmp_path, bad, reason):
     assert err.value.line_no == 7
     skip = CriteoData(cfg.model_copy(update={"on_error": "skip"}), batch_size=2, eval_samples=2)
     assert len(skip.samples(0, 100)) == 9 and skip.skipped_lines == 1
+
+
+def test_a_format_error_crosses_process_boundaries_intact():
+    """Raised in a worker process, the error is pickled back to the command line."""
+    import pickle
+
+    err = pickle.loads(pickle.dumps(CriteoFormatError(7, "label not 0/1", "d.tsv")))
+    assert (err.line_no, err.reason, err.path) == (7, "label not 0/1", "d.tsv")
+    assert str(err).startswith("d.tsv: malformed Criteo line 7: label not 0/1")
