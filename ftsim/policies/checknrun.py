@@ -579,7 +579,7 @@ class CheckNRun(Policy):
         return cycle
 
     def _chain_sums(self, chain: list[_Kept]) -> tuple[list[float], list[float]]:
-        """Per PS, the bytes of ``chain`` and its quantized fp32 bytes."""
+        """Per PS, the bytes of ``chain`` and the fp32 bytes it quantized (to dequantize)."""
         shards = range(self.n_shards)
         return (
             [sum(k.shard_bytes[i] for k in chain) for i in shards],
@@ -587,15 +587,15 @@ class CheckNRun(Policy):
         )
 
     def _stall_s(self, kept: _Kept) -> float:
-        """Planned stall of writing ``kept`` alone: the slowest PS's quantization, then
-        every PS's part and one dense copy."""
+        """Planned stall of writing ``kept`` alone, seconds: the slowest PS's quantization,
+        then every PS's part and one dense copy."""
         flows = [*kept.shard_bytes, self.layout.dense_bytes]
         return max(kept.codec_bytes) / self.params.codec_bandwidth + self.layout.write_s(flows)
 
     def _restore_s(self, chain: list[_Kept]) -> float:
-        """Planned time to restore from ``chain`` alone: full recovery, every PS reads its
-        part while every trainer reads the dense copy; partial, the m PS of a failure read
-        theirs. Then their dequantization."""
+        """Planned time to restore from ``chain`` alone, seconds: full recovery, every PS
+        reads its part while every trainer reads the dense copy; partial, the m PS of a
+        failure read theirs. Then their dequantization."""
         per_shard, codec = self._chain_sums(chain)
         if self.partial:
             m = round(self.shards_per_failure)
