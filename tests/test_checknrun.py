@@ -40,6 +40,12 @@ def _cnr(**fields):
     return f"policies=[{{kind: checknrun, interval: 10 s, popularity_exponent: 0, {body}}}]"
 
 
+def _alike(per_ps):
+    """The value of a per-PS tuple when every PS has the same (no partial restore)."""
+    assert len(set(per_ps)) == 1, per_ps
+    return per_ps[0]
+
+
 def _touched(draws):
     """Distinct rows of one table among ``draws`` uniform lookups (by hand)."""
     return N * (1 - (1 - 1 / N) ** draws)
@@ -58,16 +64,18 @@ def test_bytes_per_checkpoint_match_the_closed_form_for_uniform_popularity():
     expected_one_shot = [baseline] + [_touched(k * D) * ROW_B + BITMAP_B for k in (1, 2, 3)]
     expected_consecutive = [baseline] + [_touched(D) * ROW_B + BITMAP_B] * 3
     for policy, expected in ((one_shot, expected_one_shot), (consecutive, expected_consecutive)):
-        got = [k.shard_bytes for k in policy.saves[:4]]
+        got = [_alike(k.shard_bytes) for k in policy.saves[:4]]
         assert got == pytest.approx(expected, rel=1e-9)
-        assert got[1:4] == pytest.approx([k.shard_bytes for k in policy.saves[5:8]], rel=1e-12)
+        assert got[1:4] == pytest.approx(
+            [_alike(k.shard_bytes) for k in policy.saves[5:8]], rel=1e-12
+        )
     assert _touched(D) / N == pytest.approx(0.185190, abs=1e-6)  # 1 − e^−0.2048, by hand
     # quantized to 4 bits with a range per row: 64 values × ½ B + 2 × fp32 = 40 B a row
     q4 = saves(quantize_bits=4)
-    assert q4.saves[0].shard_bytes == pytest.approx(N * 40)
-    assert q4.saves[1].shard_bytes == pytest.approx(_touched(D) * 40 + BITMAP_B)
+    assert _alike(q4.saves[0].shard_bytes) == pytest.approx(N * 40)
+    assert _alike(q4.saves[1].shard_bytes) == pytest.approx(_touched(D) * 40 + BITMAP_B)
     # 8 bits with one range for the whole checkpoint: 64 B a row
-    assert saves(quantize_bits=8, quantization="uniform").saves[0].shard_bytes == N * 64
+    assert _alike(saves(quantize_bits=8, quantization="uniform").saves[0].shard_bytes) == N * 64
 
 
 def test_saves_are_flows_that_stall_for_the_lone_transfer_and_the_quantization():
@@ -75,8 +83,8 @@ def test_saves_are_flows_that_stall_for_the_lone_transfer_and_the_quantization()
         sim = simulate(scenario("smoke", *TINY, policy), 0, 0)
         p, layout = sim.policy, sim.layout
         expected = sum(
-            k.codec_bytes / p.params.codec_bandwidth
-            + layout.write_s([k.shard_bytes] * E + [layout.dense_bytes])
+            _alike(k.codec_bytes) / p.params.codec_bandwidth
+            + layout.write_s([*k.shard_bytes, layout.dense_bytes])
             for k in p.saves
         )
         assert sim.charged["save"] == pytest.approx(expected, rel=1e-9)
@@ -98,7 +106,7 @@ def test_a_restore_reads_the_baseline_and_the_differential_checkpoints_it_needs(
     policy, layout = sim.policy, sim.layout
     saves = policy.saves[:4]
     chain = saves if variant == "consecutive" else [saves[0], saves[3]]
-    per_shard = sum(k.shard_bytes for k in chain)
+    per_shard = sum(_alike(k.shard_bytes) for k in chain)
     read_s = layout.read_s([per_shard] * E + [layout.dense_bytes] * 4)
     assert sim.charged["load"] == pytest.approx(read_s, rel=1e-9)
     [restore] = [e for e in sim.model_events if isinstance(e, RestoreChain)]
@@ -108,11 +116,11 @@ def test_a_restore_reads_the_baseline_and_the_differential_checkpoints_it_needs(
     row = sim.row()
     assert row["restore_gb"] * 1e9 == pytest.approx(per_shard * E + layout.dense_bytes)
     # storage keeps the chain (and one dense copy); full checkpoints keep one
-    largest = max(per_shard, saves[0].shard_bytes + saves[-1].shard_bytes)
+    largest = max(per_shard, _alike(saves[0].shard_bytes) + _alike(saves[-1].shard_bytes))
     full = layout.total_bytes
     assert row["storage_gb"] * 1e9 == pytest.approx(largest * E + layout.dense_bytes)
     assert row["capacity_reduction"] == pytest.approx(full / (row["storage_gb"] * 1e9))
-    written = sum(k.shard_bytes * E + layout.dense_bytes for k in policy.saves)
+    written = sum(sum(k.shard_bytes) + layout.dense_bytes for k in policy.saves)
     assert row["write_reduction"] == pytest.approx(len(policy.saves) * full / written)
 
 
@@ -169,13 +177,15 @@ def test_daly_interval_is_the_fixed_point_of_the_mean_cycle_stall():
     bits=st.sampled_from(["null", 2, 3, 4, 8]),
     scheme=st.sampled_from(["uniform", "adaptive"]),
     every=st.integers(1, 6),
+    recovery=st.sampled_from(["full", "partial"]),
     mtbf_min=st.floats(5, 300),
     rep=st.integers(0, 1000),
 )
-def test_accounting_identity_holds(minutes, variant, bits, scheme, every, mtbf_min, rep):
+def test_accounting_identity_holds(minutes, variant, bits, scheme, every, recovery, mtbf_min, rep):
     policy = (
         f"policies=[{{kind: checknrun, interval: {minutes} min, differential: {variant},"
-        f" quantize_bits: {bits}, quantization: {scheme}, baseline_every: {every}}}]"
+        f" quantize_bits: {bits}, quantization: {scheme}, baseline_every: {every},"
+        f" recovery: {recovery}}}]"
     )
     s = scenario("smoke", policy, f"failures.0.job_mtbf={mtbf_min} min")
     assert_accounting(simulate(s, 0, rep).row())
@@ -327,7 +337,7 @@ def test_quantized_recovery_is_not_exact_and_drifts_less_with_more_bits():
 def test_sharing_the_failure_free_prefix_gives_the_same_results_as_training_alone():
     shared = scenario("checknrun", SMALL_TRAINER, FAILURES)
     alone = scenario("checknrun", SMALL_TRAINER, FAILURES, "trainer.share_prefix=false")
-    policies = (2, 4, 5)  # one-shot fp32, 8 bits, 4 bits
+    policies = (2, 4, 5, 6)  # one-shot fp32, 8 bits, 4 bits, 8 bits with partial recovery
     a = cosimulate(shared, [simulate(shared, i, 0) for i in policies])
     b = cosimulate(alone, [simulate(alone, i, 0) for i in policies])
     own = "trainer_own_steps"  # the only column sharing changes: the steps trained alone

@@ -1,7 +1,9 @@
 """``checknrun``: differential and quantized checkpoints (Check-N-Run, Eisenman et al., NSDI 2022).
 
-Check-N-Run shrinks what a checkpoint writes in two ways, and recovers like ``full``: on any
-failure every node returns to the last committed checkpoint and the work since is redone.
+Check-N-Run shrinks what a checkpoint writes in two ways. It recovers (``recovery``) like
+``full``: on any failure every node returns to the last committed checkpoint and the work
+since is redone; or, with ``partial``, as CPR (Maeng et al., MLSys 2021) does, only the
+failed embedding PS go back to it (below).
 
 **Differential checkpoints.** A DLRM updates only the embedding rows its batches look up,
 so after a **baseline** (a full checkpoint) a checkpoint need only write the rows changed
@@ -48,9 +50,29 @@ kept for recovery (the parts of the chain and one dense copy), against one full 
 for ``full`` (``capacity_reduction``). ``write_reduction`` is what full checkpoints at the
 same points would have written over what was written, the paper's write-bandwidth saving.
 
+**Partial recovery** (``recovery: partial``). When embedding PS fail, only their shards
+reload, after rescheduling, their part of the chain (the baseline and the differential
+checkpoints the variant reads: per PS the sum of the chain's bytes on that PS; then that
+part's dequantization), and every other node keeps its newer state: nothing rolls back. A
+failed trainer's replacement copies the dense state from a surviving data-parallel replica
+over the NIC (``cpr``'s ``trainer_failure: replica``). The failed shards lose their updates
+since the chain's last checkpoint; as in ``cpr``, ``pls_model`` is the sum over failed
+shards of those compute seconds (each update counted once, even if a shard fails twice
+between checkpoints) over work × E. A restored shard's rows changed since the reference of
+the next differential checkpoint are then those the chain holds (``one_shot``: the rows of
+its last differential checkpoint; ``consecutive``: none), plus those updated after the
+restore: in the time model a shard whose reference was at r and which was restored at
+progress t from a chain ending at k counts, at progress p, the rows changed in
+p − t + (k − r) seconds (``one_shot``) or p − t (``consecutive``), per PS.
+
 ``interval`` is a duration, or ``young`` / ``daly`` for the optimum with the stall of an
 average checkpoint of a baseline cycle, which itself depends on the interval (solved by
-fixed-point iteration).
+fixed-point iteration). Those rules minimise the time lost to saves and rollbacks; with
+``partial`` there is no rollback, and the interval trades save time against lost updates
+instead: ``target_pls`` (with ``interval: null``, the default when ``target_pls`` is given)
+chooses it, as ``cpr`` does, from PLS ≈ m · T / (2 · E · T_fail) (m embedding PS lost per
+failure, T_fail the job MTBF: every checkpoint, baseline or differential, saves every row's
+current value). young/daly are still accepted with ``partial``: the rollback optimum.
 """
 
 from __future__ import annotations
@@ -60,7 +82,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ftsim.policies.base import Policy, PolicyParams, TrainerSide
 from ftsim.policies.cpr import distinct_rows, row_popularity
@@ -68,7 +90,8 @@ from ftsim.policies.events import ModelEvent
 from ftsim.policies.full import Interval, resolve_interval_s
 from ftsim.policies.registry import register
 from ftsim.scenario.quantities import BytesPerSecond
-from ftsim.sim.failures import job_mtbf_s
+from ftsim.sim.failures import job_mtbf_s, victims_per_failure
+from ftsim.sim.nodes import failed_shards
 
 RANGE_BYTES = 8
 """Bytes of a quantization range: offset and scale, 2 × fp32."""
@@ -78,8 +101,10 @@ class CheckNRunParams(PolicyParams):
     """Parameters of ``checknrun``."""
 
     kind: Literal["checknrun"]
-    interval: Interval = Field(
-        "30 min", description="compute between checkpoints, or young/daly (paper: 30 min)"
+    interval: Interval | None = Field(
+        "30 min",
+        description="compute between checkpoints, or young/daly (paper: 30 min); null when "
+        "target_pls chooses it",
     )
     differential: Literal["one_shot", "consecutive"] = Field(
         "one_shot",
@@ -105,6 +130,56 @@ class CheckNRunParams(PolicyParams):
         ge=0,
         description="Zipf exponent of row popularity if the trainer has no synthetic data",
     )
+    recovery: Literal["full", "partial"] = Field(
+        "full",
+        description="full: every node rolls back to the last checkpoint; partial (as CPR): "
+        "only failed embedding PS reload their chain, failed trainers copy a replica",
+    )
+    target_pls: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="recovery: partial only: choose the interval for this portion of lost "
+        "samples (interval then defaults to null)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _target_replaces_interval(cls, data):
+        """``target_pls`` alone stands for ``interval: null`` (``interval`` has a default)."""
+        if isinstance(data, dict) and data.get("target_pls") is not None and "interval" not in data:
+            return {**data, "interval": None}
+        return data
+
+    @model_validator(mode="after")
+    def _one_interval_rule(self):
+        if self.target_pls is None and self.interval is None:
+            raise ValueError("give interval or target_pls")
+        if self.target_pls is not None:
+            if self.interval is not None:
+                raise ValueError("give interval or target_pls, not both (interval: null)")
+            if self.recovery != "partial":
+                raise ValueError(
+                    "target_pls needs recovery: partial (full recovery loses no updates)"
+                )
+        return self
+
+    def part_problems(self, dense, by_rows):
+        """Check-N-Run can manage a part of whole shards under partial recovery only."""
+        if self.recovery == "full":
+            message = (
+                "checknrun needs recovery: partial: full recovery rolls every node back to the "
+                "last checkpoint, the other parts' state with it"
+            )
+            return [("recovery", message)]
+        if by_rows:
+            message = (
+                "checknrun can only manage whole shards: its differential checkpoints' sizes "
+                "come from the whole tables' row popularity, not from a share of every "
+                "shard's rows"
+            )
+            return [("kind", message)]
+        return []
 
     def problems(self, scenario):
         try:
@@ -171,13 +246,15 @@ def quantize(values: np.ndarray, bits: int, scheme: str) -> QuantizedRows:
 @dataclass(frozen=True, slots=True)
 class DiffCheckpoint(ModelEvent):
     """Checkpoint ``key`` committed: a ``baseline`` (every row), or a differential one (the
-    rows the policy's variant tracks), with the dense state."""
+    rows the policy's variant tracks), with the dense state. Either way the chain now
+    restores every row to its current version: no lookup so far can be lost."""
 
     key: float
     baseline: bool
 
     def apply(self, model, trainer) -> None:
         model.side.save(trainer, self.key, self.baseline)
+        model.saved_lookups[:] = trainer.mfu.counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +277,27 @@ class RestoreQuantizedChain(RestoreChain):
     dequantized, with their quantization error (not exact)."""
 
     exact: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreChainShards(ModelEvent):
+    """Partial recovery: the embedding ``shards`` return to checkpoint ``key`` (the last
+    committed: the baseline's rows, overwritten by the differential checkpoints the variant
+    reads, dequantized if quantized; ``0.0`` with none: the initial rows) with their
+    optimizer state; every other row and the dense state keep their values and nothing
+    rolls back. The shards' lookups since their saved version (``key``, or an earlier
+    restore since) are lost (``pls_measured``)."""
+
+    key: float
+    shards: tuple[int, ...]
+    modifies: ClassVar[bool] = True
+    exact: ClassVar[bool] = False
+
+    def apply(self, model, trainer) -> None:
+        model.side.restore_shards(trainer, self.key, self.shards)
+        for shard in self.shards:
+            model.lose(trainer, trainer.embeddings.shard_rows(shard))
+        model.side.restored(trainer)
 
 
 # -- the trainer side ------------------------------------------------------------------------
@@ -294,32 +392,68 @@ class CheckNRunSide(TrainerSide):
             self.chain.append(stored)
         self.since_checkpoint[:] = False
 
-    def restore(self, trainer, key: float) -> None:
-        """Return to checkpoint ``key`` (the last committed): the baseline's rows, then each
-        differential checkpoint's rows written over them, and the dense state of ``key``."""
-        from ftsim.trainer import RowData, TrainerSnapshot
-
-        self.since_checkpoint[:] = False
-        self.since_baseline[:] = False
+    def _chain_at(self, key: float) -> list[_Stored]:
+        """The stored chain, which must end at checkpoint ``key`` (empty, for ``key`` 0.0,
+        before any checkpoint)."""
         if not self.chain:
             if key != 0.0:
                 raise RuntimeError(f"restore of checkpoint {key} with no checkpoint stored")
+        elif self.chain[-1].key != key:
+            last = self.chain[-1].key
+            raise RuntimeError(f"restore of checkpoint {key}, but the last stored is {last}")
+        return self.chain
+
+    def _rebuild(self, rows: np.ndarray):
+        """The sorted global ``rows`` as the chain restores them: the baseline's values
+        (dequantized) and optimizer state, each differential checkpoint's written over them
+        in order; and, per row, whether a differential checkpoint holds it (changed since
+        the baseline)."""
+        from ftsim.trainer import RowData
+
+        base = self.chain[0]  # a baseline holds every row: row id = position
+        values = base.values_f()[rows]
+        state = {k: v[rows] for k, v in base.state.items()}
+        held = np.zeros(len(rows), dtype=bool)
+        for diff in self.chain[1:]:
+            mine = np.isin(diff.rows, rows)
+            at = np.searchsorted(rows, diff.rows[mine])
+            values[at] = diff.values_f()[mine]
+            for k, v in state.items():
+                v[at] = diff.state[k][mine]
+            held[at] = True
+        return RowData(rows, values, state), held
+
+    def restore(self, trainer, key: float) -> None:
+        """Return to checkpoint ``key`` (the last committed): the baseline's rows, then each
+        differential checkpoint's rows written over them, and the dense state of ``key``."""
+        from ftsim.trainer import TrainerSnapshot
+
+        self.since_checkpoint[:] = False
+        self.since_baseline[:] = False
+        if not self._chain_at(key):
             trainer.restore(self.initial)
             return
         last = self.chain[-1]
-        if last.key != key:
-            raise RuntimeError(f"restore of checkpoint {key}, but the last stored is {last.key}")
-        base = self.chain[0]
-        values = base.values_f().copy()
-        state = {k: v.copy() for k, v in base.state.items()}
-        for diff in self.chain[1:]:
-            values[diff.rows] = diff.values_f()
-            for k, v in state.items():
-                v[diff.rows] = diff.state[k]
-            self.since_baseline[diff.rows] = True
-        rows = np.arange(len(values), dtype=np.int64)
-        embeddings = RowData(rows, values, state)
+        embeddings, held = self._rebuild(np.arange(trainer.embeddings.n_rows, dtype=np.int64))
+        self.since_baseline[:] = held
         trainer.restore(TrainerSnapshot(last.step, last.dense, last.dense_state, embeddings))
+
+    def restore_shards(self, trainer, key: float, shards: tuple[int, ...]) -> None:
+        """Return the rows and optimizer state of ``shards`` to checkpoint ``key`` (the last
+        committed; before any, the initial rows); every other row, the dense state and the
+        step keep theirs. The shards' rows are then unchanged since the last checkpoint, and
+        changed since the baseline where a differential checkpoint of the chain holds them."""
+        emb = trainer.embeddings
+        chain = self._chain_at(key)
+        for shard in shards:
+            rows = emb.shard_rows(shard)
+            if chain:
+                data, held = self._rebuild(rows)
+            else:
+                data, held = self.initial.embeddings.subset(rows), False
+            trainer.write_shard(shard, data)
+            self.since_checkpoint[rows] = False
+            self.since_baseline[rows] = held
 
 
 # -- the policy ------------------------------------------------------------------------------
@@ -327,21 +461,34 @@ class CheckNRunSide(TrainerSide):
 
 @dataclass(frozen=True, slots=True)
 class _Kept:
-    """A committed checkpoint in the time model: its progress and what it holds per PS."""
+    """A committed checkpoint in the time model: its progress and what it holds, per
+    embedding PS in PS order (the PS differ after partial restores)."""
 
     key: float
     baseline: bool
-    shard_bytes: float
-    """Bytes per embedding PS (rows, ranges, optimizer state, row bitmap)."""
-    codec_bytes: float
+    shard_bytes: tuple[float, ...]
+    """Bytes per PS (rows, ranges, optimizer state, row bitmap)."""
+    codec_bytes: tuple[float, ...]
     """fp32 bytes of embedding values per PS that were quantized (0 without quantization)."""
-    rows: float
+    rows: tuple[float, ...]
     """Rows per PS."""
+    span_s: tuple[float, ...]
+    """Per PS, the compute seconds of lookups whose distinct rows it holds (0 for a
+    baseline, which holds every row)."""
+
+
+def _shard_flows(method, sizes: list[float]) -> list:
+    """Flows of ``method`` (``sim.net.shard_writes`` or ``shard_reads``), PS i moving
+    ``sizes[i]`` bytes: one call when every PS moves the same (the network builds an
+    all-PS write once per run and recognizes it)."""
+    if len(set(sizes)) == 1:
+        return [*method(range(len(sizes)), sizes[0])]
+    return [flow for shard, size in enumerate(sizes) for flow in method([shard], size)]
 
 
 @register
 class CheckNRun(Policy):
-    """Differential (and optionally quantized) checkpoints, full recovery."""
+    """Differential (and optionally quantized) checkpoints, full or partial recovery."""
 
     Params = CheckNRunParams
     TrainerSide = CheckNRunSide
@@ -350,6 +497,10 @@ class CheckNRun(Policy):
         super().__init__(params, scenario, layout, rng)
         job = scenario.job
         self.n_shards = scenario.cluster.emb_ps
+        self.partial = params.recovery == "partial"
+        self.mtbf_s = job_mtbf_s(scenario)
+        self.shards_per_failure = victims_per_failure(scenario, "emb_ps")
+        """Expected embedding PS lost per failure (m)."""
         self.shard_rows = job.embedding_rows / self.n_shards
         self.groups = row_popularity(scenario, params.popularity_exponent)
         self._distinct: dict[float, float] = {}
@@ -369,10 +520,18 @@ class CheckNRun(Policy):
         self.position = 0
         """Checkpoints committed since the last baseline (0: the next one is a baseline)."""
         self.next_s = self.interval_s
+        self.reference_s = [0.0] * self.n_shards
+        """Per PS, the progress r such that its rows changed since the next checkpoint's
+        reference are those changed in p − r seconds of compute at progress p."""
+        self.exposed_since = [0.0] * self.n_shards
+        """Per PS, the progress since which its updates live only in memory (partial)."""
+        self.lost_update_s = 0.0
+        """Sum over failed PS of the compute seconds of updates lost (for PLS)."""
         self.saves: list[_Kept] = []
         """Every committed checkpoint, in order."""
         self.storage_peak = 0.0
         self.restored_bytes: list[float] = []
+        """Bytes read from storage by each restore."""
 
     # -- sizes ---------------------------------------------------------------------------
 
@@ -386,47 +545,64 @@ class CheckNRun(Policy):
             )
         return found
 
-    def checkpoint(self, key: float, since_s: float | None) -> _Kept:
-        """What checkpoint ``key`` writes: a baseline (``since_s`` None) or the rows changed
-        in the ``since_s`` seconds of compute since its reference."""
+    def checkpoint(self, key: float, since_s: tuple[float, ...] | None) -> _Kept:
+        """What checkpoint ``key`` writes: a baseline (``since_s`` None) or, on each PS i,
+        the rows changed in the ``since_s[i]`` seconds of compute its mask covers."""
+        n = self.n_shards
         if since_s is None:
-            rows, bitmap = self.shard_rows, 0.0
+            rows, bitmap, span = (self.shard_rows,) * n, 0.0, (0.0,) * n
         else:
-            rows, bitmap = self.changed_rows(since_s) / self.n_shards, self.shard_rows / 8
+            rows = tuple(self.changed_rows(s) / n for s in since_s)
+            bitmap, span = self.shard_rows / 8, since_s
         return _Kept(
             key=key,
             baseline=since_s is None,
-            shard_bytes=rows * self.row_bytes + bitmap,
-            codec_bytes=rows * self.codec_row_bytes,
+            shard_bytes=tuple(r * self.row_bytes + bitmap for r in rows),
+            codec_bytes=tuple(r * self.codec_row_bytes for r in rows),
             rows=rows,
+            span_s=span,
         )
 
-    def _reference_since(self, progress_s: float) -> float | None:
-        """Compute seconds since the checkpoint the next one is relative to (None: baseline)."""
+    def _reference_since(self, progress_s: float) -> tuple[float, ...] | None:
+        """Per PS, compute seconds of changes the next checkpoint writes (None: a baseline)."""
         if self.position == 0 or not self.chain:
             return None
-        ref = self.chain[0] if self.params.differential == "one_shot" else self.chain[-1]
-        return progress_s - ref.key
+        return tuple(progress_s - r for r in self.reference_s)
 
     def _cycle(self, interval_s: float) -> list[_Kept]:
-        """The checkpoints of one baseline cycle at a regular ``interval_s``."""
+        """The checkpoints of one baseline cycle at a regular ``interval_s``, no failure."""
         one_shot = self.params.differential == "one_shot"
         cycle = [self.checkpoint(0.0, None)]
         for k in range(1, self.params.baseline_every):
-            cycle.append(self.checkpoint(k * interval_s, (k if one_shot else 1) * interval_s))
+            since = (k if one_shot else 1) * interval_s
+            cycle.append(self.checkpoint(k * interval_s, (since,) * self.n_shards))
         return cycle
 
+    def _chain_sums(self, chain: list[_Kept]) -> tuple[list[float], list[float]]:
+        """Per PS, the bytes of ``chain`` and the fp32 bytes it quantized (to dequantize)."""
+        shards = range(self.n_shards)
+        return (
+            [sum(k.shard_bytes[i] for k in chain) for i in shards],
+            [sum(k.codec_bytes[i] for k in chain) for i in shards],
+        )
+
     def _stall_s(self, kept: _Kept) -> float:
-        layout = self.layout
-        flows = [kept.shard_bytes] * self.n_shards + [layout.dense_bytes]
-        return kept.codec_bytes / self.params.codec_bandwidth + layout.write_s(flows)
+        """Planned stall of writing ``kept`` alone, seconds: the slowest PS's quantization,
+        then every PS's part and one dense copy."""
+        flows = [*kept.shard_bytes, self.layout.dense_bytes]
+        return max(kept.codec_bytes) / self.params.codec_bandwidth + self.layout.write_s(flows)
 
     def _restore_s(self, chain: list[_Kept]) -> float:
-        layout, cluster = self.layout, self.scenario.cluster
-        per_shard = sum(k.shard_bytes for k in chain)
-        flows = [per_shard] * self.n_shards + [layout.dense_bytes] * cluster.trainers
-        decode = sum(k.codec_bytes for k in chain) / self.params.codec_bandwidth
-        return layout.read_s(flows) + decode
+        """Planned time to restore from ``chain`` alone, seconds: full recovery, every PS
+        reads its part while every trainer reads the dense copy; partial, the m PS of a
+        failure read theirs. Then their dequantization."""
+        per_shard, codec = self._chain_sums(chain)
+        if self.partial:
+            m = round(self.shards_per_failure)
+            flows, codec = per_shard[:m], codec[:m]
+        else:
+            flows = per_shard + [self.layout.dense_bytes] * self.scenario.cluster.trainers
+        return self.layout.read_s(flows) + max(codec, default=0.0) / self.params.codec_bandwidth
 
     def _planned_costs(self, interval_s: float) -> tuple[float, float]:
         """Mean stall of a checkpoint over a baseline cycle at ``interval_s``, and mean time
@@ -440,17 +616,28 @@ class CheckNRun(Policy):
             chains = [[cycle[0]] + ([k] if i else []) for i, k in enumerate(cycle)]
         return stall, sum(self._restore_s(c) for c in chains) / len(chains)
 
+    def predicted_pls(self, interval_s: float) -> float:
+        """PLS of partial recovery, m · T / (2 · E · T_fail) (``cpr``'s (1)); 0 without
+        embedding failures."""
+        if math.isinf(self.mtbf_s) or math.isinf(interval_s):
+            return 0.0
+        return self.shards_per_failure * interval_s / (2.0 * self.n_shards * self.mtbf_s)
+
     def _choose_interval(self) -> float:
-        rule = self.params.interval
-        if not isinstance(rule, str):
-            return rule
-        mtbf = job_mtbf_s(self.scenario)
-        interval = resolve_interval_s(rule, self.layout.full_save_s(), mtbf)
+        p = self.params
+        if p.target_pls is not None:
+            if math.isinf(self.mtbf_s) or self.shards_per_failure == 0:
+                return math.inf
+            return 2.0 * self.n_shards * self.mtbf_s * p.target_pls / self.shards_per_failure
+        if not isinstance(p.interval, str):
+            return p.interval
+        mtbf = self.mtbf_s
+        interval = resolve_interval_s(p.interval, self.layout.full_save_s(), mtbf)
         for _ in range(100):
             if math.isinf(interval):
                 return interval
             stall, _ = self._planned_costs(interval)
-            new = resolve_interval_s(rule, stall, mtbf)
+            new = resolve_interval_s(p.interval, stall, mtbf)
             if abs(new - interval) <= 1e-9 * interval:
                 return new
             interval = new
@@ -464,11 +651,10 @@ class CheckNRun(Policy):
     def act(self, sim):
         progress = sim.progress_s
         kept = self.checkpoint(progress, self._reference_since(progress))
-        if kept.codec_bytes:
-            codec_s = kept.codec_bytes / self.params.codec_bandwidth
-            yield from sim.phase("save", codec_s, "quantize rows")
-        flows = [*sim.net.shard_writes(range(self.n_shards), kept.shard_bytes)]
-        flows += sim.net.dense_write()
+        codec = max(kept.codec_bytes)
+        if codec:
+            yield from sim.phase("save", codec / self.params.codec_bandwidth, "quantize rows")
+        flows = _shard_flows(sim.net.shard_writes, list(kept.shard_bytes)) + sim.net.dense_write()
         what = "baseline" if kept.baseline else "differential checkpoint"
         yield from sim.transfer("save", flows, what)
         self._commit(kept)
@@ -482,6 +668,9 @@ class CheckNRun(Policy):
             self.chain = [self.chain[0], kept]
         else:
             self.chain.append(kept)
+        if kept.baseline or self.params.differential == "consecutive":
+            self.reference_s = [kept.key] * self.n_shards
+        self.exposed_since = [max(s, kept.key) for s in self.exposed_since]
         self.position = (self.position + 1) % self.params.baseline_every
         self.n_checkpoints += 1
         self.saves.append(kept)
@@ -492,36 +681,77 @@ class CheckNRun(Policy):
         """Bytes kept for recovery: the chain's parts on every PS and one dense copy."""
         if not self.chain:
             return 0.0
-        shards = sum(k.shard_bytes for k in self.chain) * self.n_shards
-        return shards + self.layout.dense_bytes
+        return sum(self._chain_sums(self.chain)[0]) + self.layout.dense_bytes
 
     # -- failures ------------------------------------------------------------------------
 
     def on_failure(self, sim, failure) -> None:
         key = self.chain[-1].key if self.chain else 0.0
+        if self.partial:
+            self._lose_shards(
+                sim, key, failed_shards(self.scenario.cluster.trainers, failure.nodes)
+            )
+            return
         quantized = self.params.quantize_bits is not None and self.chain
         sim.model_event(RestoreQuantizedChain if quantized else RestoreChain, key=key)
         sim.rollback_to(key)
         self.next_s = key + self.interval_s
 
+    def _lose_shards(self, sim, key: float, shards: tuple[int, ...]) -> None:
+        """Partial recovery: ``shards`` go back to checkpoint ``key`` now, losing their
+        updates since they were last saved; their rows changed since the next checkpoint's
+        reference become those the chain holds (see the module docstring)."""
+        if not shards:
+            return
+        sim.model_event(RestoreChainShards, key=key, shards=shards)
+        now = sim.progress_s
+        last = self.chain[-1] if self.chain else None
+        one_shot = self.params.differential == "one_shot"
+        for shard in shards:
+            self.lost_update_s += now - self.exposed_since[shard]
+            self.exposed_since[shard] = now
+            if last is not None:
+                self.reference_s[shard] = now - (last.span_s[shard] if one_shot else 0.0)
+
     def recover(self, sim, failures):
         yield from sim.await_replacements(failures)
+        if self.partial:
+            yield from self._recover_partial(sim, failures)
+            return
         if not self.chain:
             return  # nothing committed yet: every node restarts from the initial model
-        per_shard = sum(k.shard_bytes for k in self.chain)
-        flows = sim.net.shard_reads(range(self.n_shards), per_shard) + sim.net.dense_reads()
+        per_shard, codec = self._chain_sums(self.chain)
+        flows = _shard_flows(sim.net.shard_reads, per_shard) + sim.net.dense_reads()
         parts = len(self.chain) - 1
         yield from sim.transfer("load", flows, f"baseline + {parts} differential")
-        codec = sum(k.codec_bytes for k in self.chain)
-        if codec:
-            yield from sim.phase("load", codec / self.params.codec_bandwidth, "dequantize")
+        if max(codec):
+            yield from sim.phase("load", max(codec) / self.params.codec_bandwidth, "dequantize")
         self.restored_bytes.append(self.stored_bytes)
+
+    def _recover_partial(self, sim, failures):
+        """The failed PS read their part of the chain (none before the first checkpoint:
+        they restart from the initial rows) while each failed trainer's replacement copies
+        the dense state from a replica; then the PS dequantize their part."""
+        trainers = self.scenario.cluster.trainers
+        failed = {n for f in failures for n in f.nodes}
+        shards = failed_shards(trainers, failed) if self.chain else ()
+        per_shard, codec = self._chain_sums(self.chain)
+        flows = [flow for s in shards for flow in sim.net.shard_reads([s], per_shard[s])]
+        for trainer in sorted(n for n in failed if n < trainers):
+            flows += sim.net.replica_copy(trainer)  # concurrently, over other links
+        if flows:
+            yield from sim.transfer("load", flows, f"reload {len(shards)} shard(s)")
+        decode = max((codec[s] for s in shards), default=0.0)
+        if decode:
+            yield from sim.phase("load", decode / self.params.codec_bandwidth, "dequantize")
+        if shards:
+            self.restored_bytes.append(sum(per_shard[s] for s in shards))
 
     def result_columns(self):
         saves = self.saves
-        written = sum(k.shard_bytes * self.n_shards for k in saves)
+        written = sum(sum(k.shard_bytes) for k in saves)
         written += len(saves) * self.layout.dense_bytes
-        diffs = [k.rows / self.shard_rows for k in saves if not k.baseline]
+        diffs = [sum(k.rows) / self.n_shards / self.shard_rows for k in saves if not k.baseline]
         restored = self.restored_bytes
         nan = math.nan
         return {
@@ -535,4 +765,6 @@ class CheckNRun(Policy):
             "storage_gb": self.storage_peak / 1e9,
             "capacity_reduction": self.full_bytes / self.storage_peak if saves else nan,
             "restore_gb": sum(restored) / len(restored) / 1e9 if restored else nan,
+            "pls_model": self.lost_update_s / (self.scenario.job.work_s * self.n_shards),
+            "pls_predicted": self.predicted_pls(self.interval_s) if self.partial else 0.0,
         }
