@@ -98,11 +98,12 @@ POLICY_CONFIGS = {
     ),
     "checknrun": st.builds(
         "{{kind: checknrun, interval: {} min, differential: {}, baseline_every: {},"
-        " quantize_bits: {}}}".format,
+        " quantize_bits: {}, recovery: {}}}".format,
         _minutes,
         st.sampled_from(["one_shot", "consecutive"]),
         st.integers(1, 6),
         st.sampled_from(["null", 2, 4, 8]),
+        st.sampled_from(["full", "partial"]),
     ),
     "composed": st.one_of(
         st.builds(
@@ -117,12 +118,19 @@ POLICY_CONFIGS = {
         st.builds(
             "{{kind: composed, parts: [{{scope: {{shards: [0]}}, policy: {{kind: swift,"
             " checkpoint_interval: {} min}}}}, {{scope: rest, policy: {{kind: cpr_mfu, interval:"
-            " {} min, partial_interval: {} min, fallback: false, trainer_failure: {}}}}}],"
+            " {} min, partial_interval: {} min, fallback: false, trainer_failure: replica}}}}],"
             " popularity_exponent: 1.2}}".format,
             _minutes,
             _minutes,
             _minutes,
-            st.sampled_from(["replica"]),
+        ),
+        st.builds(
+            "{{kind: composed, parts: [{{scope: {{shards: [0, 2]}}, dense: true, policy: {{kind:"
+            " checknrun, interval: {} min, quantize_bits: {}, recovery: partial}}}}, {{scope:"
+            " rest, policy: {{kind: cpr, interval: {} min, fallback: false}}}}]}}".format,
+            _minutes,
+            st.sampled_from(["null", 4, 8]),
+            _minutes,
         ),
     ),
 }

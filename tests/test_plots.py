@@ -195,10 +195,10 @@ def test_the_breakdown_names_every_part_of_a_composed_policy(tmp_path, figures):
     plot_run(out)
     t = pd.read_csv(out / "plots" / "breakdown.csv")
     parts = t[t["part"].notna()]
-    assert set(parts["part"]) == {"parity", "checkpoint", "logged", "mfu"}
+    assert set(parts["part"]) == {"parity", "checkpoint", "logged", "mfu", "cnr"}
     for policy, mine in parts.groupby("policy"):
         whole = t[(t["policy"] == policy) & t["part"].isna()].iloc[0]
         expected = whole["overhead_pct"] - whole["reschedule_pct"]
         assert mine["overhead_pct"].sum() == pytest.approx(expected, rel=1e-5)  # 6 digits
     ticks = [t.get_text() for t in figures["breakdown"][0].axes[0].get_xticklabels()]
-    assert {"↳ parity", "↳ checkpoint", "↳ logged", "↳ mfu"} <= set(ticks)
+    assert {"↳ parity", "↳ checkpoint", "↳ logged", "↳ mfu", "↳ cnr"} <= set(ticks)
