@@ -16,6 +16,7 @@ import argparse
 import os
 import shlex
 import sys
+import typing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -565,12 +566,25 @@ def _cmd_show_policies(args, argv) -> int:
     for kind, cls in policy_classes().items():
         doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
         print(f"{kind}: {doc[0] if doc else ''}")
-        for name, field in cls.Params.model_fields.items():
-            if name == "kind":
-                continue
-            default = "required" if field.is_required() else f"default {field.default!r}"
-            print(f"    {name}: {field.description or ''} ({default})")
+        _print_fields(cls.Params, "    ")
     return 0
+
+
+def _print_fields(model, indent: str) -> None:
+    """One line per field of ``model``; the fields of a section (or list of sections) of
+    its own below it, indented (a composed policy's parts and their scope)."""
+    from pydantic import BaseModel
+
+    for name, field in model.model_fields.items():
+        if name == "kind":
+            continue
+        default = "required" if field.is_required() else f"default {field.default!r}"
+        print(f"{indent}{name}: {field.description or ''} ({default})")
+        inner = field.annotation
+        while typing.get_origin(inner) in (list, typing.Annotated):
+            inner = typing.get_args(inner)[0]
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            _print_fields(inner, indent + "    ")
 
 
 def _cmd_show_reference(args, argv) -> int:

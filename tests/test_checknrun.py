@@ -356,8 +356,8 @@ def test_a_bad_parameter_is_a_located_error():
         scenario("checknrun", "policies.2.baseline_every=0")
     with pytest.raises(ScenarioError, match=r"policies\.3\.differential"):
         scenario("checknrun", "policies.3.differential=incremental")
-    # exponents that do not pair with the job's tables (built by hand: a list of exponents
-    # does not pass the trainer's own validation today)
+    # exponents that do not pair with the job's tables (built by hand: the trainer's own
+    # validation refuses such a list first; this checks the policy's check)
     s = scenario("checknrun")
     data = SimpleNamespace(kind="synthetic", zipf_exponent=[1.0, 1.1])
     odd = SimpleNamespace(job=s.job, trainer=SimpleNamespace(data=data))

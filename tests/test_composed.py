@@ -313,3 +313,13 @@ def test_scopes_are_computed_once_per_scenario():
     first = composed_module.part_scopes(s, params)
     assert composed_module.part_scopes(s, params) is first
     assert sum(scope.lookups_share for scope in first) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_show_policies_lists_the_parts_and_their_scope(capsys):
+    from ftsim.cli import main
+
+    assert main(["show", "policies"]) == 0
+    out = capsys.readouterr().out
+    block = out[out.index("\ncomposed: ") :]
+    for line in ("    parts: ", "        scope: ", "            hottest: ", "        policy: "):
+        assert f"\n{line}" in block, line

@@ -122,7 +122,7 @@ class Part(BaseModel):
     dense: bool | None = Field(
         None, description="holds the dense parameters (default: the rest part)"
     )
-    policy: PartPolicy
+    policy: PartPolicy = Field(description="any other policy by kind, with its parameters")
 
     @property
     def label(self) -> str:
