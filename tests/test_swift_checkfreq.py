@@ -233,29 +233,38 @@ def test_drop_counts_the_lookups_after_the_gap_as_lost():
     assert model.lost_lookups == lookups[checkpoint + prefix : failed].sum() > 0
 
 
-def test_the_side_adopts_the_snapshot_s_state_when_its_persist_commits():
-    """A commit that lands steps after its snapshot (here 4): the replay base is the state
-    at the snapshot and the log keeps the steps since it, so a later replay is bit-exact
-    (adopting the state at the commit would apply those 4 steps twice, truncating the log
-    there would miss them)."""
-    s = scenario("prod50h", CHECKFREQ, SMALL_TRAINER, "failures=[]")
+@pytest.mark.parametrize("mode", ["recompute", "drop"])
+def test_the_side_adopts_the_snapshot_s_state_when_its_persist_commits(mode):
+    """A commit that lands steps after its snapshot (step 5, commit at 19): the replay base
+    is the state at the snapshot, and the log keeps the steps since it. A full log then
+    replays bit-exactly; a partial one (drop, 11 steps per interval from the snapshot)
+    rebuilds the shard as after step 15 and loses steps 16-21, never the state at the
+    commit (adopting it would apply steps 5-15 twice, or keep unlogged updates as saved)."""
+    drop = ("policies.1.log_budget=0.5", "policies.1.unlogged=drop") if mode == "drop" else ()
+    s = scenario("prod50h", CHECKFREQ, SMALL_TRAINER, "failures=[]", *drop)
     cfg = trainer_config(s, 0)
     model = PolicyModel(simulate(s, 1, 0), cfg, s.trainer.steps)
-    reference = Trainer(cfg)
-    reference.train(20)
     tr = Trainer(cfg)
     model.follow(tr, own=True)
+    rec = StepRecorder(tr, 1)
     tr.train(5)
     model.apply(Snapshot(1.0, key=1.0), tr)
-    tr.train(4)
+    tr.train(14)
     model.apply(Commit(2.0, key=1.0), tr)
     tr.train(3)
     expect = tr.read_shard(1)
     corrupt_shard(tr, 1)
-    model.apply(ReplayShards(3.0, key=1.0, shards=(1,), exact=True), tr)
-    assert tr.read_shard(1).values.tobytes() == expect.values.tobytes()
-    tr.train(8)
+    model.apply(ReplayShards(3.0, key=1.0, shards=(1,), exact=mode != "drop"), tr)
+    got = tr.read_shard(1)
     model.unfollow()
+    if mode == "drop":
+        assert got.values.tobytes() == rec.after[15].tobytes()
+        assert model.lost_lookups == sum(rec.lookups[k] for k in range(16, 22)) > 0
+        return
+    assert got.values.tobytes() == expect.values.tobytes()
+    assert model.lost_lookups == 0
+    reference = Trainer(cfg)
+    reference.train(22)
     for a, b in zip(model_state(tr), model_state(reference), strict=True):
         assert a.tobytes() == b.tobytes()
 

@@ -444,7 +444,7 @@ class Swift(Policy):
         if self._rolling_back:
             detail = "shard checkpoints and dense snapshot"
             yield from sim.transfer("load", sim.net.full_load(), detail)
-            prefix = self.dense_s - self.dense_base_s
+            prefix = self.dense_s - self.committed_s
             yield from self.replay(sim, dict.fromkeys(range(self.n_shards), prefix), "replay")
             self.n_rollbacks += 1
             self._rolling_back = False
