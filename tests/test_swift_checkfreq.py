@@ -53,9 +53,9 @@ def test_checkfreq_stalls_for_the_snapshot_while_the_persist_shares_storage_with
     """No failures: per checkpoint training stalls for the 24.6 GB shard's copy at 10 GB/s
     (2.46 s, against the write's ≈ 110 s or more), and the persist behind lasts what the
     shards' write takes with the storage bandwidth the update log leaves."""
-    quiet = f"policies.1.unique_lookup_fraction={unique}"
-    sync = simulate(scenario("prod50h", SYNC, quiet, "failures=[]", NO_TRAINER), 1, 0)
-    sim = simulate(scenario("prod50h", CHECKFREQ, quiet, "failures=[]", NO_TRAINER), 1, 0)
+    log_rows = f"policies.1.unique_lookup_fraction={unique}"
+    sync = simulate(scenario("prod50h", SYNC, log_rows, "failures=[]", NO_TRAINER), 1, 0)
+    sim = simulate(scenario("prod50h", CHECKFREQ, log_rows, "failures=[]", NO_TRAINER), 1, 0)
     policy, layout = sim.policy, sim.layout
     snapshot_s = layout.shard_bytes / 10e9
     assert policy.writer.snapshot_s == pytest.approx(snapshot_s)
