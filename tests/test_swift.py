@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import cosimulate, run_models, trainer_config
-from ftsim.policies.events import Checkpoint, Commit, RestoreAll, Snapshot
+from ftsim.policies.events import Checkpoint, RestoreAll
 from ftsim.policies.swift import ReplayShards, UndoStep
 from ftsim.sim.engine import simulate
 from ftsim.trainer import Trainer
@@ -107,16 +107,16 @@ def test_recompute_rolls_back_to_the_end_of_the_logged_share():
     reload_s = layout.read_s([layout.shard_bytes] * 18 + [layout.dense_bytes] * 20)
     assert policy.replay_s == [pytest.approx(_replay_s(sim, 2.7 * H, shards=18))]
     assert row["load_h"] * H == pytest.approx(reload_s + policy.replay_s[0])
-    assert sim.model_events[:3] == [
-        Snapshot(2.7 * H, key=2.7 * H),  # the whole state at 2.7 h: dense saved, shards logged
-        Commit(2.7 * H, key=2.7 * H),
+    assert sim.model_events[:2] == [
+        Checkpoint(2.7 * H, key=2.7 * H),  # the whole state at 2.7 h: dense saved, shards logged
         RestoreAll(5 * H - dense_s, key=2.7 * H),
     ]
     # dearer than replaying a full log
     assert row["overhead_frac"] > full.row()["overhead_frac"]
     assert row["load_h"] + row["lost_h"] > full.row()["load_h"]
     # saves: 5 shard checkpoints (9 h ... 45 h), 6 dense snapshots (2.7 h ... 47.7 h)
-    assert sum(isinstance(e, Snapshot) for e in sim.model_events) == 6
+    assert sum(isinstance(e, Checkpoint) for e in sim.model_events) == 5 + 6
+    assert row["n_checkpoints"] == 5
     assert row["save_h"] * H == pytest.approx(5 * policy.save_s + 6 * dense_s)
 
 
@@ -125,7 +125,7 @@ def test_recompute_with_no_log_rolls_back_to_the_checkpoint():
     row, policy, layout = sim.row(), sim.policy, sim.layout
     assert row["lost_h"] == pytest.approx(5) and row["rollbacks"] == 1
     assert RestoreAll(5 * H, key=0.0) in sim.model_events
-    assert not any(isinstance(e, Snapshot) for e in sim.model_events)
+    assert sum(isinstance(e, Checkpoint) for e in sim.model_events) == row["n_checkpoints"] == 5
     # the dense copy is written with each checkpoint, in the same transfer
     with_dense = policy.save_time_s([layout.shard_bytes] * 18 + [layout.dense_bytes])
     assert row["save_h"] * H == pytest.approx(5 * with_dense)
@@ -263,7 +263,7 @@ def test_full_logging_is_bit_exact_after_two_failures_of_a_shard(monkeypatch):
 def test_recompute_loses_nothing_and_keeps_the_failure_free_model():
     s = scenario("prod50h", SWIFT, SMALL_TRAINER, AT_5H, "policies.1.log_budget=0.3")
     sims = [simulate(s, i, 0) for i in range(2)]
-    assert {type(e) for e in sims[1].model_events} == {Checkpoint, Snapshot, Commit, RestoreAll}
+    assert {type(e) for e in sims[1].model_events} == {Checkpoint, RestoreAll}
     base, [_, model] = run_models(s, sims)
     assert model.trainer is None  # exact rollbacks only: the failure-free run is reused
     _, swift = cosimulate(s, sims)

@@ -120,8 +120,18 @@ class TrainerSide:
     def detach(self, trainer) -> None:
         """Stop watching ``trainer``."""
 
+    def snapshotted(self, trainer, key: float) -> None:
+        """CheckFreq's first half (a :class:`~ftsim.policies.events.Snapshot`): all state was
+        just copied in memory as checkpoint ``key``. It is not in storage yet: until the
+        matching :meth:`checkpointed` (the persist committed) the previous checkpoint stays
+        the durable one, and a failure before then loses this one. A side that remembers the
+        saved state (a replay base) keeps it aside here and adopts it there."""
+
     def checkpointed(self, trainer) -> None:
-        """All state was just saved (a :class:`~ftsim.policies.events.Checkpoint`)."""
+        """A checkpoint became durable: a synchronous one was just saved (a
+        :class:`~ftsim.policies.events.Checkpoint`), or the persist of the last
+        :meth:`snapshotted` state committed (a :class:`~ftsim.policies.events.Commit`;
+        ``trainer`` is then already past the snapshot's step)."""
 
     def restored(self, trainer) -> None:
         """State was just restored from storage, bypassing the trainer's update listeners."""

@@ -13,9 +13,9 @@ objects handed to them, never imported here:
   ``checkpoints`` (key → trainer snapshot), ``partials`` (row saves since the last
   checkpoint), ``saved_lookups`` (per row, the cumulative lookups at the version storage
   holds), ``pending_saves`` (CheckFreq snapshots not yet persisted), ``side`` (the
-  policy's :class:`~ftsim.policies.base.TrainerSide`, told of checkpoints and restores
-  through its hooks), ``lose(trainer, rows)`` (count the lookups of ``rows`` since their
-  saved version as lost);
+  policy's :class:`~ftsim.policies.base.TrainerSide`, told of snapshots, checkpoints and
+  restores through its hooks), ``lose(trainer, rows)`` (count the lookups of ``rows``
+  since their saved version as lost);
 - ``trainer``, the :class:`ftsim.trainer.Trainer` already at the event's step.
 
 Two flags tell the co-simulation how an event bears on sharing the failure-free run:
@@ -75,7 +75,8 @@ class Checkpoint(ModelEvent):
 @dataclass(frozen=True, slots=True)
 class Snapshot(ModelEvent):
     """CheckFreq's first half: state copied in memory; in storage only once committed.
-    Remembers what storage will hold once it is (each row's lookups at this version)."""
+    Remembers what storage will hold once it is (each row's lookups at this version), and
+    tells the side (which may keep its own part of the state aside)."""
 
     key: float
 
@@ -85,6 +86,7 @@ class Snapshot(ModelEvent):
 
     def apply(self, model, trainer) -> None:
         model.pending_saves[self.key] = (trainer.mfu.counts.copy(), len(model.partials))
+        model.side.snapshotted(trainer, self.key)
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,29 +59,44 @@ class CheckpointWriter:
         the δ of the interval rules."""
         return self.snapshot_s if self.checkfreq else write_s
 
-    def save(self, sim, flows, progress_s: float, committed: Callable[[float], None]):
+    def save(
+        self,
+        sim,
+        flows,
+        progress_s: float,
+        committed: Callable[[float], None],
+        detail: str = "checkpoint",
+        snapshot_bytes: float | None = None,
+    ):
         """Phases of one checkpoint of the state at ``progress_s`` (the flows to write);
-        ``committed(progress_s)`` is called once it is in storage."""
+        ``committed(progress_s)`` is called once it is in storage. ``detail`` names the
+        write in the timeline; ``snapshot_bytes``: the largest node's bytes in this
+        checkpoint when they differ from the writer's (a policy whose saves differ in
+        content, as SWIFT's shard checkpoints and dense snapshots)."""
         if not self.checkfreq:
-            yield from sim.transfer("save", flows, "checkpoint")
+            yield from sim.transfer("save", flows, detail)
             committed(progress_s)
             sim.model_event(Checkpoint, key=progress_s)
             return
         if self.persisting:
             yield from sim.wait("save", self._persist, "wait for persist")
-        yield from sim.phase("save", self.snapshot_s, "snapshot")
+        snapshot_s = self.snapshot_s
+        if snapshot_bytes is not None:
+            snapshot_s = snapshot_bytes / self.params.snapshot_bandwidth
+        yield from sim.phase("save", snapshot_s, "snapshot")
         sim.model_event(Snapshot, key=progress_s)
-        self._persist = sim.env.process(self._persist_behind(sim, flows, progress_s, committed))
+        persist = self._persist_behind(sim, flows, progress_s, committed, detail)
+        self._persist = sim.env.process(persist)
 
     @property
     def persisting(self) -> bool:
         return self._persist is not None and self._persist.is_alive
 
-    def _persist_behind(self, sim, flows, progress_s: float, committed):
+    def _persist_behind(self, sim, flows, progress_s: float, committed, detail: str):
         start = sim.env.now
         if self.params.persist_slowdown:
             sim.replan()
-        transfer = sim.net.start(flows, "persist", "persist checkpoint")
+        transfer = sim.net.start(flows, "persist", f"persist {detail}")
         try:
             yield transfer
             committed(progress_s)

@@ -24,13 +24,28 @@ A failure in the unlogged rest of the interval is handled as ``unlogged`` says:
   model and the other shards' rows, which no node keeps, so the whole job rolls back to the
   latest state it can rebuild consistently: the end of the logged share, c + b·T (c the
   checkpoint, T the interval). For that, one copy of the dense state is saved when progress
-  passes c + b·T (with the checkpoint if b = 0; model events ``Snapshot`` and ``Commit`` of
-  the whole state there, the shards' part being their checkpoint and log prefix; the
-  reasoning is in ``docs/swift.md``). Recovery: every shard reloads its
+  passes c + b·T (with the checkpoint if b = 0; model event ``Checkpoint``, or ``Snapshot``
+  and ``Commit``, of the whole state there, the shards' part being their checkpoint and log
+  prefix; the reasoning is in ``docs/swift.md``). Recovery: every shard reloads its
   checkpoint and replays its log prefix, every trainer reloads the dense snapshot, and the
   iterations since are re-executed (``lost``). Nothing is lost (model event ``RestoreAll``);
 - ``drop``: the failed shards replay their prefix and the updates of the rest of the
   interval are lost (counted in ``pls_model``, each once per interval); the other nodes carry on.
+
+**Save modes** (``save_mode``, :mod:`ftsim.policies.saving`; shard checkpoints and dense
+snapshots alike, one at a time): ``sync`` stalls training for the write; ``checkfreq``
+(CheckFreq, Mohan et al., FAST 2021) stalls it for an in-memory snapshot only (the largest
+node's bytes / ``snapshot_bandwidth``: a shard, or the dense state alone) and persists in
+the background, as flows that share the storage with the update log. A save counts only once
+persisted, and a failure during the persist loses it (any failure: the conservative rule of
+every CheckFreq policy here). Until a checkpoint is committed, replays start from the previous
+one, whose log is kept: with a full log the replay covers everything since it; with b < 1
+that log has a gap after its logged share, so a shard failure during the persist is past
+the share and rolls back (``recompute``) or loses the rest (``drop``). A lost checkpoint is
+due again at once (T after the durable one). Rollbacks return to the last committed dense
+snapshot and rebuild its shards from the checkpoint its log prefix starts at; if this
+interval's dense snapshot was lost, that is the previous interval's (the job goes back one
+interval, and storage keeps a checkpoint while its dense snapshot is the rollback point).
 
 Time model:
 
@@ -41,6 +56,8 @@ Time model:
   it needs more than the storage offers, training is throttled to it (charged to ``other``);
 - saves (``save``): a checkpoint writes E flows of one shard each; in ``recompute`` mode
   with b < 1 the dense snapshot writes one flow (in the checkpoint's transfer if b = 0);
+  ``checkfreq`` charges the snapshot (and any wait for the previous persist) instead, and
+  ``persist_slowdown`` while a persist runs (``other``);
 - replay of n shards over m = ``replay_machines`` machines each: every machine reads 1/m of
   its shard's log (n·m concurrent flows, ``read_s``) while applying it, in logged iterations
   × ``replay_compute_frac`` × iteration time / m; the replay takes the longer of the two;
@@ -61,9 +78,10 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide
-from ftsim.policies.events import Checkpoint, Commit, ModelEvent, RestoreAll, Snapshot
+from ftsim.policies.base import Policy, TrainerSide
+from ftsim.policies.events import ModelEvent, RestoreAll
 from ftsim.policies.registry import register
+from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.scenario.quantities import Seconds
 from ftsim.sim.cluster import transfer_time_s
 from ftsim.sim.nodes import any_trainer, failed_shards
@@ -73,7 +91,7 @@ _EPS_S = 1e-6
 and within as much past the end of the logged share as inside it (float rounding)."""
 
 
-class SwiftParams(PolicyParams):
+class SwiftParams(SavingParams):
     """Parameters of ``swift``."""
 
     kind: Literal["swift"]
@@ -115,8 +133,8 @@ class SwiftParams(PolicyParams):
 
 @dataclass(frozen=True, slots=True)
 class ReplayShards(ModelEvent):
-    """The ``shards`` reload their last checkpoint (progress ``key``; the initial rows if
-    none) and replay their update logs since then.
+    """The ``shards`` reload their last durable checkpoint (progress ``key``; the initial
+    rows if none) and replay their update logs since then.
 
     ``exact`` (per event): the logs cover every update since the checkpoint (``log_budget``
     1, or ``unlogged: recompute``, whose trainer-side logs keep every step), so the replay
@@ -162,6 +180,10 @@ class SwiftSide(TrainerSide):
     steps. In ``recompute`` mode it holds every step: the time model asks for a replay only
     when a failure is inside the logged share (and rolls back otherwise), so a budget here
     could only disagree with it by the rounding of progress to steps.
+
+    ``checkfreq``: a snapshot's shard states wait in ``snapshot`` until its persist commits;
+    then they become the bases and the logs drop only the records before its step. Until
+    then a replay starts from the previous bases with the log since them.
     """
 
     def __init__(self, params, model) -> None:
@@ -170,7 +192,11 @@ class SwiftSide(TrainerSide):
         self.log = None
         self.undoer = None
         self.bases: dict[int, object] = {}
-        """Per shard, its last checkpoint (the state every replay starts from)."""
+        """Per shard, its last durable checkpoint (the state every replay starts from)."""
+        self.snapshot: tuple[int, list] | None = None
+        """The last CheckFreq snapshot, not yet committed: its step and each shard's state.
+        A snapshot waits for the previous persist and a failure aborts a persist (it never
+        commits), so the next commit is always this snapshot's."""
         self.counted: dict[int, int] = {}
         """Per shard, the lost lookups already counted since its checkpoint."""
 
@@ -190,10 +216,19 @@ class SwiftSide(TrainerSide):
         self.log.close()
         self.undoer.close()
 
-    def checkpointed(self, trainer) -> None:
+    def snapshotted(self, trainer, key: float) -> None:
+        self.snapshot = (trainer.step, [trainer.read_shard(s) for s in range(trainer.n_shards)])
         for shard in range(trainer.n_shards):
-            self.bases[shard] = trainer.read_shard(shard)
-            self.log.checkpoint(shard)
+            self.log.snapshot(shard)
+
+    def checkpointed(self, trainer) -> None:
+        if self.snapshot is None:  # a synchronous checkpoint: the state now
+            step, states = trainer.step, [trainer.read_shard(s) for s in range(trainer.n_shards)]
+        else:  # a persist committed: the state at its snapshot
+            (step, states), self.snapshot = self.snapshot, None
+        for shard, state in enumerate(states):
+            self.bases[shard] = state
+            self.log.checkpoint(shard, step)
         self.counted.clear()
 
     def replay(self, trainer, shard: int) -> None:
@@ -257,12 +292,18 @@ class Swift(Policy):
         """The trainer-side logs keep every update, so a replay is exact (``ReplayShards``)."""
         self.save_s = self.save_time_s([layout.shard_bytes] * self.n_shards)
         """Seconds to write the shard checkpoints (without a dense snapshot)."""
+        self.writer = CheckpointWriter(params, layout.shard_bytes)
+        """Writes shard checkpoints and dense snapshots in ``save_mode``, one at a time."""
         self.undo_s = params.undo_iterations * params.undo_compute_frac * job.iteration_s
         self.committed_s = 0.0
-        """Progress of the last shard checkpoints (0: the initial state, rebuilt from seeds)."""
+        """Progress of the last durable shard checkpoints, the base of replays (0: the initial
+        state, rebuilt from seeds)."""
         self.next_s = self.interval_s
         self.dense_s = 0.0
-        """Progress of the last dense snapshot, the point a rollback returns to."""
+        """Progress of the last durable dense snapshot, the point a rollback returns to."""
+        self.dense_base_s = 0.0
+        """Progress of the shard checkpoint that, with its log prefix, rebuilds the shards
+        at ``dense_s`` (kept in storage while ``dense_s`` is the rollback point)."""
         self.dense_due_s = math.inf
         """Progress at which the next dense snapshot is due (inf: never)."""
         if self.rolls_back:  # with b = 0 the initial state is the first snapshot
@@ -328,23 +369,33 @@ class Swift(Policy):
             (False, True): "dense snapshot at the end of the logged share",
         }[shards, dense]
         flows = sim.net.shard_writes(range(self.n_shards)) if shards else ()
+        largest = self.layout.shard_bytes if shards else 0.0
         if dense:
             flows = (*flows, *sim.net.dense_write())
-        yield from sim.transfer("save", flows, detail)
-        if shards:
-            self.n_checkpoints += 1
-            sim.model_event(Checkpoint, key=progress)
-            self.committed_s = progress
+            largest = max(largest, self.layout.dense_bytes)
+
+        def committed(key: float) -> None:
+            self._committed(key, shards, dense)
+
+        yield from self.writer.save(sim, flows, progress, committed, detail, largest)
+        if shards:  # snapshotted (checkfreq) or written (sync): the next interval starts
             self.next_s = progress + self.interval_s
-            self._lost_until_s.clear()
         if dense:
-            if not shards:  # the whole state at this point: saved dense, shards via their logs
-                sim.model_event(Snapshot, key=progress)
-                sim.model_event(Commit, key=progress)
-            self.dense_s = progress
             self.dense_due_s = self.next_s + self.budget_s
         elif shards and self.rolls_back:
             self.dense_due_s = progress + self.budget_s
+
+    def _committed(self, key: float, shards: bool, dense: bool) -> None:
+        """The save of the state at progress ``key`` is in storage: shard checkpoints become
+        the base of replays, a dense snapshot the point rollbacks return to (its shards
+        rebuilt from the checkpoint then durable, whose log prefix reaches it)."""
+        if shards:
+            self.n_checkpoints += 1
+            self.committed_s = key
+            self._lost_until_s.clear()
+        if dense:
+            self.dense_s = key
+            self.dense_base_s = self.committed_s
 
     def start(self, sim) -> None:
         """The update log streams to storage for the whole run (at its mean rate): saves
@@ -353,9 +404,15 @@ class Swift(Policy):
             sim.net.stream_to_storage(self.log_rate_Bps)
 
     def slowdown(self) -> dict[str, float]:
-        return {"other": self.log_slowdown} if self.log_slowdown else {}
+        out = self.writer.slowdown()
+        if self.log_slowdown:
+            out = {"other": out.get("other", 0.0) + self.log_slowdown}
+        return out
 
     def on_failure(self, sim, failure) -> None:
+        if self.writer.persisting:  # lost with its persist: due again T after the durable one
+            self.writer.abort()
+            self.next_s = self.committed_s + self.interval_s
         if self._rolling_back:  # the recovery under way rebuilds every node anyway
             return
         trainers = self.scenario.cluster.trainers
@@ -365,6 +422,9 @@ class Swift(Policy):
         if shards and self.rolls_back and since > self.budget_s + _EPS_S:
             sim.model_event(RestoreAll, key=self.dense_s)
             sim.rollback_to(self.dense_s)
+            if self.dense_base_s < self.committed_s:  # this interval's dense snapshot was lost
+                self.committed_s = self.dense_base_s  # in its persist: back one interval
+                self.next_s = self.committed_s + self.interval_s
             self._rolling_back = True
             self._pending.clear()
             self._trainer_failed = False
@@ -376,8 +436,10 @@ class Swift(Policy):
         if not shards:
             return
         sim.model_event(ReplayShards, key=self.committed_s, shards=shards, exact=self.complete_log)
-        logged = min(since, self.budget_s)
-        first_unlogged = self.committed_s + self.budget_s
+        # a full log reaches back to the durable checkpoint even across a snapshot still
+        # (or never) persisted; a partial one has a gap after the checkpoint's logged share
+        logged = since if self.params.log_budget >= 1 else min(since, self.budget_s)
+        first_unlogged = self.committed_s + logged
         for shard in shards:
             self._pending[shard] = max(self._pending.get(shard, 0.0), logged)
             lost_from = max(first_unlogged, self._lost_until_s.get(shard, 0.0))
