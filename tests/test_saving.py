@@ -66,3 +66,26 @@ def test_on_the_trainer_checkfreq_cpr_keeps_what_was_persisted():
     assert [{**c, own: 0} for c in a] == [{**c, own: 0} for c in b]
     assert all(c[own] <= d[own] for c, d in zip(a, b, strict=True))
     assert a[0]["pls_measured"] == 0 and all(cols["pls_measured"] > 0 for cols in a[1:])
+
+
+def test_mfu_counts_restart_from_the_snapshot_that_was_committed():
+    """Under CheckFreq, the uses between a snapshot and its commit are not in storage: MFU's
+    counters restart from the snapshot's counts (a sync save restarts them from now)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from ftsim.policies.cpr import MfuSide
+    from ftsim.policies.events import Checkpoint, Commit, Snapshot
+
+    counts = np.array([3, 0, 7], dtype=np.int64)
+    trainer = SimpleNamespace(mfu=SimpleNamespace(counts=counts))
+    model = SimpleNamespace(partials=[], saved_lookups=counts.copy(), pending_saves={})
+    model.side = MfuSide(_prod50h().policies[2], model)
+    model.side.attach(trainer, own=True)
+    Snapshot(1.0, key=1.0).apply(model, trainer)
+    counts += [5, 1, 0]  # used after the snapshot, before the commit
+    Commit(2.0, key=1.0).apply(model, trainer)
+    assert model.side.reset.tolist() == [3, 0, 7]
+    Checkpoint(3.0, key=3.0).apply(model, trainer)
+    assert model.side.reset.tolist() == [8, 1, 7]

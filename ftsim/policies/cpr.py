@@ -633,7 +633,10 @@ class MfuSide(TrainerSide):
             self.reset = trainer.mfu.counts.copy()
 
     def checkpointed(self, trainer) -> None:
-        self.reset[:] = trainer.mfu.counts
+        """Every row's count restarts from the version storage now holds: the current one
+        after a synchronous save; after a CheckFreq commit, the snapshot's (the updates
+        between snapshot and commit are not in storage), or a later partial save's."""
+        self.reset[:] = self.model.saved_lookups
 
     def rows_to_save(self, fraction: float, trainer) -> np.ndarray:
         """Per shard, the ``fraction`` of rows most used since their last save (ties by row
