@@ -89,3 +89,18 @@ def test_mfu_counts_restart_from_the_snapshot_that_was_committed():
     assert model.side.reset.tolist() == [3, 0, 7]
     Checkpoint(3.0, key=3.0).apply(model, trainer)
     assert model.side.reset.tolist() == [8, 1, 7]
+
+
+def test_a_commit_is_recorded_at_the_progress_when_its_persist_ends():
+    """The persist ends in the middle of a compute phase: its Commit is recorded at the
+    progress of that instant (the snapshot's plus the persist's duration, training at full
+    speed), not at the progress the compute phase started from."""
+    sim = simulate(_prod50h(*CHECKFREQ, "failures=[]", "policies.0.interval=5 h"), 0, 0)
+    events = sim.model_events
+    snapshots = {e.key: e.progress_s for e in events if isinstance(e, Snapshot)}
+    commits = [e for e in events if isinstance(e, Commit)]
+    persists = [p for p in sim.timeline if p.kind == "persist"]
+    assert len(commits) == len(persists) == len(snapshots) > 0
+    for commit, persist in zip(commits, persists, strict=True):
+        duration = persist.end_s - persist.start_s
+        assert commit.progress_s == pytest.approx(snapshots[commit.key] + duration, rel=1e-12)

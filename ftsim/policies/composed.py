@@ -388,8 +388,9 @@ class PartSimulation:
     def model_event(self, event_type, **fields) -> None:
         if "shards" in fields:
             fields["shards"] = tuple(self._scope.shards[s] for s in fields["shards"])
-        inner = event_type(self._sim.progress_s, **fields)
-        self._sim.model_events.append(PartEvent(self._sim.progress_s, self._scope.index, inner))
+        progress = self._sim.progress_now_s()
+        inner = event_type(progress, **fields)
+        self._sim.model_events.append(PartEvent(progress, self._scope.index, inner))
 
 
 # -- the runtime policy --------------------------------------------------------------------

@@ -94,7 +94,8 @@ class Simulation:
         self.failures_seen: list[Failure] = []
         self.model_events: list[ModelEvent] = []
         self._unrecovered: list[Failure] = []
-        self._computing = False
+        self._computing: tuple[float, float, float] | None = None
+        """While computing: (wall start s, progress at start s, wall seconds per compute s)."""
         self._job: simpy.Process | None = None
         self.completed = False
         """Whether training finished before ``run.max_wall_factor`` × the failure-free time."""
@@ -156,7 +157,7 @@ class Simulation:
 
     def replan(self) -> None:
         """Tell the job that ``policy.slowdown()`` changed; it re-plans its compute phase."""
-        if self._computing and self._job is not None and self._job.is_alive:
+        if self._computing is not None and self._job is not None and self._job.is_alive:
             self._job.interrupt(Replan())
 
     def rollback_to(self, progress_s: float, part: str | None = None) -> None:
@@ -166,10 +167,19 @@ class Simulation:
             self.charged_parts[part]["lost"] += self.progress_s - progress_s
         self.progress_s = min(self.progress_s, progress_s)
 
+    def progress_now_s(self) -> float:
+        """Training progress at this instant, compute seconds: ``progress_s`` plus the part of
+        a compute phase under way (a background activity, such as a CheckFreq persist that
+        commits, acts in the middle of one)."""
+        if self._computing is None:
+            return self.progress_s
+        start, progress, factor = self._computing
+        return progress + (self.env.now - start) / factor
+
     def model_event(self, event_type: type[ModelEvent], **fields) -> None:
         """Record what the policy does to the model now, at the current training progress
         (an event of :mod:`ftsim.policies.events` or a policy's own subclass)."""
-        self.model_events.append(event_type(self.progress_s, **fields))
+        self.model_events.append(event_type(self.progress_now_s(), **fields))
 
     def record(self, start_s: float, end_s: float, kind: str, detail: str = "") -> None:
         """Add an interval to the timeline (for background activities)."""
@@ -192,11 +202,11 @@ class Simulation:
         factor = 1.0 + sum(extras.values())
         start = self.env.now
         begin_s = self.progress_s
-        self._computing = True
+        self._computing = (start, begin_s, factor)
         try:
             yield self.env.timeout((target_s - self.progress_s) * factor)
         finally:
-            self._computing = False
+            self._computing = None
             base = (self.env.now - start) / factor
             self.progress_s += base
             self.computed_s += base
