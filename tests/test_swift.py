@@ -157,6 +157,20 @@ def test_smaller_budget_writes_less_replays_less_and_recomputes_or_loses():
 
 
 # ------------------------------------------------------------------ on the trainer
+def record_replays(monkeypatch) -> list[tuple[int, int, int]]:
+    """From now on, every log replay appends (trainer step, steps replayed, steps lost)."""
+    reports = []
+    replay = UpdateLog.replay
+
+    def recording(log, shard):
+        report = replay(log, shard)
+        reports.append((log.trainer.step, report.replayed_steps, report.lost_steps))
+        return report
+
+    monkeypatch.setattr(UpdateLog, "replay", recording)
+    return reports
+
+
 def _assert_same_model(base, trainer):
     for a, b in zip(base.model.params, trainer.model.params, strict=True):
         assert a.tobytes() == b.tobytes()
@@ -245,15 +259,7 @@ def test_full_logging_is_bit_exact_after_two_failures_of_a_shard(monkeypatch):
         "trainer.share_prefix=false",
     )  # fmt: skip
     sims = [simulate(s, i, 0) for i in range(2)]
-    reports = []
-    replay = UpdateLog.replay
-
-    def recording(log, shard):
-        report = replay(log, shard)
-        reports.append((log.trainer.step, report.replayed_steps, report.lost_steps))
-        return report
-
-    monkeypatch.setattr(UpdateLog, "replay", recording)
+    reports = record_replays(monkeypatch)
     base, [_, model] = run_models(s, sims)
     # progress 2 h and ~7.9 h of 50 h in 120 steps: every step since step 0 is replayed
     assert reports == [(5, 5, 0), (19, 19, 0)]

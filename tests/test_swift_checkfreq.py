@@ -13,7 +13,7 @@ from ftsim.trainer import Trainer
 from ftsim.trainer.update_log import UpdateLog
 from tests.conftest import scenario
 from tests.test_cosim import SMALL_TRAINER
-from tests.test_swift import _replay_s
+from tests.test_swift import _replay_s, record_replays
 from tests.trainer.conftest import small_config
 from tests.trainer.test_update_log import StepRecorder, corrupt_shard, model_state
 
@@ -167,15 +167,7 @@ def test_a_full_log_stays_bit_exact_across_a_lost_persist_and_a_late_commit(monk
     sims = [simulate(alone, i, 0) for i in range(2)]
     replays = _events(sims[1], ReplayShards)
     assert [e.key for e in replays] == [9 * H, replays[0].progress_s]  # the retaken one
-    reports = []
-    replay = UpdateLog.replay
-
-    def recording(log, shard):
-        report = replay(log, shard)
-        reports.append((log.trainer.step, report.replayed_steps, report.lost_steps))
-        return report
-
-    monkeypatch.setattr(UpdateLog, "replay", recording)
+    reports = record_replays(monkeypatch)
     base, [_, model] = run_models(alone, sims)
     step = [model.step_of(e) for e in replays]
     assert reports == [(step[0], step[0] - 22, 0), (step[1], step[1] - step[0], 0)]
