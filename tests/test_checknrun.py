@@ -220,19 +220,26 @@ def test_quantization_error_is_at_most_half_a_step_of_its_range(bits):
     assert uniform.nbytes == math.ceil(300 * 16 * bits / 8) + 8
 
 
-def _side_round_trip(bits, differential="one_shot"):
-    """Train, save a baseline and a differential checkpoint, train on, restore: the trainer
-    state right after the restore and the state that was checkpointed."""
+def checknrun_side(index, bits, differential):
+    """A small trainer and, watching it, the trainer side of checknrun.yaml's policy
+    ``index`` with these ``quantize_bits`` and ``differential``."""
     s = scenario(
         "checknrun",
         SMALL_TRAINER,
         "trainer.optimizer={sparse: {kind: rowwise_adagrad, lr: 0.1}}",
-        f"policies.2.quantize_bits={bits}",
-        f"policies.2.differential={differential}",
+        f"policies.{index}.quantize_bits={bits}",
+        f"policies.{index}.differential={differential}",
     )
     trainer = Trainer(trainer_config(s, 0))
-    side = CheckNRunSide(s.policies[2], model=None)
+    side = CheckNRunSide(s.policies[index], model=None)
     side.attach(trainer, own=True)
+    return trainer, side
+
+
+def _side_round_trip(bits, differential="one_shot"):
+    """Train, save a baseline and a differential checkpoint, train on, restore: the trainer
+    state right after the restore and the state that was checkpointed."""
+    trainer, side = checknrun_side(2, bits, differential)
     trainer.train(3)
     side.save(trainer, 1.0, baseline=True)
     trainer.train(3)

@@ -5,7 +5,6 @@ import pytest
 
 from ftsim.cosim.replay import cosimulate, run_models, trainer_config
 from ftsim.policies.checknrun import (
-    CheckNRunSide,
     DiffCheckpoint,
     RestoreChain,
     RestoreChainShards,
@@ -14,8 +13,7 @@ from ftsim.scenario.loader import ScenarioError
 from ftsim.sim.engine import simulate
 from ftsim.trainer import Trainer
 from tests.conftest import scenario
-from tests.test_checknrun import BITMAP_B, ROW_B, D, E, N, _touched
-from tests.test_cosim import SMALL_TRAINER
+from tests.test_checknrun import BITMAP_B, ROW_B, D, E, N, _touched, checknrun_side
 
 WORK_S = 120.0  # job.training=2 min
 NIC_BPS = 10e9 / 8
@@ -153,17 +151,7 @@ def test_a_composed_policy_may_use_it_for_whole_shards_under_partial_recovery():
 
 
 def _side(bits, differential):
-    s = scenario(
-        "checknrun",
-        SMALL_TRAINER,
-        "trainer.optimizer={sparse: {kind: rowwise_adagrad, lr: 0.1}}",
-        f"policies.6.quantize_bits={bits}",
-        f"policies.6.differential={differential}",
-    )
-    trainer = Trainer(trainer_config(s, 0))
-    side = CheckNRunSide(s.policies[6], model=None)
-    side.attach(trainer, own=True)
-    return trainer, side
+    return checknrun_side(6, bits, differential)
 
 
 def _rows_of(trainer, rows):
