@@ -270,11 +270,13 @@ def _hit(draws: float, rate: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
     return lambda p: -np.expm1(draws * np.log1p(-rate * p))
 
 
+@functools.lru_cache(maxsize=256)  # the replications of a scenario ask the same
 def distinct_rows(groups: ZipfGroups, draws: float) -> float:
     """Expected number of distinct rows among ``draws`` lookups of every table."""
     return sum(n * zipf_sum(_hit(draws), rows, s) for n, rows, s in groups)
 
 
+@functools.lru_cache(maxsize=256)  # the replications of a scenario ask the same
 def top_rows_share(groups: ZipfGroups, fraction: float) -> float:
     """Share of all lookups that go to the ``fraction`` of all rows most likely to be looked
     up: what MFU's top-``fraction`` rows of a shard carry, when hot rows are spread evenly
@@ -330,6 +332,7 @@ class SampledBuffer:
     """Iterations whose samples the buffer holds."""
 
 
+@functools.lru_cache(maxsize=256)  # the replications of a scenario ask the same
 def sampled_buffer(
     groups: ZipfGroups, rate: float, lookups: float, capacity: float, iterations: float
 ) -> SampledBuffer:
