@@ -11,19 +11,20 @@ Targets: < 1 s for the whole command, < 5 ms per replication (issue 2); every po
 cost ≤ 1.5× its cost before the network model, and 10× nodes ≤ 1.5× the base cost
 (issue 11).
 
-The per-policy table (4) is measured in fresh processes on one BLAS thread (``--rounds``
-of them; in each, after an untimed warm-up, every policy and scale in turn simulates
-``--reps`` replications, ``--cycles`` times, and its figure is the median batch): CPU ms
-per replication, the median over processes. ``--compare DIR`` adds another checkout of
-ftsim (e.g. ``git worktree add /tmp/before f48ff0e``, the commit before the network
-model), run on its own ``scenarios/prod50h.yaml`` at 1× nodes in processes alternating
-with this checkout's, so both see the same machine; the table then gains its ms and the
-ratio new / old (the median of the per-round ratios). The BLAS library the workers use is
-printed (threadpoolctl). CPU time, medians and pairs keep the figures steady on a shared
-machine.
+The per-policy table (4) is CPU ms per replication, measured in worker processes on one
+BLAS thread that each run every policy once per replication, after an untimed warm-up, in
+batches of ``--reps`` replications. ``--compare DIR`` adds another checkout of ftsim (e.g.
+``git worktree add /tmp/before f48ff0e``, the commit before the network model), run on its
+own ``scenarios/prod50h.yaml`` at 1× nodes: its worker runs each batch right after (or
+before) this checkout's, so the ratio new / old compares the same replications a few
+milliseconds apart, on the same machine; likewise 10× / 1×. Figures and ratios are
+medians over batches (``--cycles`` per policy and round, ``--rounds`` pairs of fresh
+workers, both pinned to processor ``--cpu`` with ``taskset``); the BLAS library the
+workers use is printed (threadpoolctl). CPU time, one processor, medians and pairs keep
+the figures steady on a shared machine.
 
     python benchmarks/engine_speed.py
-    python benchmarks/engine_speed.py --table-only --compare /tmp/before --rounds 7
+    python benchmarks/engine_speed.py --table-only --compare /tmp/before
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ PROD = ROOT / "scenarios" / "prod50h.yaml"
 BIG = ["cluster.trainers=200", "cluster.emb_ps=180"]
 """10× the nodes of prod50h (same job, same failures)."""
 WARM_UP = 10
-"""Replications of every policy run untimed first in each worker (numbers after the timed
+"""Replications of every policy run untimed first in each worker (numbered after the timed
 ones)."""
 ONE_THREAD = {
     name: "1"
@@ -103,14 +104,11 @@ def per_replication_ms(overrides: list[str], reps: int = 1000) -> tuple[float, i
     return statistics.median(batches), next(sim.env._eid)
 
 
-def worker(root: Path, big: bool, reps: int, cycles: int) -> None:
-    """Print as JSON the ms per replication of every policy of ``root``'s prod50h (and with
-    10× nodes if ``big``), and the BLAS libraries loaded.
-
-    After an untimed warm-up (memos filled, allocator and caches warm), ``cycles`` times in
-    turn every policy (and scale) simulates replications 1 … ``reps``; a figure is the
-    median over cycles of its mean CPU ms per replication, so that a burst of load from
-    elsewhere on the machine spoils a few batches, not a whole policy."""
+def worker(root: Path, big: bool) -> None:
+    """Serve batches of replications of ``root``'s prod50h (and with 10× nodes if ``big``)
+    on standard input/output: first a JSON line with the run keys (``"1x full"``, …) and
+    the BLAS libraries loaded, then for each line ``KEY FIRST COUNT`` the CPU ms per
+    replication of replications FIRST … FIRST + COUNT − 1 of that run."""
     from threadpoolctl import threadpool_info
 
     load_scenario, simulate = _engine()
@@ -118,84 +116,123 @@ def worker(root: Path, big: bool, reps: int, cycles: int) -> None:
     scenarios = {"1x": load_scenario(path, ["trainer.enabled=false"])}
     if big:
         scenarios["10x"] = load_scenario(path, [*BIG, "trainer.enabled=false"])
-    runs = [
-        (f"{scale} {policy.label}", scenario, index)
+    runs = {
+        f"{scale} {policy.label}": (scenario, index)
         for scale, scenario in scenarios.items()
         for index, policy in enumerate(scenario.policies)
-    ]
-    for _, scenario, index in runs:
-        for rep in range(reps + 1, reps + 1 + WARM_UP):
+    }
+    for scenario, index in runs.values():  # warm-up: allocator and caches
+        for rep in range(WARM_UP):
+            simulate(scenario, index, 10**6 + rep)
+    print(json.dumps({"runs": list(runs), "blas": threadpool_info()}), flush=True)
+    for line in sys.stdin:
+        scale, label, first, count = line.split()
+        scenario, index = runs[f"{scale} {label}"]
+        start = time.process_time()
+        for rep in range(int(first), int(first) + int(count)):
             simulate(scenario, index, rep)
-    batches: dict[str, list[float]] = {key: [] for key, _, _ in runs}
-    for _ in range(cycles):
-        for key, scenario, index in runs:
-            start = time.process_time()
-            for rep in range(1, reps + 1):
-                simulate(scenario, index, rep)
-            batches[key].append((time.process_time() - start) / reps * 1e3)
-    out: dict = {key: statistics.median(values) for key, values in batches.items()}
-    out["blas"] = threadpool_info()
-    print(json.dumps(out))
+        print((time.process_time() - start) / int(count) * 1e3, flush=True)
 
 
-def _run_worker(root: Path, big: bool, reps: int, cycles: int) -> dict:
-    env = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(root)}
-    argv = [sys.executable, str(Path(__file__).resolve()), "--worker", str(root)]
-    argv += ["--reps", str(reps), "--cycles", str(cycles)] + (["--big"] if big else [])
-    done = subprocess.run(argv, env=env, check=True, capture_output=True, text=True, cwd=root)
-    return json.loads(done.stdout)
+class _Worker:
+    """A worker process (:func:`worker`) of one checkout, kept for a round, on processor
+    ``cpu`` (the workers being compared share one, so they see the same load)."""
+
+    def __init__(self, root: Path, big: bool, cpu: int):
+        env = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(root)}
+        argv = [sys.executable, str(Path(__file__).resolve()), "--worker", str(root)]
+        self.process = subprocess.Popen(
+            ["taskset", "--cpu-list", str(cpu), *argv, *(["--big"] if big else [])],
+            env=env,
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.info = json.loads(self.process.stdout.readline())
+
+    def batch(self, key: str, first: int, count: int) -> float:
+        self.process.stdin.write(f"{key} {first} {count}\n")
+        self.process.stdin.flush()
+        return float(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
 
 
-def policy_table(compare: Path | None, rounds: int, reps: int, cycles: int) -> None:
-    """Per-policy ms per replication at 1× and 10× nodes (and ``compare``'s at 1×): medians
-    over ``rounds`` fresh processes of each checkout, alternating; a ratio is the median
-    over rounds of the ratio within a round (new / old: of the two processes run one after
-    the other; 10× / 1×: within one process)."""
-    ours: list[dict] = []
-    theirs: list[dict] = []
+def policy_table(compare: Path | None, rounds: int, reps: int, cycles: int, cpu: int) -> None:
+    """Per-policy CPU ms per replication at 1× and 10× nodes, and ``compare``'s at 1×.
+
+    Each round starts a worker of this checkout (and one of ``compare``) and runs
+    ``cycles`` times, policy by policy, a batch of the next ``reps`` replications in each
+    worker and scale, one right after the other (who goes first alternates), so that a
+    ratio compares batches of the same replications run a few milliseconds apart. Figures
+    are medians over all batches; ratios (new / old, 10× / 1×) medians of the per-batch
+    ratios."""
+    batches: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}
+    blas = None
     for round_ in range(rounds):
-        # Alternate which goes first, so neither always runs on a warmer machine.
-        order = [(ours, ROOT, True), (theirs, compare, False)] if compare else [(ours, ROOT, True)]
-        for results, root, big in order[:: 1 if round_ % 2 == 0 else -1]:
-            results.append(_run_worker(root, big, reps, cycles))
-    for lib in ours[0]["blas"]:
+        ours = _Worker(ROOT, big=True, cpu=cpu)
+        theirs = _Worker(compare, big=False, cpu=cpu) if compare else None
+        blas = blas or ours.info["blas"]
+        labels = [key.split(" ", 1)[1] for key in ours.info["runs"] if key.startswith("1x ")]
+        for cycle in range(cycles):
+            first = (round_ * cycles + cycle) * reps
+            for label in labels:
+                jobs = [("1x", ours), ("10x", ours)] + ([("old", theirs)] if theirs else [])
+                if (cycle + round_) % 2:
+                    jobs.reverse()
+                got = {}
+                for name, who in jobs:
+                    scale = "1x" if name == "old" else name
+                    got[name] = who.batch(f"{scale} {label}", first, reps)
+                    batches.setdefault(f"{name} {label}", []).append(got[name])
+                ratios.setdefault(f"10x {label}", []).append(got["10x"] / got["1x"])
+                if theirs:
+                    ratios.setdefault(f"old {label}", []).append(got["1x"] / got["old"])
+        ours.close()
+        if theirs:
+            theirs.close()
+    for lib in blas:
         print(
             f"BLAS: {lib.get('internal_api')} {lib.get('version')} "
             f"kernel {lib.get('architecture')}, {lib.get('num_threads')} thread(s)"
         )
-
-    labels = [key.split(" ", 1)[1] for key in ours[0] if key.startswith("1x ")]
     head = f"{'policy':10s} {'1x ms':>7s} {'10x ms':>7s} {'10x/1x':>6s}"
     print(head + (f" {'old ms':>7s} {'new/old':>7s}" if compare else ""))
     for label in labels:
-        base = statistics.median(r[f"1x {label}"] for r in ours)
-        big = statistics.median(r[f"10x {label}"] for r in ours)
-        scaling = statistics.median(r[f"10x {label}"] / r[f"1x {label}"] for r in ours)
-        line = f"{label:10s} {base:7.3f} {big:7.3f} {scaling:6.2f}"
+        line = (
+            f"{label:10s} {statistics.median(batches[f'1x {label}']):7.3f}"
+            f" {statistics.median(batches[f'10x {label}']):7.3f}"
+            f" {statistics.median(ratios[f'10x {label}']):6.2f}"
+        )
         if compare:
-            old = statistics.median(r[f"1x {label}"] for r in theirs)
-            pairs = zip(ours, theirs, strict=True)
-            ratio = statistics.median(a[f"1x {label}"] / b[f"1x {label}"] for a, b in pairs)
-            line += f" {old:7.3f} {ratio:7.2f}"
+            line += (
+                f" {statistics.median(batches[f'old {label}']):7.3f}"
+                f" {statistics.median(ratios[f'old {label}']):7.2f}"
+            )
         print(line)
     print(
-        f"CPU ms per replication: medians of {rounds} processes per checkout, each the median"
-        f" of {cycles} batches of {reps} replications per policy"
+        f"CPU ms per replication: medians of {rounds} rounds × {cycles} batches of {reps}"
+        " replications per policy (each replication once per round and checkout)"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--compare", type=Path, help="another ftsim checkout to compare with")
-    parser.add_argument("--rounds", type=int, default=5, help="processes per checkout")
+    parser.add_argument("--rounds", type=int, default=3, help="worker processes per checkout")
     parser.add_argument("--reps", type=int, default=20, help="replications per batch")
-    parser.add_argument("--cycles", type=int, default=10, help="batches per policy and process")
+    parser.add_argument("--cycles", type=int, default=10, help="batches per policy and round")
+    parser.add_argument("--cpu", type=int, default=0, help="processor the workers share")
     parser.add_argument("--table-only", action="store_true", help="only the per-policy table")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--big", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.big, args.reps, args.cycles)
+        worker(args.worker, args.big)
         return
     if not args.table_only:
         print(f"whole command, 1 replication: {command_seconds():.3f} s (target < 1 s)")
@@ -213,7 +250,7 @@ def main() -> None:
                 f"{label}: {ms:.3f} ms per replication ({events} events), "
                 f"ratio to 100 ms: {ms / base_ms:.2f}"
             )
-    policy_table(args.compare, args.rounds, args.reps, args.cycles)
+    policy_table(args.compare, args.rounds, args.reps, args.cycles, args.cpu)
 
 
 if __name__ == "__main__":

@@ -677,15 +677,22 @@ class Network:
     def _specs(self, flows) -> tuple[tuple, tuple, tuple]:
         """Checked ``(size_B, route)`` pairs, their paths in local link indices with the
         global index of each local link, and sizes. A tuple of flows passed again (e.g. a
-        cached full save) is looked up, not checked again; so are routes seen together
-        before (e.g. reads of the same shards with other sizes)."""
+        cached full save) is looked up, not checked again."""
         if isinstance(flows, tuple):
             found = self._spec_cache.get(id(flows))
             if found is not None and found[0] is flows:
                 return found[1:]
         pairs = flows if isinstance(flows, (tuple, list)) else list(flows)
         sizes = tuple([size_B for size_B, _ in pairs])
-        routes = tuple([route for _, route in pairs])
+        specs, local = self._check(sizes, tuple([route for _, route in pairs]))
+        if isinstance(flows, tuple):
+            self._spec_cache[id(flows)] = (flows, specs, local, sizes)
+        return specs, local, sizes
+
+    def _check(self, sizes: tuple, routes: tuple) -> tuple[tuple, tuple]:
+        """Checked ``(size_B, route)`` pairs of these sizes and routes, and their paths in
+        local link indices with the global index of each local link. Routes seen together
+        before (e.g. reads of the same shards with other sizes) are looked up."""
         total_B = sum(sizes)
         if not (math.isfinite(total_B) and min(sizes, default=0.0) >= 0):
             for size_B in sizes:
@@ -695,36 +702,53 @@ class Network:
         except TypeError:  # a route given as a list
             found = None
         if found is None:
-            checked = tuple([self._route(route) for route in routes])
             known = self._checked
-            found = (checked, _localize([known.get(r) or _path(r) for r in checked]))
+            try:  # routes checked before (as ClusterNetwork's are): their paths are known
+                checked, paths = routes, [known[route] for route in routes]
+            except (KeyError, TypeError):
+                checked = tuple([self._route(route) for route in routes])
+                paths = [known.get(route) or _path(route) for route in checked]
+            found = (checked, _localize(paths))
             if checked == routes:  # tuples without repeats: the same next time
                 if len(self._routings) >= _MEMO_SIZE:
                     self._routings.clear()
                 self._routings[routes] = found
         checked, local = found
-        specs = tuple(zip(sizes, checked, strict=True))
-        if isinstance(flows, tuple):
-            self._spec_cache[id(flows)] = (flows, specs, local, sizes)
-        return specs, local, sizes
+        return tuple(zip(sizes, checked, strict=True)), local
+
+    def _plan(self, flows) -> tuple:
+        """How ``flows`` run alone from now, in this capacity state: (the flows, checked
+        specs, :func:`lone_schedule`, end offset in seconds). A tuple of flows (e.g. the
+        cached full save) has its plan kept in :attr:`Topology.plans`, found by identity;
+        other flows are planned each time (their routes and schedules are memoized, but
+        keeping one plan per list, most of them never seen again, costs more than it
+        saves)."""
+        if type(flows) is tuple:
+            key = (id(flows), self._state)
+            plan = self._plans.get(key)
+            if plan is not None and plan[0] is flows:
+                return plan
+            specs, (paths, used), sizes = self._specs(flows)
+        else:
+            key = None
+            pairs = flows if isinstance(flows, list) else list(flows)
+            sizes = tuple([size_B for size_B, _ in pairs])
+            specs, (paths, used) = self._check(sizes, tuple([route for _, route in pairs]))
+        self._grow()
+        capacities = self._capacities
+        schedule = lone_schedule(paths, sizes, tuple(map(capacities.__getitem__, used)))
+        plan = (flows, specs, schedule, max(schedule[1], default=0.0))
+        if key is not None:
+            if len(self._plans) >= _MEMO_SIZE:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
 
     def _transfer_alone(self, flows, label: str, category: str) -> Transfer:
-        """Start ``flows`` on an idle network, on their precomputed schedule: the transfer
-        is scheduled once, when it is done (last byte plus latency). The schedule depends
-        only on the capacities of the links it crosses; for a tuple of flows it is kept
-        per capacity state (:attr:`Topology.plans`), so repeating it is a look-up."""
-        key = (id(flows), self._state)
-        plan = self._plans.get(key)
-        if plan is None or plan[0] is not flows:
-            specs, (paths, used), sizes = self._specs(flows)
-            self._grow()
-            capacities = self._capacities
-            schedule = lone_schedule(paths, sizes, tuple(map(capacities.__getitem__, used)))
-            plan = (flows, specs, schedule, max(schedule[1], default=0.0))
-            if isinstance(flows, tuple):
-                if len(self._plans) >= _MEMO_SIZE:
-                    self._plans.clear()
-                self._plans[key] = plan
+        """Start ``flows`` on an idle network, on their precomputed schedule (a look-up if
+        :meth:`_plan` knows them): the transfer is scheduled once, when it is done (last
+        byte plus latency)."""
+        plan = self._plan(flows)
         transfer = Transfer(self, plan[1], label, category)
         transfer.schedule = plan[2]
         end_s = plan[3]
