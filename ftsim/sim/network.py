@@ -719,15 +719,12 @@ class Network:
     def _plan(self, flows) -> tuple:
         """How ``flows`` run alone from now, in this capacity state: (the flows, checked
         specs, :func:`lone_schedule`, end offset in seconds). A tuple of flows (e.g. the
-        cached full save) has its plan kept in :attr:`Topology.plans`, found by identity;
-        other flows are planned each time (their routes and schedules are memoized, but
-        keeping one plan per list, most of them never seen again, costs more than it
-        saves)."""
+        cached full save) has its plan kept in :attr:`Topology.plans`, where
+        :meth:`_transfer_alone` finds it by identity next time; other flows are planned
+        each time (their routes and schedules are memoized, but keeping one plan per list,
+        most of them never seen again, costs more than it saves)."""
         if type(flows) is tuple:
             key = (id(flows), self._state)
-            plan = self._plans.get(key)
-            if plan is not None and plan[0] is flows:
-                return plan
             specs, (paths, used), sizes = self._specs(flows)
         else:
             key = None
@@ -748,7 +745,9 @@ class Network:
         """Start ``flows`` on an idle network, on their precomputed schedule (a look-up if
         :meth:`_plan` knows them): the transfer is scheduled once, when it is done (last
         byte plus latency)."""
-        plan = self._plan(flows)
+        plan = self._plans.get((id(flows), self._state)) if type(flows) is tuple else None
+        if plan is None or plan[0] is not flows:
+            plan = self._plan(flows)
         transfer = Transfer(self, plan[1], label, category)
         transfer.schedule = plan[2]
         end_s = plan[3]
