@@ -682,9 +682,8 @@ class Network:
             found = self._spec_cache.get(id(flows))
             if found is not None and found[0] is flows:
                 return found[1:]
-        pairs = flows if isinstance(flows, (tuple, list)) else list(flows)
-        sizes = tuple([size_B for size_B, _ in pairs])
-        specs, local = self._check(sizes, tuple([route for _, route in pairs]))
+        sizes, routes = _unzip(flows)
+        specs, local = self._check(sizes, routes)
         if isinstance(flows, tuple):
             self._spec_cache[id(flows)] = (flows, specs, local, sizes)
         return specs, local, sizes
@@ -728,9 +727,8 @@ class Network:
             specs, (paths, used), sizes = self._specs(flows)
         else:
             key = None
-            pairs = flows if isinstance(flows, list) else list(flows)
-            sizes = tuple([size_B for size_B, _ in pairs])
-            specs, (paths, used) = self._check(sizes, tuple([route for _, route in pairs]))
+            sizes, routes = _unzip(flows)
+            specs, (paths, used) = self._check(sizes, routes)
         self._grow()
         capacities = self._capacities
         schedule = lone_schedule(paths, sizes, tuple(map(capacities.__getitem__, used)))
@@ -946,6 +944,15 @@ def _localize(paths: Sequence[tuple[int, ...]]) -> tuple[tuple, tuple[int, ...]]
             numbers.append(number)
         local.append(tuple(numbers))
     return tuple(local), tuple(index)
+
+
+def _unzip(flows: Iterable[tuple[float, Iterable[Link]]]) -> tuple[tuple, tuple]:
+    """``(size_B, route)`` pairs → (sizes, routes); ValueError if one is not a pair."""
+    pairs = flows if isinstance(flows, (tuple, list)) else tuple(flows)
+    if not pairs:
+        return (), ()
+    sizes, routes = zip(*pairs, strict=True)
+    return sizes, routes
 
 
 def _path(route: tuple[Link, ...]) -> tuple[int, ...]:
