@@ -206,6 +206,10 @@ class ClusterNetwork:
         self.cluster = cluster
         self.layout = layout
         topology, self._routes, self._full = _shared(scenario)
+        self._writes = self._routes.setdefault("write", {})
+        """Node → its route to storage (likewise ``_reads``, ``_ins``), by node number."""
+        self._reads = self._routes.setdefault("read", {})
+        self._ins = self._routes.setdefault("in", {})
         self.net = Network(env, cluster.network_latency, record, topology)
         """The flow model; with ``record`` it keeps every finished flow (for traces)."""
         self.trainers = cluster.trainers
@@ -260,15 +264,15 @@ class ClusterNetwork:
     # -- routes ------------------------------------------------------------------------
 
     def to_storage(self, node: int) -> tuple[Link, ...]:
-        route = self._routes.get(("write", node))
+        route = self._writes.get(node)
         if route is None:
-            route = self._routes["write", node] = self._to_storage(node)
+            route = self._writes[node] = self._to_storage(node)
         return route
 
     def from_storage(self, node: int) -> tuple[Link, ...]:
-        route = self._routes.get(("read", node))
+        route = self._reads.get(node)
         if route is None:
-            route = self._routes["read", node] = self._from_storage(node)
+            route = self._reads[node] = self._from_storage(node)
         return route
 
     def _to_storage(self, node: int) -> tuple[Link, ...]:
@@ -287,11 +291,11 @@ class ClusterNetwork:
         """What bytes arriving at ``node`` from many senders cross on its side: its NIC's
         receive link (and its rack's downlink when racks are set: senders are spread over
         the cluster)."""
-        route = self._routes.get(("in", node))
+        route = self._ins.get(node)
         if route is None:
             rack = self._rack(node)
             down = () if rack is None else (self._uplink(rack, "down"),)
-            route = self._routes["in", node] = (*down, self._nic(node, "recv"))
+            route = self._ins[node] = (*down, self._nic(node, "recv"))
         return route
 
     def between(self, src: int, dst: int) -> tuple[Link, ...]:
