@@ -17,7 +17,11 @@ starts, ends or is cancelled, or a link's capacity changes; in between each flow
 a constant rate. So the network keeps ONE pending SimPy wake-up, at the earliest
 completion, and replaces it at every change (a superseded wake-up still fires but is
 recognised as stale and ignored): the cost grows with the number of flow events, never
-with bytes. See ``docs/model.md``, "Network and storage: flow-level model".
+with bytes. A transfer that starts on an idle network (most do: a save, a reload) runs on
+a schedule computed when it starts, as one SimPy event, and becomes active flows only if
+anything else happens before it ends; what it does alone is kept per capacity state
+(:class:`Topology`), so a repeated transfer costs O(1). See ``docs/model.md``, "Network
+and storage: flow-level model".
 
 Numerics: remaining bytes are advanced as ``remaining_B -= rate_Bps * (now - last_s)``. A
 flow is finished when ``remaining_B <= DONE_REL * size_B`` or when the rest would take less
@@ -685,6 +689,8 @@ class Network:
         sizes, routes = _unzip(flows)
         specs, local = self._check(sizes, routes)
         if isinstance(flows, tuple):
+            if len(self._spec_cache) >= _MEMO_SIZE:  # tuples made anew for each transfer
+                self._spec_cache.clear()
             self._spec_cache[id(flows)] = (flows, specs, local, sizes)
         return specs, local, sizes
 
