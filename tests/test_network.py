@@ -652,11 +652,13 @@ def test_a_repeated_transfer_follows_every_capacity_change():
     assert other.env.now == pytest.approx(1.0)
 
 
-def test_an_interrupted_lone_transfer_never_fires():
+@pytest.mark.parametrize("record", [True, False])
+def test_an_interrupted_lone_transfer_never_fires(record):
     # A process waits for 10 B at 1 B/s and is interrupted at 4 s: it cancels the
-    # transfer, which then never fires (its event is off the schedule).
+    # transfer, which then never fires (its event is off the schedule). Its flows, built
+    # at the cancel when recording and only when asked otherwise, stopped at 4 s.
     env = simpy.Environment()
-    net = Network(env)
+    net = Network(env, record=record)
     link = net.link("l", 1.0)
     transfer = net.transfer(((10.0, (link,)),))
     seen = []
@@ -677,7 +679,10 @@ def test_an_interrupted_lone_transfer_never_fires():
     env.process(failure())
     env.run()
     assert seen == [4.0] and env.now == 4.0 and not transfer.triggered
-    assert transfer.flows[0].moved_B == pytest.approx(4.0) and transfer.flows[0].cancelled
+    env.run(net.transfer(((3.0, (link,)),)))  # later: 7 s
+    (flow,) = transfer.flows
+    assert flow.moved_B == pytest.approx(4.0) and flow.cancelled and flow.end_s == 4.0
+    assert (net.records is None) != record
 
 
 @pytest.mark.parametrize("busy", [False, True])

@@ -341,6 +341,9 @@ class Transfer(simpy.Event):
         """Flows whose last byte has not arrived yet."""
         self.schedule = None
         """While (or since) running alone: the result of :func:`lone_schedule`."""
+        self.cancelled_s: float | None = None
+        """When it was cancelled while running alone (its flows, built only if asked for,
+        stopped then)."""
         self._flows: tuple[Flow, ...] | None = None
 
     @property
@@ -480,12 +483,9 @@ class Network:
         if transfer is self._lone:  # nothing else moves: drop its schedule
             self._lone = None
             self._unschedule(transfer)
-            self._updated_s = self.env.now
-            for flow in transfer.flows:  # built as of now, from the schedule
-                if flow.end_s is None:
-                    flow.cancelled = True
-                    self._end(flow)
-                else:  # arrived before the cancel
+            self._updated_s = transfer.cancelled_s = self.env.now
+            if self.records is not None:  # otherwise its flows are built only if asked for
+                for flow in transfer.flows:
                     self._record(flow)
             return
         self._stop(transfer.flows)
@@ -805,12 +805,14 @@ class Network:
                 self._record(flow)
 
     def _flows_of(self, transfer: Transfer) -> None:
-        """Build the flows of a transfer that ran (or runs) alone, as of now."""
+        """Build the flows of a transfer that ran (or runs) alone, as of now (or as of its
+        cancel, for one cancelled while alone)."""
         if transfer is self._lone:
             self._materialize()
             return
         phases, ends = transfer.schedule
-        elapsed_s = self.env.now - transfer.start_s
+        stopped_s = transfer.cancelled_s
+        elapsed_s = (self.env.now if stopped_s is None else stopped_s) - transfer.start_s
         flows = []
         for i, (size_B, route) in enumerate(transfer.specs):
             flow = Flow(self.env, size_B, route, transfer.label, transfer.category, transfer)
@@ -821,6 +823,9 @@ class Network:
             else:
                 moved = sum(r[i] * min(d, elapsed_s - s) for s, d, r in phases if s < elapsed_s)
                 flow.remaining_B = size_B - moved
+                if stopped_s is not None:
+                    flow.cancelled = True
+                    flow.end_s = stopped_s
             flows.append(flow)
         transfer._flows = tuple(flows)
 
