@@ -371,7 +371,7 @@ class ClusterNetwork:
 
     def start(self, flows: list, category: str, label: str = "") -> Transfer:
         """Start these flows now; the event fires when all are done."""
-        return self.net.transfer(flows, label=label, category=category)
+        return self.net.transfer(flows, label, category)
 
     def cancel(self, transfer: Transfer) -> None:
         """Stop a transfer's flows (e.g. interrupted by a failure)."""

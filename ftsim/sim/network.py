@@ -102,10 +102,14 @@ def lone_schedule(
         if not steps:
             break  # blocked by a zero-capacity link: never ends
         step = min(steps)
-        full = [0.0] * n
-        for i, r in zip(active, rates, strict=True):
-            full[i] = r
-        phases.append((now, step, tuple(full)))
+        if len(active) == n:
+            full = tuple(rates)
+        else:
+            rates_of = [0.0] * n
+            for i, r in zip(active, rates, strict=True):
+                rates_of[i] = r
+            full = tuple(rates_of)
+        phases.append((now, step, full))
         now += step
         resolution_s = CLOCK_ULPS * math.ulp(now)  # as in Network._sync
         still = []
