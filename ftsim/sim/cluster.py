@@ -233,7 +233,8 @@ class ClusterNetwork:
         return self.trainers + shard
 
     def _ps_nics(self) -> tuple[Link, ...]:
-        """Both links (send, receive) of every embedding PS's NIC, built once per run."""
+        """Both links (send, receive) of every embedding PS's NIC, built once for all the
+        replications of the scenario."""
         links = self._routes.get("ps nics")
         if links is None:
             nodes = [self.ps_node(shard) for shard in range(self.cluster.emb_ps)]
