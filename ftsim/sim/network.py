@@ -37,6 +37,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import operator
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -91,18 +92,26 @@ def lone_schedule(
         return found
     n = len(sizes)
     remaining = list(sizes)
-    ends = [0.0 if size <= 0 else math.inf for size in sizes]
-    active = [i for i in range(n) if sizes[i] > 0]
+    if n and min(sizes) > 0:
+        ends, active = [math.inf] * n, list(range(n))
+    else:
+        ends = [0.0 if size <= 0 else math.inf for size in sizes]
+        active = [i for i in range(n) if sizes[i] > 0]
     phases = []
     now = 0.0
     while active:
-        routes = paths if len(active) == n else tuple([paths[i] for i in active])
-        rates = cached_max_min_rates(routes, capacities)
-        steps = [remaining[i] / r for i, r in zip(active, rates, strict=True) if r > 0]
-        if not steps:
-            break  # blocked by a zero-capacity link: never ends
-        step = min(steps)
-        if len(active) == n:
+        everyone = len(active) == n
+        rates = cached_max_min_rates(
+            paths if everyone else tuple([paths[i] for i in active]), capacities
+        )
+        if everyone and min(rates) > 0:  # the first phase, every flow moving
+            step = min(map(operator.truediv, remaining, rates))
+        else:
+            steps = [remaining[i] / r for i, r in zip(active, rates, strict=True) if r > 0]
+            if not steps:
+                break  # blocked by a zero-capacity link: never ends
+            step = min(steps)
+        if everyone:
             full = tuple(rates)
         else:
             rates_of = [0.0] * n
