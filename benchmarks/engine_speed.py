@@ -11,11 +11,28 @@ Targets: < 1 s for the whole command, < 5 ms per replication (issue 2); every po
 cost ≤ 1.5× its cost before the network model, and 10× nodes ≤ 1.5× the base cost
 (issue 11).
 
+The per-policy table (4) is CPU ms per replication, measured in worker processes on one
+BLAS thread that each run every policy once per replication, after an untimed warm-up, in
+batches of ``--reps`` replications. ``--compare DIR`` adds another checkout of ftsim (e.g.
+``git worktree add /tmp/before f48ff0e``, the commit before the network model), run on its
+own ``scenarios/prod50h.yaml`` at 1× nodes: its worker runs each batch right after (or
+before) this checkout's, so the ratio new / old compares the same replications a few
+milliseconds apart, on the same machine; likewise 10× / 1×. Figures and ratios are
+medians over batches (``--cycles`` per policy and round, ``--rounds`` pairs of fresh
+workers, both pinned to processor ``--cpu`` with ``taskset``); the BLAS library the
+workers use is printed (threadpoolctl). CPU time, one processor, medians and pairs keep
+the figures steady on a shared machine.
+
     python benchmarks/engine_speed.py
+    python benchmarks/engine_speed.py --table-only --compare /tmp/before
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import json
+import os
 import statistics
 import subprocess
 import sys
@@ -23,11 +40,29 @@ import tempfile
 import time
 from pathlib import Path
 
-from ftsim.scenario.loader import load_scenario
-from ftsim.sim.engine import simulate
-
 ROOT = Path(__file__).resolve().parents[1]
 PROD = ROOT / "scenarios" / "prod50h.yaml"
+BIG = ["cluster.trainers=200", "cluster.emb_ps=180"]
+"""10× the nodes of prod50h (same job, same failures)."""
+WARM_UP = 10
+"""Replications of every policy run untimed first in each worker (numbered after the timed
+ones)."""
+ONE_THREAD = {
+    name: "1"
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+}
+
+
+def _engine():
+    """``(load_scenario, simulate)`` of whichever ftsim is importable: this layout, or the
+    flat one of commits before the package was split (for ``--compare``)."""
+    try:
+        from ftsim.scenario.loader import load_scenario
+        from ftsim.sim.engine import simulate
+    except ImportError:  # the flat layout
+        load_scenario = importlib.import_module("ftsim.scenario").load_scenario
+        simulate = importlib.import_module("ftsim.engine").simulate
+    return load_scenario, simulate
 
 
 def command_seconds(runs: int = 7) -> float:
@@ -57,6 +92,7 @@ def command_seconds(runs: int = 7) -> float:
 
 def per_replication_ms(overrides: list[str], reps: int = 1000) -> tuple[float, int]:
     """Median over 5 batches of the in-process cost of one replication, and its event count."""
+    load_scenario, simulate = _engine()
     scenario = load_scenario(PROD, [*overrides, "trainer.enabled=false"])
     simulate(scenario, 0, 0)  # warm-up
     batches = []
@@ -68,47 +104,153 @@ def per_replication_ms(overrides: list[str], reps: int = 1000) -> tuple[float, i
     return statistics.median(batches), next(sim.env._eid)
 
 
-def per_policy_ms(overrides: list[str], reps: int = 60) -> dict[str, tuple[float, int]]:
-    """Median (over 3 batches) ms per replication and SimPy events, for every policy."""
-    scenario = load_scenario(PROD, [*overrides, "trainer.enabled=false"])
-    out = {}
-    for index, policy in enumerate(scenario.policies):
-        simulate(scenario, index, 0)  # warm-up (fills the network's memos)
-        batches = []
-        for batch in range(3):
-            start = time.perf_counter()
-            for rep in range(reps // 3):
-                sim = simulate(scenario, index, batch * reps + rep)
-            batches.append((time.perf_counter() - start) / (reps // 3) * 1e3)
-        out[policy.label] = (statistics.median(batches), next(sim.env._eid))
-    return out
+def worker(root: Path, big: bool) -> None:
+    """Serve batches of replications of ``root``'s prod50h (and with 10× nodes if ``big``)
+    on standard input/output: first a JSON line with the run keys (``"1x full"``, …) and
+    the BLAS libraries loaded, then for each line ``KEY FIRST COUNT`` the CPU ms per
+    replication of replications FIRST … FIRST + COUNT − 1 of that run."""
+    from threadpoolctl import threadpool_info
+
+    load_scenario, simulate = _engine()
+    path = root / "scenarios" / "prod50h.yaml"
+    scenarios = {"1x": load_scenario(path, ["trainer.enabled=false"])}
+    if big:
+        scenarios["10x"] = load_scenario(path, [*BIG, "trainer.enabled=false"])
+    runs = {
+        f"{scale} {policy.label}": (scenario, index)
+        for scale, scenario in scenarios.items()
+        for index, policy in enumerate(scenario.policies)
+    }
+    for scenario, index in runs.values():  # warm-up: allocator and caches
+        for rep in range(WARM_UP):
+            simulate(scenario, index, 10**6 + rep)
+    print(json.dumps({"runs": list(runs), "blas": threadpool_info()}), flush=True)
+    for line in sys.stdin:
+        scale, label, first, count = line.split()
+        scenario, index = runs[f"{scale} {label}"]
+        start = time.process_time()
+        for rep in range(int(first), int(first) + int(count)):
+            simulate(scenario, index, rep)
+        print((time.process_time() - start) / int(count) * 1e3, flush=True)
+
+
+class _Worker:
+    """A worker process (:func:`worker`) of one checkout, kept for a round, on processor
+    ``cpu`` (the workers being compared share one, so they see the same load)."""
+
+    def __init__(self, root: Path, big: bool, cpu: int):
+        env = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(root)}
+        argv = [sys.executable, str(Path(__file__).resolve()), "--worker", str(root)]
+        self.process = subprocess.Popen(
+            ["taskset", "--cpu-list", str(cpu), *argv, *(["--big"] if big else [])],
+            env=env,
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.info = json.loads(self.process.stdout.readline())
+
+    def batch(self, key: str, first: int, count: int) -> float:
+        self.process.stdin.write(f"{key} {first} {count}\n")
+        self.process.stdin.flush()
+        return float(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def policy_table(compare: Path | None, rounds: int, reps: int, cycles: int, cpu: int) -> None:
+    """Per-policy CPU ms per replication at 1× and 10× nodes, and ``compare``'s at 1×.
+
+    Each round starts a worker of this checkout (and one of ``compare``) and runs
+    ``cycles`` times, policy by policy, a batch of the next ``reps`` replications in each
+    worker and scale, one right after the other (who goes first alternates), so that a
+    ratio compares batches of the same replications run a few milliseconds apart. Figures
+    are medians over all batches; ratios (new / old, 10× / 1×) medians of the per-batch
+    ratios."""
+    batches: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}
+    blas = None
+    for round_ in range(rounds):
+        ours = _Worker(ROOT, big=True, cpu=cpu)
+        theirs = _Worker(compare, big=False, cpu=cpu) if compare else None
+        blas = blas or ours.info["blas"]
+        labels = [key.split(" ", 1)[1] for key in ours.info["runs"] if key.startswith("1x ")]
+        for cycle in range(cycles):
+            first = (round_ * cycles + cycle) * reps
+            for label in labels:
+                jobs = [("1x", ours), ("10x", ours)] + ([("old", theirs)] if theirs else [])
+                if (cycle + round_) % 2:
+                    jobs.reverse()
+                got = {}
+                for name, who in jobs:
+                    scale = "1x" if name == "old" else name
+                    got[name] = who.batch(f"{scale} {label}", first, reps)
+                    batches.setdefault(f"{name} {label}", []).append(got[name])
+                ratios.setdefault(f"10x {label}", []).append(got["10x"] / got["1x"])
+                if theirs:
+                    ratios.setdefault(f"old {label}", []).append(got["1x"] / got["old"])
+        ours.close()
+        if theirs:
+            theirs.close()
+    for lib in blas:
+        print(
+            f"BLAS: {lib.get('internal_api')} {lib.get('version')} "
+            f"kernel {lib.get('architecture')}, {lib.get('num_threads')} thread(s)"
+        )
+    head = f"{'policy':10s} {'1x ms':>7s} {'10x ms':>7s} {'10x/1x':>6s}"
+    print(head + (f" {'old ms':>7s} {'new/old':>7s}" if compare else ""))
+    for label in labels:
+        line = (
+            f"{label:10s} {statistics.median(batches[f'1x {label}']):7.3f}"
+            f" {statistics.median(batches[f'10x {label}']):7.3f}"
+            f" {statistics.median(ratios[f'10x {label}']):6.2f}"
+        )
+        if compare:
+            line += (
+                f" {statistics.median(batches[f'old {label}']):7.3f}"
+                f" {statistics.median(ratios[f'old {label}']):7.2f}"
+            )
+        print(line)
+    print(
+        f"CPU ms per replication: medians of {rounds} rounds × {cycles} batches of {reps}"
+        " replications per policy (each replication once per round and checkout)"
+    )
 
 
 def main() -> None:
-    print(f"whole command, 1 replication: {command_seconds():.3f} s (target < 1 s)")
-    base_ms, base_events = per_replication_ms([])
-    print(
-        f"per replication: {base_ms:.3f} ms = {1e3 / base_ms:.0f} replications/s "
-        f"({base_events} SimPy events; target < 5 ms)"
-    )
-    for label, iteration in (
-        ("iteration time 50 ms (halved)", "50 ms"),
-        ("iteration time 1 ms (1/100)", "1 ms"),
-    ):
-        ms, events = per_replication_ms([f"job.iteration_time={iteration}"])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--compare", type=Path, help="another ftsim checkout to compare with")
+    parser.add_argument("--rounds", type=int, default=3, help="worker processes per checkout")
+    parser.add_argument("--reps", type=int, default=20, help="replications per batch")
+    parser.add_argument("--cycles", type=int, default=10, help="batches per policy and round")
+    parser.add_argument("--cpu", type=int, default=0, help="processor the workers share")
+    parser.add_argument("--table-only", action="store_true", help="only the per-policy table")
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--big", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.big)
+        return
+    if not args.table_only:
+        print(f"whole command, 1 replication: {command_seconds():.3f} s (target < 1 s)")
+        base_ms, base_events = per_replication_ms([])
         print(
-            f"{label}: {ms:.3f} ms per replication ({events} events), "
-            f"ratio to 100 ms: {ms / base_ms:.2f}"
+            f"per replication: {base_ms:.3f} ms = {1e3 / base_ms:.0f} replications/s "
+            f"({base_events} SimPy events; target < 5 ms)"
         )
-    base = per_policy_ms([])
-    big = per_policy_ms(["cluster.trainers=200", "cluster.emb_ps=180"])
-    print("policy      ms/rep (events)   10x nodes ms/rep (events)   ratio")
-    for label, (ms, events) in base.items():
-        big_ms, big_events = big[label]
-        print(
-            f"{label:10s} {ms:7.3f} ({events:4d})      {big_ms:7.3f} ({big_events:5d})"
-            f"            {big_ms / ms:5.2f}"
-        )
+        for label, iteration in (
+            ("iteration time 50 ms (halved)", "50 ms"),
+            ("iteration time 1 ms (1/100)", "1 ms"),
+        ):
+            ms, events = per_replication_ms([f"job.iteration_time={iteration}"])
+            print(
+                f"{label}: {ms:.3f} ms per replication ({events} events), "
+                f"ratio to 100 ms: {ms / base_ms:.2f}"
+            )
+    policy_table(args.compare, args.rounds, args.reps, args.cycles, args.cpu)
 
 
 if __name__ == "__main__":

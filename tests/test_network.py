@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftsim.sim.cluster import transfer_time_s
-from ftsim.sim.network import DONE_REL, Network, bytes_by_category, max_min_rates
+from ftsim.sim.network import DONE_REL, Network, Topology, bytes_by_category, max_min_rates
 
 REL = 1e-9
 
@@ -363,7 +363,7 @@ def test_latency_and_zero_size():
     assert env.now == 0.5 and empty.flows[0].end_s == 0.0
     env.run(full)
     assert env.now == pytest.approx(2.5, rel=REL) and full.flows[0].end_s == pytest.approx(2.0)
-    assert full.value is full and full.flows[0].end_s == pytest.approx(2.0)
+    assert full.value is None and full.flows[0].end_s == pytest.approx(2.0)
 
 
 def test_records():
@@ -541,32 +541,43 @@ def test_random_flows_match_oracle(capacities, flows, changes, latency):
     sizes=st.lists(st.floats(1.0, 1e6), min_size=1, max_size=6),
     caps=st.lists(st.floats(1.0, 1e3), min_size=3, max_size=3),
     interrupt_s=st.floats(0.0, 5e3),
-    action=st.sampled_from(["start", "capacity", "nothing"]),
+    action=st.sampled_from(["start", "slower", "faster", "nothing"]),
+    repeat=st.booleans(),
 )
-def test_a_lone_transfer_on_its_schedule_equals_the_general_model(sizes, caps, interrupt_s, action):
-    """A transfer on an idle network runs on a precomputed schedule; one started while an
-    unrelated flow keeps the network busy runs the general event-driven model. With the same
-    later disturbance (another flow starts, or a capacity changes) both end together."""
+def test_a_lone_transfer_on_its_schedule_equals_the_general_model(
+    sizes, caps, interrupt_s, action, repeat
+):
+    """A transfer on an idle network runs on a precomputed schedule (its event scheduled
+    once, at its end); one started while an unrelated flow keeps the network busy runs the
+    general event-driven model. With the same later disturbance (another flow starts, or a
+    capacity drops or rises) both end together. With ``repeat`` the same tuple of flows
+    ran before, so the lone transfer reuses its plan."""
 
     def run(busy: bool) -> list[float]:
         env = simpy.Environment()
-        net = Network(env)
+        net = Network(env, latency_s=0.5)
         links = [net.link(f"l{i}", cap) for i, cap in enumerate(caps)]
+        routes = [(links[i % 2], links[2]) for i in range(len(sizes))]
+        flows = tuple(zip(sizes, routes, strict=True))
+        if repeat:
+            env.run(net.transfer(flows))
+        start_s = env.now
         if busy:  # a flow on its own link, never ending: the network is never idle
             net.start(1.0, [net.link("elsewhere", 0.0)])
-        routes = [[links[i % 2], links[2]] for i in range(len(sizes))]
-        transfer = net.transfer(zip(sizes, routes, strict=True))
+        transfer = net.transfer(flows)
 
         def disturb():
             yield env.timeout(interrupt_s)
             if action == "start":
                 net.start(5e5, [links[0]])
-            elif action == "capacity":
+            elif action == "slower":
                 net.set_capacity(links[2], caps[2] / 3)
+            elif action == "faster":
+                net.set_capacity(links[2], caps[2] * 3)
 
         env.process(disturb())
         env.run(transfer)
-        return [flow.end_s for flow in transfer.flows] + [env.now]
+        return [flow.end_s - start_s for flow in transfer.flows] + [env.now - start_s]
 
     assert run(busy=False) == pytest.approx(run(busy=True), rel=1e-9)
 
@@ -587,3 +598,121 @@ def test_cancelling_a_transfer_stops_all_its_flows_at_once(busy):
     later = net.transfer([(4.0, [link])])
     env.run(until=later)
     assert env.now == pytest.approx(3.0) and not transfer.triggered
+
+
+# ---------------------------------------------------------------- lone transfers: plans
+
+
+def test_a_lone_transfer_is_one_event_and_a_repeat_reuses_its_plan():
+    # 10 flows of 1 GB, 1 GB/s per node, 2 GB/s aggregate: 5 s each time, and the only
+    # event is the transfer itself (as a timeout would be).
+    env = CountingEnv()
+    net = Network(env)
+    shared = net.link("storage", 2e9)
+    flows = tuple((1e9, (net.link(f"n{i}", 1e9), shared)) for i in range(10))
+    events, ends = [], []
+
+    def saves():
+        for _ in range(3):
+            before = env.scheduled
+            yield net.transfer(flows)
+            events.append(env.scheduled - before)
+            ends.append(env.now)
+
+    env.run(env.process(saves()))
+    assert events == [1, 1, 1] and ends == pytest.approx([5.0, 10.0, 15.0], rel=REL)
+    assert len(net.topology.plans) == 1
+
+
+def test_a_repeated_transfer_follows_every_capacity_change():
+    # 10 B over one link: its time follows the link's capacity, whichever operation set
+    # it; a second network of the same topology keeps its own capacities.
+    env = simpy.Environment()
+    net = Network(env)
+    link = net.link("l", 10.0)
+    flows = ((10.0, (link,)),)
+
+    def took() -> float:
+        start = env.now
+        env.run(net.transfer(flows))
+        return env.now - start
+
+    assert took() == pytest.approx(1.0)
+    net.set_capacity(link, 5.0)
+    assert took() == pytest.approx(2.0)
+    net.reserve_rate(link, 7.5)  # 10 - 7.5 = 2.5 B/s left
+    assert took() == pytest.approx(4.0)
+    net.reserve_share(link, 0.5)  # 10 x 0.5 - 7.5 < 0: MIN_LEFT x 10 = 0.1 B/s
+    assert took() == pytest.approx(100.0)
+    net.reserve_rate(link, -7.5)  # half of 10 B/s
+    assert took() == pytest.approx(2.0)
+    other = Network(simpy.Environment(), topology=net.topology)
+    done = other.transfer(flows)
+    other.env.run(done)
+    assert other.env.now == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_an_interrupted_lone_transfer_never_fires(record):
+    # A process waits for 10 B at 1 B/s and is interrupted at 4 s: it cancels the
+    # transfer, which then never fires (its event is off the schedule). Its flows, built
+    # at the cancel when recording and only when asked otherwise, stopped at 4 s.
+    env = simpy.Environment()
+    net = Network(env, record=record)
+    link = net.link("l", 1.0)
+    transfer = net.transfer(((10.0, (link,)),))
+    seen = []
+
+    def waiter():
+        try:
+            yield transfer
+        except simpy.Interrupt:
+            net.cancel_transfer(transfer)
+            seen.append(env.now)
+
+    process = env.process(waiter())
+
+    def failure():
+        yield env.timeout(4.0)
+        process.interrupt()
+
+    env.process(failure())
+    env.run()
+    assert seen == [4.0] and env.now == 4.0 and not transfer.triggered
+    env.run(net.transfer(((3.0, (link,)),)))  # later: 7 s
+    (flow,) = transfer.flows
+    assert flow.moved_B == pytest.approx(4.0) and flow.cancelled and flow.end_s == 4.0
+    assert (net.records is None) != record
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_bulk_reservations_equal_one_link_at_a_time(busy):
+    """``reserve_rates`` and ``reserve_shares`` give the capacities, bit for bit, and the
+    flow times of the same reservations made link by link; a network that reaches the bulk
+    operation from another state does not get the copy made for the first."""
+    topology = Topology()
+
+    def run(bulk: bool, before: bool) -> tuple[list[float], float]:
+        env = simpy.Environment()
+        net = Network(env, topology=topology)
+        links = tuple(net.link(f"l{i}", 10.0 * (i + 1)) for i in range(4))
+        if before:
+            net.reserve_rate(links[0], 3.0)
+        transfer = net.transfer([(50.0, (link,)) for link in links])
+        if busy:
+            env.run(until=1.0)
+        if bulk:
+            net.reserve_rates(links, 1.5)
+            net.reserve_shares(links[1:], 0.25)
+        else:
+            for link in links:
+                net.reserve_rate(link, 1.5)
+            for link in links[1:]:
+                net.reserve_share(link, 0.25)
+        capacities = [net.capacity_of(link) for link in links]
+        env.run(transfer)
+        return capacities, env.now
+
+    for before in (False, True, False, True):
+        assert run(bulk=True, before=before) == run(bulk=False, before=before)
+    assert len(topology.snapshots) == 4  # two bulk operations from two states

@@ -295,8 +295,7 @@ class Ecrm(Policy):
         """Parity updates stream between the PS for the whole run: every transfer (saves,
         rebuilds, reloads) shares the PS NICs with them."""
         if self.parity_Bps:
-            for shard in range(self.n_shards):
-                sim.net.stream_on_nic(sim.net.ps_node(shard), self.parity_Bps)
+            sim.net.stream_on_ps_nics(self.parity_Bps)
 
     def act(self, sim):
         progress = sim.progress_s

@@ -34,6 +34,7 @@ Where state lives (used by the policies):
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -55,16 +56,20 @@ def transfer_time_s(
     """Seconds until every flow has moved its bytes under processor sharing.
 
     ``flow_bytes``: bytes per concurrent flow (one per node). With n active flows each gets
-    ``min(per_node_Bps, aggregate_Bps / n)``.
+    ``min(per_node_Bps, aggregate_Bps / n)``. Flows of equal size end together, so the cost
+    is O(distinct sizes) steps after a sort (a full save of E equal shards is one step).
     """
-    sizes = sorted(b for b in flow_bytes if b > 0)
-    if not sizes:
+    sizes = sorted(flow_bytes)
+    i = bisect.bisect_right(sizes, 0.0)  # zero-size flows take no time
+    if i == len(sizes):
         return 0.0
     elapsed, sent = 0.0, 0.0
-    for i, size in enumerate(sizes):
+    while i < len(sizes):
+        size = sizes[i]
         rate = min(per_node_Bps, aggregate_Bps / (len(sizes) - i))
         elapsed += (size - sent) / rate
         sent = size
+        i = bisect.bisect_right(sizes, size, i)
     return elapsed + latency_s
 
 
@@ -201,6 +206,10 @@ class ClusterNetwork:
         self.cluster = cluster
         self.layout = layout
         topology, self._routes, self._full = _shared(scenario)
+        self._writes = self._routes.setdefault("write", {})
+        """Node → its route to storage (likewise ``_reads``, ``_ins``), by node number."""
+        self._reads = self._routes.setdefault("read", {})
+        self._ins = self._routes.setdefault("in", {})
         self.net = Network(env, cluster.network_latency, record, topology)
         """The flow model; with ``record`` it keeps every finished flow (for traces)."""
         self.trainers = cluster.trainers
@@ -209,10 +218,7 @@ class ClusterNetwork:
         self._storage_read = self.net.link("storage.read", storage.read_bandwidth)
         background = cluster.background
         if background.ps_nic_share:
-            for shard in range(cluster.emb_ps):
-                node = self.ps_node(shard)
-                self.net.reserve_share(self._nic(node, "send"), background.ps_nic_share)
-                self.net.reserve_share(self._nic(node, "recv"), background.ps_nic_share)
+            self.net.reserve_shares(self._ps_nics(), background.ps_nic_share)
         share = background.storage_share
         for link in (self._storage_write, self._storage_read):
             if isinstance(share, list):
@@ -225,6 +231,16 @@ class ClusterNetwork:
     def ps_node(self, shard: int) -> int:
         """Global node index of embedding PS ``shard``."""
         return self.trainers + shard
+
+    def _ps_nics(self) -> tuple[Link, ...]:
+        """Both links (send, receive) of every embedding PS's NIC, built once for all the
+        replications of the scenario."""
+        links = self._routes.get("ps nics")
+        if links is None:
+            nodes = [self.ps_node(shard) for shard in range(self.cluster.emb_ps)]
+            links = tuple(self._nic(node, way) for node in nodes for way in ("send", "recv"))
+            self._routes["ps nics"] = links
+        return links
 
     def _nic(self, node: int, way: str) -> Link:
         return self.net.link(f"{node_name(self.trainers, node)}.{way}", self.cluster.nic_bandwidth)
@@ -249,15 +265,15 @@ class ClusterNetwork:
     # -- routes ------------------------------------------------------------------------
 
     def to_storage(self, node: int) -> tuple[Link, ...]:
-        route = self._routes.get(("write", node))
+        route = self._writes.get(node)
         if route is None:
-            route = self._routes["write", node] = self._to_storage(node)
+            route = self._writes[node] = self._to_storage(node)
         return route
 
     def from_storage(self, node: int) -> tuple[Link, ...]:
-        route = self._routes.get(("read", node))
+        route = self._reads.get(node)
         if route is None:
-            route = self._routes["read", node] = self._from_storage(node)
+            route = self._reads[node] = self._from_storage(node)
         return route
 
     def _to_storage(self, node: int) -> tuple[Link, ...]:
@@ -276,11 +292,11 @@ class ClusterNetwork:
         """What bytes arriving at ``node`` from many senders cross on its side: its NIC's
         receive link (and its rack's downlink when racks are set: senders are spread over
         the cluster)."""
-        route = self._routes.get(("in", node))
+        route = self._ins.get(node)
         if route is None:
             rack = self._rack(node)
             down = () if rack is None else (self._uplink(rack, "down"),)
-            route = self._routes["in", node] = (*down, self._nic(node, "recv"))
+            route = self._ins[node] = (*down, self._nic(node, "recv"))
         return route
 
     def between(self, src: int, dst: int) -> tuple[Link, ...]:
@@ -343,11 +359,11 @@ class ClusterNetwork:
         source = (trainer + 1) % self.trainers
         return [(self.layout.dense_bytes, self.between(source, trainer))]
 
-    def stream_on_nic(self, node: int, rate_Bps: float) -> None:
-        """A continuous stream (e.g. parity updates) takes ``rate_Bps`` of ``node``'s NIC,
-        both ways, from now on; negative to end it."""
-        self.net.reserve_rate(self._nic(node, "send"), rate_Bps)
-        self.net.reserve_rate(self._nic(node, "recv"), rate_Bps)
+    def stream_on_ps_nics(self, rate_Bps: float) -> None:
+        """A continuous stream (e.g. parity updates) takes ``rate_Bps`` of every embedding
+        PS's NIC, both ways, from now on; negative to end it. One bulk operation, copied
+        from the first replication that made it (O(1) per replication, not O(PS))."""
+        self.net.reserve_rates(self._ps_nics(), rate_Bps)
 
     def stream_to_storage(self, rate_Bps: float) -> None:
         """A continuous write stream (an update log) takes ``rate_Bps`` of the storage's
@@ -356,7 +372,7 @@ class ClusterNetwork:
 
     def start(self, flows: list, category: str, label: str = "") -> Transfer:
         """Start these flows now; the event fires when all are done."""
-        return self.net.transfer(flows, label=label, category=category)
+        return self.net.transfer(flows, label, category)
 
     def cancel(self, transfer: Transfer) -> None:
         """Stop a transfer's flows (e.g. interrupted by a failure)."""

@@ -130,11 +130,11 @@ class Simulation:
         (e.g. applying a log while reading it) and makes the phase last at least that long."""
         start = self.env.now
         transfer = self.net.start(flows, category, detail)
+        at_least = self.env.timeout(at_least_s) if at_least_s > 0 else None
         try:
-            if at_least_s > 0:
-                yield transfer & self.env.timeout(at_least_s)
-            else:
-                yield transfer
+            yield transfer
+            if at_least is not None and not at_least.processed:
+                yield at_least  # the later of the two, without a condition event
         except simpy.Interrupt:
             self.net.cancel(transfer)
             raise

@@ -17,7 +17,11 @@ starts, ends or is cancelled, or a link's capacity changes; in between each flow
 a constant rate. So the network keeps ONE pending SimPy wake-up, at the earliest
 completion, and replaces it at every change (a superseded wake-up still fires but is
 recognised as stale and ignored): the cost grows with the number of flow events, never
-with bytes. See ``docs/model.md``, "Network and storage: flow-level model".
+with bytes. A transfer that starts on an idle network (most do: a save, a reload) runs on
+a schedule computed when it starts, as one SimPy event, and becomes active flows only if
+anything else happens before it ends; what it does alone is kept per capacity state
+(:class:`Topology`), so a repeated transfer costs O(1). See ``docs/model.md``, "Network
+and storage: flow-level model".
 
 Numerics: remaining bytes are advanced as ``remaining_B -= rate_Bps * (now - last_s)``. A
 flow is finished when ``remaining_B <= DONE_REL * size_B`` or when the rest would take less
@@ -31,7 +35,9 @@ that capacity returns (:meth:`Network.set_capacity`).
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
+import operator
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -48,6 +54,8 @@ _MEMO: dict[tuple, list[float]] = {}
 _MEMO_SIZE = 4096
 """Rates of recently seen (routes, capacities): a run repeats the same transfers (every full
 save of a replication, and of every replication), so most recomputations are look-ups."""
+_STATES_SIZE = 65536
+"""Capacity states a :class:`Topology` remembers before it starts afresh."""
 
 
 def cached_max_min_rates(
@@ -82,28 +90,41 @@ def lone_schedule(
     found = _SCHEDULES.get(key)
     if found is not None:
         return found
+    n = len(sizes)
     remaining = list(sizes)
-    ends = [0.0 if size <= 0 else math.inf for size in sizes]
-    active = [i for i, size in enumerate(sizes) if size > 0]
+    if n and min(sizes) > 0:
+        ends, active = [math.inf] * n, list(range(n))
+    else:
+        ends = [0.0 if size <= 0 else math.inf for size in sizes]
+        active = [i for i in range(n) if sizes[i] > 0]
     phases = []
     now = 0.0
     while active:
-        rates = cached_max_min_rates(tuple(paths[i] for i in active), capacities)
-        steps = [remaining[i] / r for i, r in zip(active, rates, strict=True) if r > 0]
-        if not steps:
-            break  # blocked by a zero-capacity link: never ends
-        step = min(steps)
-        full = [0.0] * len(sizes)
-        for i, r in zip(active, rates, strict=True):
-            full[i] = r
-        phases.append((now, step, tuple(full)))
+        everyone = len(active) == n
+        rates = cached_max_min_rates(
+            paths if everyone else tuple([paths[i] for i in active]), capacities
+        )
+        if everyone and min(rates) > 0:  # the first phase, every flow moving
+            step = min(map(operator.truediv, remaining, rates))
+        else:
+            steps = [remaining[i] / r for i, r in zip(active, rates, strict=True) if r > 0]
+            if not steps:
+                break  # blocked by a zero-capacity link: never ends
+            step = min(steps)
+        if everyone:
+            full = tuple(rates)
+        else:
+            rates_of = [0.0] * n
+            for i, r in zip(active, rates, strict=True):
+                rates_of[i] = r
+            full = tuple(rates_of)
+        phases.append((now, step, full))
         now += step
+        resolution_s = CLOCK_ULPS * math.ulp(now)  # as in Network._sync
         still = []
         for i, r in zip(active, rates, strict=True):
-            remaining[i] -= r * step
-            if remaining[i] <= DONE_REL * sizes[i] or remaining[i] <= r * CLOCK_ULPS * math.ulp(
-                now
-            ):
+            left_B = remaining[i] = remaining[i] - r * step
+            if left_B <= DONE_REL * sizes[i] or left_B <= r * resolution_s:
                 ends[i] = now
             else:
                 still.append(i)
@@ -179,15 +200,53 @@ class Link:
 class Topology:
     """Links by name, and what is known of routes and transfers over them: the static part
     of a network, shared by the networks of every replication of one scenario so that each
-    builds and checks its routes once, not once per replication."""
+    builds and checks its routes once, not once per replication.
+
+    It also numbers *capacity states*. A network starts in state 0 (every link at its
+    nominal capacity) and each capacity operation (:meth:`Network.set_capacity`,
+    ``reserve_share``, ``reserve_rate`` and their bulk forms) moves it to the state that
+    this operation leads to from its current one. The capacities are a function of the
+    operations applied, so two networks in the same state have the same capacities bit for
+    bit: what a transfer does alone in a state is worked out once for all replications
+    that get there (:attr:`plans`), and the result of a bulk operation is copied, not
+    recomputed (:attr:`snapshots`). Networks that reach equal capacities by different
+    operations get different numbers, which only costs a recomputation.
+    """
 
     def __init__(self) -> None:
         self.links: dict[str, Link] = {}
         self.nominal: list[float] = []
-        self.checked: set[tuple[Link, ...]] = set()
-        """Route tuples already checked (links of this topology, no repeats)."""
+        self.checked: dict[tuple[Link, ...], tuple[int, ...]] = {}
+        """Route tuples already checked (links of this topology, no repeats) → their link
+        indices."""
         self.specs: dict[int, tuple] = {}
         """id of a flows tuple → (the tuple, checked specs, local paths, sizes)."""
+        self.routings: dict[tuple, tuple] = {}
+        """Routes of a transfer (a tuple of route tuples) → (the same, checked; their paths
+        in local link indices with the global index of each local link)."""
+        self.states: dict[tuple, int] = {}
+        """(state, operation) → the state it leads to."""
+        self.snapshots: dict[int, tuple[list[float], dict, dict]] = {}
+        """State reached by a bulk operation → its capacities, shares and reserved rates."""
+        self.plans: dict[tuple[int, int], tuple] = {}
+        """(id of a flows tuple, state) → (the tuple, checked specs, its lone schedule, its
+        end offset in seconds): how that transfer runs alone on a network in that state."""
+        self._numbers = itertools.count(1)
+
+    def next_state(self, state: int, operation: tuple) -> int:
+        """The state ``operation`` leads to from ``state`` (a new number if never seen).
+
+        Numbers are never reused, so the tables can be emptied when they grow large (a run
+        whose operations differ in every replication) without two histories sharing one."""
+        key = (state, operation)
+        found = self.states.get(key)
+        if found is None:
+            if len(self.states) >= _STATES_SIZE:
+                self.states.clear()
+                self.snapshots.clear()
+                self.plans.clear()
+            found = self.states[key] = next(self._numbers)
+        return found
 
 
 class Flow:
@@ -236,7 +295,7 @@ class Flow:
         self.cancelled = False
         self.transfer = transfer
         self.done = env.event() if transfer is None else None
-        self.path = tuple(link.index for link in route)
+        self.path = _path(route)
         """The route as link indices."""
 
     @property
@@ -270,16 +329,22 @@ def bytes_by_category(records: Iterable[FlowRecord]) -> dict[str, float]:
 
 class Transfer(simpy.Event):
     """Concurrent flows started together (see :meth:`Network.transfer`): the event succeeds
-    (value: the transfer) ``latency_s`` after the last byte of the last flow; never if one
-    of them is cancelled. One event for the whole transfer, not one per flow.
+    (value None) ``latency_s`` after the last byte of the last flow; never if one of them
+    is cancelled. One event for the whole transfer, not one per flow. (A value referring to
+    the transfer itself would make every transfer a reference cycle that only Python's
+    cyclic garbage collector frees, which then runs several times as often.)
 
     While the transfer runs alone on the network its flows exist only as a precomputed
-    schedule; ``flows`` builds them when asked (and the network does when anything else
-    happens meanwhile).
+    schedule, and the transfer is itself the one SimPy event of its completion, scheduled
+    like a timeout (so it counts as triggered from the start); ``flows`` builds the flows
+    when asked, and the network does (taking the event off the schedule) when anything else
+    happens meanwhile.
     """
 
     def __init__(self, network: Network, specs, label: str, category: str):
-        super().__init__(network.env)
+        self.env = network.env  # simpy.Event.__init__, inlined (as simpy.Timeout does)
+        self.callbacks: list = []
+        self._value = simpy.events.PENDING
         self.network = network
         self.specs: tuple[tuple[float, tuple[Link, ...]], ...] = specs
         self.label = label
@@ -289,6 +354,9 @@ class Transfer(simpy.Event):
         """Flows whose last byte has not arrived yet."""
         self.schedule = None
         """While (or since) running alone: the result of :func:`lone_schedule`."""
+        self.cancelled_s: float | None = None
+        """When it was cancelled while running alone (its flows, built only if asked for,
+        stopped then)."""
         self._flows: tuple[Flow, ...] | None = None
 
     @property
@@ -324,11 +392,15 @@ class Network:
         """Current capacity of every link, bytes/s (this network's, not the topology's)."""
         self._shares: dict[int, float] = {}
         self._reserved: dict[int, float] = {}
+        self._state = 0
+        """Capacity state (see :class:`Topology`): 0 until a capacity changes."""
         self._active: dict[Flow, None] = {}  # insertion-ordered set: deterministic order
         self._updated_s = env.now
         self._wake: simpy.Event | None = None
         self._checked = self.topology.checked
         self._spec_cache = self.topology.specs
+        self._routings = self.topology.routings
+        self._plans = self.topology.plans
         self._lone: Transfer | None = None
         """A transfer running alone on an otherwise idle network, on its precomputed
         schedule (no flows in ``_active``); made real flows when anything else happens."""
@@ -394,15 +466,21 @@ class Network:
     ) -> Transfer:
         """Start concurrent flows ``(size_B, route)``; the event fires when all are done.
 
-        Rates are recomputed once for the whole set, e.g. every PS writing its shard.
+        Rates are recomputed once for the whole set, e.g. every PS writing its shard. On an
+        idle network the transfer runs on its precomputed schedule; a tuple of flows passed
+        again (e.g. a cached full save) then costs O(1), whatever the number of flows.
         """
-        self._materialize()
-        finished = self._sync()
-        specs, paths, sizes = self._specs(flows)
+        if self._lone is not None or self._active:
+            self._materialize()
+            finished = self._sync()
+            if self._active:
+                return self._transfer_among(flows, label, category, finished)
+        return self._transfer_alone(flows, label, category)
+
+    def _transfer_among(self, flows, label: str, category: str, finished: bool) -> Transfer:
+        """Start ``flows`` as active flows of the general model (others are moving)."""
+        specs, _, _ = self._specs(flows)
         transfer = Transfer(self, specs, label, category)
-        if not self._active:
-            self._run_alone(transfer, paths, sizes)
-            return transfer
         transfer._flows = tuple(
             self._add(size_B, route, label, category, transfer) for size_B, route in specs
         )
@@ -417,12 +495,11 @@ class Network:
         save); the transfer's event never fires."""
         if transfer is self._lone:  # nothing else moves: drop its schedule
             self._lone = None
-            self._wake = None
-            self._updated_s = self.env.now
-            for flow in transfer.flows:  # built as of now, from the schedule
-                if flow.end_s is None:
-                    flow.cancelled = True
-                    self._end(flow)
+            self._unschedule(transfer)
+            self._updated_s = transfer.cancelled_s = self.env.now
+            if self.records is not None:  # otherwise its flows are built only if asked for
+                for flow in transfer.flows:
+                    self._record(flow)
             return
         self._stop(transfer.flows)
 
@@ -447,22 +524,21 @@ class Network:
         if changed:
             self._reallocate()
 
+    # -- capacities --------------------------------------------------------------------
+
     def set_capacity(self, link: Link, capacity_Bps: float) -> None:
         """Change ``link``'s current capacity (bytes/s) from now on, e.g. background load."""
         _check_capacity(capacity_Bps)
         self._check_link(link)
-        self._materialize()
-        self._sync()
-        self._grow()
-        self._capacities[link.index] = capacity_Bps
-        self._reallocate()
+        self._recap(("capacity", link.index, capacity_Bps), ((link, capacity_Bps),))
 
     def reserve_share(self, link: Link, share: float) -> None:
         """Leave ``1 - share`` of ``link``'s nominal capacity (less any reserved rate) to
         flows from now on."""
         _check_share(share)
+        self._check_link(link)
         self._shares[link.index] = share
-        self.set_capacity(link, self._left_Bps(link))
+        self._recap(("share", link.index, share), ((link, self._left_Bps(link)),))
 
     def reserve_rate(self, link: Link, rate_Bps: float) -> None:
         """A continuous stream (e.g. an update log written as training goes) takes
@@ -471,9 +547,40 @@ class Network:
         capacity: a saturated link still lets other flows through."""
         if not math.isfinite(rate_Bps):
             raise ValueError(f"rate_Bps must be finite, got {rate_Bps}")
+        self._check_link(link)
+        self._reserve(link, rate_Bps)
+        self._recap(("rate", link.index, rate_Bps), ((link, self._left_Bps(link)),))
+
+    def reserve_shares(self, links: tuple[Link, ...], share: float) -> None:
+        """:meth:`reserve_share` on each of ``links`` at once (e.g. the training traffic's
+        share of every PS NIC): one rate update, and a copy of the result when a network
+        of the topology did the same from the same state (O(1) per replication)."""
+        _check_share(share)
+
+        def apply() -> None:
+            for link in links:
+                self._shares[link.index] = share
+                self._capacities[link.index] = self._left_Bps(link)
+
+        self._bulk(("shares", links, share), links, apply)
+
+    def reserve_rates(self, links: tuple[Link, ...], rate_Bps: float) -> None:
+        """:meth:`reserve_rate` on each of ``links`` at once (e.g. a stream on every PS
+        NIC): one rate update, and a copy of the result when a network of the topology did
+        the same from the same state (O(1) per replication)."""
+        if not math.isfinite(rate_Bps):
+            raise ValueError(f"rate_Bps must be finite, got {rate_Bps}")
+
+        def apply() -> None:
+            for link in links:
+                self._reserve(link, rate_Bps)
+                self._capacities[link.index] = self._left_Bps(link)
+
+        self._bulk(("rates", links, rate_Bps), links, apply)
+
+    def _reserve(self, link: Link, rate_Bps: float) -> None:
         reserved = max(self._reserved.get(link.index, 0.0) + rate_Bps, 0.0)
         self._reserved[link.index] = reserved
-        self.set_capacity(link, self._left_Bps(link))
 
     def _left_Bps(self, link: Link) -> float:
         """What background shares and streams leave of ``link`` to flows, bytes/s."""
@@ -482,6 +589,49 @@ class Network:
         if reserved > 0:
             left = max(left, MIN_LEFT * link.nominal_Bps)
         return left
+
+    def _recap(self, operation: tuple, changes: Iterable[tuple[Link, float]]) -> None:
+        """Capacities change now (``changes``: link, new bytes/s) by ``operation``: advance
+        the flows to now, move to the state the operation leads to, update the rates."""
+        busy = self._lone is not None or bool(self._active)
+        if busy:
+            self._materialize()
+            self._sync()
+        self._grow()
+        for link, capacity_Bps in changes:
+            self._capacities[link.index] = capacity_Bps
+        self._state = self.topology.next_state(self._state, operation)
+        if busy:
+            self._reallocate()
+
+    def _bulk(self, operation: tuple, links: tuple[Link, ...], apply) -> None:
+        """A capacity operation on many links (``apply`` does it): advance the flows, apply
+        it or copy its result from :attr:`Topology.snapshots`, update the rates once."""
+        state = self.topology.next_state(self._state, operation)
+        snapshot = self.topology.snapshots.get(state)
+        if snapshot is None:
+            for link in links:
+                self._check_link(link)
+        busy = self._lone is not None or bool(self._active)
+        if busy:
+            self._materialize()
+            self._sync()
+        self._grow()
+        if snapshot is None:
+            apply()
+            self.topology.snapshots[state] = (
+                list(self._capacities),
+                dict(self._shares),
+                dict(self._reserved),
+            )
+        else:
+            capacities, shares, reserved = snapshot
+            self._capacities[: len(capacities)] = capacities
+            self._shares = dict(shares)
+            self._reserved = dict(reserved)
+        self._state = state
+        if busy:
+            self._reallocate()
 
     def follow_shares(self, link: Link, points: Sequence[tuple[float, float]]) -> simpy.Process:
         """Reserve ``share`` of ``link`` from each ``(time_s, share)`` point to the next.
@@ -506,6 +656,8 @@ class Network:
                 yield self.env.timeout(time_s - self.env.now)
             self.reserve_share(link, share)
 
+    # -- flows -------------------------------------------------------------------------
+
     def _add(
         self,
         size_B: float,
@@ -515,7 +667,8 @@ class Network:
         transfer: Transfer | None = None,
     ) -> Flow:
         """Make a flow starting now; active unless zero-size (then completed at once)."""
-        links = self._route(size_B, route)
+        _check_size(size_B)
+        links = self._route(route)
         flow = Flow(self.env, size_B, links, label, category, transfer)
         if size_B > 0:
             self._active[flow] = None
@@ -523,10 +676,8 @@ class Network:
             self._complete(flow)
         return flow
 
-    def _route(self, size_B: float, route: Iterable[Link]) -> tuple[Link, ...]:
+    def _route(self, route: Iterable[Link]) -> tuple[Link, ...]:
         """A checked route without repeats (a link crossed twice is shared once)."""
-        if not (math.isfinite(size_B) and size_B >= 0):
-            raise ValueError(f"size_B must be finite and >= 0, got {size_B}")
         if isinstance(route, tuple) and route in self._checked:  # seen before (e.g. cached)
             return route
         links = tuple(dict.fromkeys(route))
@@ -535,7 +686,7 @@ class Network:
         for link in links:
             self._check_link(link)
         if isinstance(route, tuple) and links == route:
-            self._checked.add(route)
+            self._checked[route] = _path(route)
         return links
 
     # -- a transfer alone on the network -----------------------------------------------
@@ -548,37 +699,112 @@ class Network:
             found = self._spec_cache.get(id(flows))
             if found is not None and found[0] is flows:
                 return found[1:]
-        specs = tuple((size_B, self._route(size_B, route)) for size_B, route in flows)
-        local = _localize(tuple(tuple(link.index for link in route) for _, route in specs))
-        sizes = tuple(size_B for size_B, _ in specs)
+        sizes, routes = _unzip(flows)
+        specs, local = self._check(sizes, routes)
         if isinstance(flows, tuple):
+            if len(self._spec_cache) >= _MEMO_SIZE:  # tuples made anew for each transfer
+                self._spec_cache.clear()
             self._spec_cache[id(flows)] = (flows, specs, local, sizes)
         return specs, local, sizes
 
-    def _run_alone(self, transfer: Transfer, local: tuple, sizes: tuple) -> None:
-        """Run ``transfer`` on its precomputed schedule: one wake-up, when it is done (last
-        byte plus latency). The schedule depends only on the links the transfer crosses."""
-        paths, used = local
+    def _check(self, sizes: tuple, routes: tuple) -> tuple[tuple, tuple]:
+        """Checked ``(size_B, route)`` pairs of these sizes and routes, and their paths in
+        local link indices with the global index of each local link. Routes seen together
+        before (e.g. reads of the same shards with other sizes) are looked up."""
+        total_B = sum(sizes)
+        if not (math.isfinite(total_B) and min(sizes, default=0.0) >= 0):
+            for size_B in sizes:
+                _check_size(size_B)
+        try:
+            found = self._routings.get(routes)
+        except TypeError:  # a route given as a list
+            found = None
+        if found is None:
+            known = self._checked
+            try:  # routes checked before (as ClusterNetwork's are): their paths are known
+                checked, paths = routes, [known[route] for route in routes]
+            except (KeyError, TypeError):
+                checked = tuple([self._route(route) for route in routes])
+                paths = [known.get(route) or _path(route) for route in checked]
+            found = (checked, _localize(paths))
+            if checked == routes:  # tuples without repeats: the same next time
+                if len(self._routings) >= _MEMO_SIZE:
+                    self._routings.clear()
+                self._routings[routes] = found
+        checked, local = found
+        return tuple(zip(sizes, checked, strict=True)), local
+
+    def _plan(self, flows) -> tuple:
+        """How ``flows`` run alone from now, in this capacity state: (the flows, checked
+        specs, :func:`lone_schedule`, end offset in seconds). A tuple of flows (e.g. the
+        cached full save) has its plan kept in :attr:`Topology.plans`, where
+        :meth:`_transfer_alone` finds it by identity next time; other flows are planned
+        each time (their routes and schedules are memoized, but keeping one plan per list,
+        most of them never seen again, costs more than it saves)."""
+        if type(flows) is tuple:
+            key = (id(flows), self._state)
+            specs, (paths, used), sizes = self._specs(flows)
+        else:
+            key = None
+            sizes, routes = _unzip(flows)
+            specs, (paths, used) = self._check(sizes, routes)
         self._grow()
         capacities = self._capacities
-        transfer.schedule = lone_schedule(paths, sizes, tuple(capacities[g] for g in used))
-        end_s = max(transfer.schedule[1], default=0.0)
-        self._wake = None
+        schedule = lone_schedule(paths, sizes, tuple(map(capacities.__getitem__, used)))
+        plan = (flows, specs, schedule, max(schedule[1], default=0.0))
+        if key is not None:
+            if len(self._plans) >= _MEMO_SIZE:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def _transfer_alone(self, flows, label: str, category: str) -> Transfer:
+        """Start ``flows`` on an idle network, on their precomputed schedule (a look-up if
+        :meth:`_plan` knows them): the transfer is scheduled once, when it is done (last
+        byte plus latency)."""
+        plan = self._plans.get((id(flows), self._state)) if type(flows) is tuple else None
+        if plan is None or plan[0] is not flows:
+            plan = self._plan(flows)
+        transfer = Transfer(self, plan[1], label, category)
+        transfer.schedule = plan[2]
+        end_s = plan[3]
+        self._updated_s = self.env.now
+        self._wake = None  # one left by flows that just ended is stale
         if end_s == 0.0:
             self._close_alone(transfer)
             self._finish(transfer)
-            return
-        self._lone = transfer
-        if end_s < math.inf:
-            self._wake = self.env.timeout(end_s + self.latency_s)
-            self._wake.callbacks.append(self._on_lone_wake)
+        elif end_s < math.inf:
+            self._lone = transfer
+            transfer.callbacks.append(self._on_lone_done)
+            transfer._ok = True
+            transfer._value = None
+            self.env.schedule(transfer, delay=end_s + self.latency_s)
+        else:
+            self._lone = transfer  # blocked by a zero-capacity link until it changes
+        return transfer
 
-    def _on_lone_wake(self, event: simpy.Event) -> None:
-        if event is self._wake and self._lone is not None:
-            transfer, self._lone = self._lone, None
+    def _on_lone_done(self, transfer: Transfer) -> None:
+        """First callback of a lone transfer's event: its flows have all arrived."""
+        if transfer is self._lone:
+            self._lone = None
             self._updated_s = self.env.now
             self._close_alone(transfer)
-            transfer.succeed(transfer)  # the latency is already in the wake-up
+
+    def _unschedule(self, transfer: Transfer) -> None:
+        """Take a lone transfer's event off the SimPy schedule (a disturbance changed its
+        end, or it was cancelled): it becomes an untriggered event again. The schedule is
+        a heap of ``(time, priority, id, event)`` entries, a few of them at any time."""
+        queue = self.env._queue
+        for i, entry in enumerate(queue):
+            if entry[3] is transfer:
+                last = queue.pop()
+                if i < len(queue):
+                    queue[i] = last
+                    heapq.heapify(queue)
+                break
+        transfer._value = simpy.events.PENDING
+        if self._on_lone_done in transfer.callbacks:
+            transfer.callbacks.remove(self._on_lone_done)
 
     def _close_alone(self, transfer: Transfer) -> None:
         """All flows of a lone transfer have arrived: record them."""
@@ -592,12 +818,14 @@ class Network:
                 self._record(flow)
 
     def _flows_of(self, transfer: Transfer) -> None:
-        """Build the flows of a transfer that ran (or runs) alone, as of now."""
+        """Build the flows of a transfer that ran (or runs) alone, as of now (or as of its
+        cancel, for one cancelled while alone)."""
         if transfer is self._lone:
             self._materialize()
             return
         phases, ends = transfer.schedule
-        elapsed_s = self.env.now - transfer.start_s
+        stopped_s = transfer.cancelled_s
+        elapsed_s = (self.env.now if stopped_s is None else stopped_s) - transfer.start_s
         flows = []
         for i, (size_B, route) in enumerate(transfer.specs):
             flow = Flow(self.env, size_B, route, transfer.label, transfer.category, transfer)
@@ -608,12 +836,16 @@ class Network:
             else:
                 moved = sum(r[i] * min(d, elapsed_s - s) for s, d, r in phases if s < elapsed_s)
                 flow.remaining_B = size_B - moved
+                if stopped_s is not None:
+                    flow.cancelled = True
+                    flow.end_s = stopped_s
             flows.append(flow)
         transfer._flows = tuple(flows)
 
     def _materialize(self) -> None:
         """Something else happens on the network: the lone transfer's flows become real
-        active flows with the bytes they have left now, and the general model takes over."""
+        active flows with the bytes they have left now, and the general model takes over.
+        If all its bytes are in (only the latency is left), its event stays scheduled."""
         transfer = self._lone
         if transfer is None:
             return
@@ -627,10 +859,8 @@ class Network:
             else:
                 transfer.pending -= 1
                 self._record(flow)
-        if transfer.pending == 0:  # all bytes in, the latency not yet over
-            last_s = max(flow.end_s for flow in transfer.flows)
-            left_s = max(last_s + self.latency_s - self.env.now, 0.0)
-            self.env.timeout(left_s).callbacks.append(lambda _: transfer.succeed(transfer))
+        if transfer.pending:
+            self._unschedule(transfer)
         self._reallocate()
 
     def _check_link(self, link: Link) -> None:
@@ -663,10 +893,10 @@ class Network:
         if not self._active:
             return
         flows = list(self._active)
-        paths, used = _localize(tuple(flow.path for flow in flows))
+        paths, used = _localize(tuple([flow.path for flow in flows]))
         self._grow()
         capacities = self._capacities
-        rates = cached_max_min_rates(paths, tuple(capacities[g] for g in used))
+        rates = cached_max_min_rates(paths, tuple(map(capacities.__getitem__, used)))
         soonest_s = math.inf
         for flow, rate in zip(flows, rates, strict=True):
             flow.rate_Bps = rate
@@ -698,9 +928,9 @@ class Network:
     def _finish(self, transfer: Transfer) -> None:
         """Every flow of ``transfer`` has arrived: it succeeds after the latency."""
         if self.latency_s > 0:
-            self.env.timeout(self.latency_s).callbacks.append(lambda _: transfer.succeed(transfer))
+            self.env.timeout(self.latency_s).callbacks.append(lambda _: transfer.succeed())
         else:
-            transfer.succeed(transfer)
+            transfer.succeed()
 
     def _end(self, flow: Flow) -> None:
         flow.end_s = self.env.now
@@ -723,19 +953,46 @@ class Network:
             )
 
 
-def _localize(paths: tuple[tuple[int, ...], ...]) -> tuple[tuple, tuple[int, ...]]:
+def _localize(paths: Sequence[tuple[int, ...]]) -> tuple[tuple, tuple[int, ...]]:
     """Paths over global link indices → the same paths over local indices 0, 1, … (in
     order of first use) and the global index of each local link: rates depend only on the
     links the flows cross, so memoized results hold whatever else the network holds."""
     index: dict[int, int] = {}
-    local = tuple(tuple(index.setdefault(g, len(index)) for g in path) for path in paths)
-    return local, tuple(index)
+    local = []
+    for path in paths:
+        numbers = []
+        for g in path:
+            number = index.get(g)
+            if number is None:
+                number = index[g] = len(index)
+            numbers.append(number)
+        local.append(tuple(numbers))
+    return tuple(local), tuple(index)
+
+
+def _unzip(flows: Iterable[tuple[float, Iterable[Link]]]) -> tuple[tuple, tuple]:
+    """``(size_B, route)`` pairs → (sizes, routes); ValueError if one is not a pair."""
+    pairs = flows if isinstance(flows, (tuple, list)) else tuple(flows)
+    if not pairs:
+        return (), ()
+    sizes, routes = zip(*pairs, strict=True)
+    return sizes, routes
+
+
+def _path(route: tuple[Link, ...]) -> tuple[int, ...]:
+    """A route as link indices."""
+    return tuple([link.index for link in route])
 
 
 MIN_LEFT = 0.01
 """Share of a link's nominal capacity that streams never take (assumption: a saturated link
 still gives other flows a little; without it a save behind a log that fills the storage
 would never end)."""
+
+
+def _check_size(size_B: float) -> None:
+    if not (math.isfinite(size_B) and size_B >= 0):
+        raise ValueError(f"size_B must be finite and >= 0, got {size_B}")
 
 
 def _check_capacity(capacity_Bps: float) -> None:
