@@ -353,6 +353,13 @@ class PartNetwork:
     def full_save(self) -> tuple:
         return (*self.shard_writes(range(len(self._scope.shards))), *self.dense_write())
 
+    def stream_on_ps_nics(self, rate_Bps: float) -> None:
+        """A stream on every PS NIC: the part's PS are all of them (a split by rows; ECRM,
+        whose parity streams, manages no set of shards)."""
+        if len(self._scope.shards) != self._net.cluster.emb_ps:
+            raise RuntimeError(f"part {self._scope.name} streams on PS it does not hold")
+        self._net.stream_on_ps_nics(rate_Bps)
+
     def full_load(self) -> tuple:
         return (*self.shard_reads(range(len(self._scope.shards))), *self.dense_reads())
 
