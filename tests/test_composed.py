@@ -307,11 +307,13 @@ def test_the_cli_names_the_file_and_field_and_exits_2(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_scopes_are_computed_once_per_scenario():
+def test_parts_are_built_once_per_scenario():
     s = scenario("composed")
     params = s.policies[2]
     first = composed_module.part_scopes(s, params)
     assert composed_module.part_scopes(s, params) is first
+    alone = composed_module.part_scenario(s, params, 1)
+    assert composed_module.part_scenario(s, params, 1) is alone
     assert sum(scope.lookups_share for scope in first) == pytest.approx(1.0, rel=1e-12)
 
 

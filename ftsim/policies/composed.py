@@ -218,20 +218,28 @@ class PartScope:
     dense: bool
 
 
-_SCOPES: dict[tuple[int, int], tuple] = {}
-_SCOPES_SIZE = 16
+_SHARED: dict[tuple[int, int], tuple] = {}
+_SHARED_SIZE = 16
+
+
+def _shared(scenario, params: ComposedParams) -> tuple[list, list, list]:
+    """The parts' scopes, scaled scenarios and layouts, built once per scenario and
+    composition: the replications share them (a run changes none of them)."""
+    key = (id(scenario), id(params))
+    found = _SHARED.get(key)
+    if found is None or found[0] is not scenario or found[1] is not params:
+        if len(_SHARED) >= _SHARED_SIZE:
+            _SHARED.clear()
+        scopes = _resolve(scenario, params)
+        scaled = [_scaled(scenario, params, scope) for scope in scopes]
+        layouts = [StateLayout(part) for part in scaled]
+        found = _SHARED[key] = (scenario, params, scopes, scaled, layouts)
+    return found[2:]
 
 
 def part_scopes(scenario, params: ComposedParams) -> list[PartScope]:
-    """Every part's scope resolved against the scenario (shares from row popularity),
-    computed once per scenario and composition (the replications share them)."""
-    key = (id(scenario), id(params))
-    found = _SCOPES.get(key)
-    if found is None or found[0] is not scenario or found[1] is not params:
-        if len(_SCOPES) >= _SCOPES_SIZE:
-            _SCOPES.clear()
-        found = _SCOPES[key] = (scenario, params, _resolve(scenario, params))
-    return found[2]
+    """Every part's scope resolved against the scenario (shares from row popularity)."""
+    return _shared(scenario, params)[0]
 
 
 def _resolve(scenario, params: ComposedParams) -> list[PartScope]:
@@ -266,7 +274,10 @@ def _resolve(scenario, params: ComposedParams) -> list[PartScope]:
 
 def part_scenario(scenario, params: ComposedParams, index: int):
     """The scenario that describes part ``index`` alone (see the module docstring)."""
-    scope = part_scopes(scenario, params)[index]
+    return _shared(scenario, params)[1][index]
+
+
+def _scaled(scenario, params: ComposedParams, scope: PartScope):
     job, cluster = scenario.job, scenario.cluster
     n_shards = len(scope.shards)
     rows = scope.rows_share * n_shards / cluster.emb_ps
@@ -280,7 +291,7 @@ def part_scenario(scenario, params: ComposedParams, index: int):
             "dense_params": job.dense_params if scope.dense else 0,
         }
     )
-    updates = {"job": scaled_job, "policies": [params.parts[index].policy]}
+    updates = {"job": scaled_job, "policies": [params.parts[scope.index].policy]}
     if n_shards != cluster.emb_ps:
         updates["cluster"] = cluster.model_copy(update={"emb_ps": n_shards})
         updates["failures"] = [PartFailures.of(scenario, scope)]
@@ -411,17 +422,15 @@ class Composed(Policy):
 
     def __init__(self, params, scenario, layout, rng):
         super().__init__(params, scenario, layout, rng)
-        self.scopes = part_scopes(scenario, params)
+        self.scopes, scaled, self.layouts = _shared(scenario, params)
         self.part_names = tuple(s.name for s in self.scopes)
-        self.parts: list[Policy] = []
-        self.layouts: list[StateLayout] = []
         streams = rng.spawn(len(self.scopes))  # one stream per part, from the policy's
-        for scope, part, part_rng in zip(self.scopes, params.parts, streams, strict=True):
-            scaled = part_scenario(scenario, params, scope.index)
-            part_layout = StateLayout(scaled)
-            self.layouts.append(part_layout)
-            runtime = REGISTRY[part.policy.kind]
-            self.parts.append(runtime(part.policy, scaled, part_layout, part_rng))
+        self.parts: list[Policy] = [
+            REGISTRY[part.policy.kind](part.policy, alone, part_layout, part_rng)
+            for part, alone, part_layout, part_rng in zip(
+                params.parts, scaled, self.layouts, streams, strict=True
+            )
+        ]
         self._views: list[PartSimulation] | None = None
         self._trainers = scenario.cluster.trainers
 
