@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftsim.cosim.replay import cosimulate, run_models
-from ftsim.policies.ecrm import DecodeShards, EcrmParams, EcrmSide
+from ftsim.policies.ecrm import DecodeShards, Ecrm, EcrmParams, EcrmSide
 from ftsim.scenario.loader import ScenarioError
 from ftsim.sim.accounting import CATEGORIES
 from ftsim.sim.engine import simulate
@@ -364,3 +364,29 @@ def test_partial_fallback_on_the_real_model_counts_lost_lookups():
     # Restoring every row of the two shards would measure 16 times more.
     assert 0.5 < ecrm["pls_measured"] / sims[1].row()["pls_model"] < 2
     assert ecrm["decode_max_rel_err"] <= 1e-5
+
+
+@settings(max_examples=100, deadline=None)
+@given(layout=layouts(), data=st.data())
+def test_traffic_slowdown_is_the_sum_of_the_lost_shards_reads(layout, data):
+    """The busiest survivor's reads: max over servers of Σ share · reads(x), as an array sum
+    in the degraded shards' order; the policy's running sum must equal it bit for bit."""
+    n = layout.n_shards
+    shards = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=6, unique=True))
+    shares = data.draw(
+        st.lists(st.sampled_from([1.0, 0.25, 2 / 3]), min_size=len(shards), max_size=len(shards))
+    )
+    degraded = dict(zip(shards, shares, strict=True))
+    rebuilding = set(data.draw(st.lists(st.sampled_from(shards), unique=True)))
+    policy = SimpleNamespace(
+        stripes=layout,
+        params=SimpleNamespace(k=layout.k, rebuild_share=0.5),
+        read_slowdown=0.3,
+        traffic_frac=0.7,
+    )
+    policy._busiest = lambda pairs: Ecrm._busiest(policy, pairs)
+    served = sum(share * layout.reads(x) for x, share in degraded.items()).max()
+    rebuild = sum((layout.reads(x) for x in rebuilding), np.zeros(n)).max()
+    busy = min(rebuild / layout.k, 1.0) * 0.5
+    expected = served * 0.3 + 0.7 * busy / (1 - busy)
+    assert Ecrm._traffic_slowdown(policy, degraded, rebuilding) == expected

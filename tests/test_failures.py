@@ -9,7 +9,7 @@ import yaml
 
 from ftsim.scenario.loader import load_scenario, read_yaml
 from ftsim.sim.failures import failure_sequence, job_mtbf_s
-from ftsim.sim.rng import Purpose, stream
+from ftsim.sim.rng import LazyStream, Purpose, stream
 from tests.conftest import SCENARIOS, scenario
 
 
@@ -123,3 +123,27 @@ def test_every_failure_source_says_how_often_it_fails():
     assert len(kinds) >= 6
     for kind in kinds:
         assert kind.rate_field is not _Source.rate_field, kind.__name__
+
+
+def test_a_lazy_stream_draws_what_its_stream_draws_and_is_made_on_first_use(monkeypatch):
+    import ftsim.sim.rng as rng
+
+    made = []
+    monkeypatch.setattr(rng, "stream", lambda *key: made.append(key) or stream(*key))
+    lazy = LazyStream(7, 3, Purpose.POLICY, 2)
+    assert made == []  # nothing drawn, nothing made
+    eager = stream(7, 3, Purpose.POLICY, 2)
+    assert lazy.random(5).tolist() == eager.random(5).tolist()
+    assert [g.random() for g in lazy.spawn(2)] == [g.random() for g in eager.spawn(2)]
+    assert made == [(7, 3, Purpose.POLICY, 2)]  # once
+
+
+def test_a_constant_rescheduling_delay_draws_nothing_and_the_others_draw_once():
+    """Constant delays leave the stream untouched (so it is never made); a random kind draws
+    exactly one uniform per failure, so its stream stays aligned with the failures."""
+    for kind, draws in (("constant", 0), ("exponential", 1), ("lognormal", 1)):
+        s = scenario("smoke", f"cluster.reschedule={{kind: {kind}, mean: 2 min, cv: 0.5}}")
+        generator, twin = stream(1, 0, Purpose.RESCHEDULE), stream(1, 0, Purpose.RESCHEDULE)
+        s.cluster.reschedule.sample(generator)
+        twin.random(draws)
+        assert generator.bit_generator.state == twin.bit_generator.state, kind

@@ -407,6 +407,9 @@ class Cpr(Policy):
         self.load_lost_s = layout.read_s([layout.shard_bytes] * round(self.shards_per_failure))
         self.interval_s = self._choose_interval()
         self.saving = self._partial_saving()
+        job = scenario.job
+        self.partial_bytes = self.saving.rows * job.mean_row_bytes if self.saving else 0.0
+        """Bytes each PS writes in a partial save (its chosen rows with optimizer state)."""
         self.predicted = self._predict_overheads()
         self.partial = self.predicted["partial"] <= self.predicted["full"] or not params.fallback
         if not self.partial:
@@ -491,8 +494,7 @@ class Cpr(Policy):
         else:
             fraction = self.params.fraction
             yield from sim.phase("save", self.saving.select_s, "choose the rows to save")
-            row_bytes = self.saving.rows * self.scenario.job.mean_row_bytes
-            flows = sim.net.shard_writes(range(self.n_shards), row_bytes)
+            flows = sim.net.shard_writes(range(self.n_shards), self.partial_bytes)
             yield from sim.transfer("save", flows, f"partial save r={fraction}")
             self.partial_saved_s = progress
             sim.model_event(PartialSave, fraction=fraction)
@@ -555,13 +557,12 @@ class Cpr(Policy):
     def result_columns(self):
         work = self.scenario.job.work_s
         saving = self.saving
-        partial_bytes = saving.rows * self.scenario.job.mean_row_bytes if saving else 0.0
         tracker_bytes = saving.tracker_bytes if saving else 0.0
         return {
             "interval_h": self.interval_s / 3600.0,
             "saved_gb": (
                 self.n_checkpoints * self.layout.total_bytes
-                + self.n_partial_saves * partial_bytes * self.n_shards
+                + self.n_partial_saves * self.partial_bytes * self.n_shards
             )
             / 1e9,
             "save_cost_s": self.stall_s,

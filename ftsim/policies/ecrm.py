@@ -47,6 +47,7 @@ that took it, so an older rebuild ending never clears a newer loss.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -123,8 +124,15 @@ class EcrmParams(SavingParams):
         return []
 
     def stripes(self, n_shards: int) -> StripeLayout:
-        """The stripe layout over ``n_shards`` embedding PS."""
-        return StripeLayout(n_shards, self.k, self.r, self.layout, self.group_size)
+        """The stripe layout over ``n_shards`` embedding PS (one object for every
+        replication: the layout's memoised losses are keyed by it)."""
+        return _stripe_layout(n_shards, self.k, self.r, self.layout, self.group_size)
+
+
+@functools.cache
+def _stripe_layout(n_shards: int, k: int, r: int, kind: str, group_size: int | None):
+    """:class:`StripeLayout`, made once per set of arguments (it is immutable)."""
+    return StripeLayout(n_shards, k, r, kind, group_size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,11 +329,20 @@ class Ecrm(Policy):
         decoding reads are those of a lone failure (:meth:`StripeLayout.reads`; exact when no
         decodable stripe lost two members, always the case for r = 1 without fall-back). A
         survivor gives the rebuilds at most ``rebuild_share`` of its NIC."""
+        served = self._busiest(degraded.items())
+        rebuild = self._busiest((x, 1.0) for x in rebuilding)
+        busy = min(rebuild / self.params.k, 1.0) * self.params.rebuild_share
+        return served * self.read_slowdown + self.traffic_frac * busy / (1 - busy)
+
+    def _busiest(self, shares) -> float:
+        """Rows the busiest survivor reads per lookup of a lost row: the largest entry of
+        Σ share · ``reads(x)`` over ``(x, share)`` pairs (added in their order; 0 if none)."""
         reads = self.stripes.reads
-        served = sum(share * reads(x) for x, share in degraded.items())
-        rebuild = sum((reads(x) for x in rebuilding), np.zeros(self.n_shards))
-        busy = min(float(rebuild.max()) / self.params.k, 1.0) * self.params.rebuild_share
-        return float(served.max()) * self.read_slowdown + self.traffic_frac * busy / (1 - busy)
+        total = None
+        for x, share in shares:
+            term = reads(x) if share == 1.0 else share * reads(x)
+            total = term if total is None else total + term
+        return 0.0 if total is None else float(total.max())
 
     def _update(self, sim) -> None:
         """Recompute the slowdown after ``degraded`` or ``rebuilding`` changed."""

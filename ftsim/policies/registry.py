@@ -12,6 +12,7 @@ looks the same in every figure of every run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from importlib import import_module
 from typing import Any
 
@@ -60,6 +61,12 @@ def register(cls):
 
 def policy_classes() -> dict[str, Any]:
     """Every registered policy class by kind, after importing each module of :data:`POLICIES`."""
+    _import_policies()
+    return REGISTRY
+
+
+@cache
+def _import_policies() -> None:
+    """Import every module of :data:`POLICIES` (once: a simulation asks at every start)."""
     for module in dict.fromkeys(info.module for info in POLICIES):
         import_module(module)
-    return REGISTRY

@@ -218,11 +218,11 @@ class Distribution(Section):
         return self.mean
 
     def sample(self, rng: np.random.Generator) -> float:
-        """One draw, seconds, from one uniform variate (so a stream stays aligned whatever
-        the kind, and draws are coupled across scenarios by inverse transform)."""
-        u = rng.random()
+        """One draw, seconds, from one uniform variate (so draws are coupled across
+        scenarios by inverse transform); a constant delay draws nothing."""
         if self.kind == "constant":
             return self.mean
+        u = rng.random()
         if self.kind == "exponential":
             return -self.mean * math.log1p(-u)
         if self.kind == "uniform":

@@ -30,7 +30,7 @@ unchanged by it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import simpy
 
@@ -41,7 +41,7 @@ from ftsim.sim.accounting import CATEGORIES, PART_CATEGORIES
 from ftsim.sim.cluster import ClusterNetwork, StateLayout
 from ftsim.sim.failures import Failure, failure_sequence
 from ftsim.sim.nodes import node_name
-from ftsim.sim.rng import Purpose, stream
+from ftsim.sim.rng import LazyStream, Purpose, stream
 
 _SLOWDOWN_CATEGORIES = ("degraded", "other")
 _PROGRESS_EPS_S = 1e-9
@@ -77,7 +77,7 @@ class Simulation:
         """The cluster's links: every transfer a policy makes is a set of flows on it."""
         params = scenario.policies[policy_index]
         self.policy = policy_classes()[params.kind](
-            params, scenario, self.layout, stream(scenario.run.seed, rep, Purpose.POLICY)
+            params, scenario, self.layout, LazyStream(scenario.run.seed, rep, Purpose.POLICY)
         )
         self.progress_s = 0.0
         """Compute seconds of training that the current model state reflects."""
@@ -252,7 +252,7 @@ class Simulation:
 
     def _inject_failures(self, failures):
         reschedule = self.scenario.cluster.reschedule
-        rng = stream(self.scenario.run.seed, self.rep, Purpose.RESCHEDULE)
+        rng = LazyStream(self.scenario.run.seed, self.rep, Purpose.RESCHEDULE)
         for failure in failures:
             delay = reschedule.sample(rng)  # drawn for every failure: the stream stays aligned
             if failure.reschedule_s is not None:  # logged by the source (a failure log)
@@ -261,7 +261,7 @@ class Simulation:
                 yield self.env.timeout(failure.time_s - self.env.now)
             if not self._job.is_alive:
                 return
-            self._job.interrupt(replace(failure, reschedule_s=delay))
+            self._job.interrupt(Failure(failure.time_s, failure.nodes, failure.source, delay))
 
     def run(self) -> Simulation:
         sources = self.scenario.failures

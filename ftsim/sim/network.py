@@ -84,7 +84,9 @@ def lone_schedule(
 
     The same progressive filling and completion rule as the event-driven network, without
     SimPy: a lone transfer then needs a single wake-up (see :meth:`Network.transfer`).
-    Memoized: a run repeats the same transfers.
+    Schedules of several phases are memoized (a run repeats the same transfers); one of a
+    single phase (e.g. equal flows: a log replay, whose sizes are new every time) is not,
+    as keeping it would cost more than recomputing it.
     """
     key = (paths, sizes, capacities)
     found = _SCHEDULES.get(key)
@@ -129,9 +131,11 @@ def lone_schedule(
             else:
                 still.append(i)
         active = still
-    if len(_SCHEDULES) >= _MEMO_SIZE:
-        _SCHEDULES.clear()
-    found = _SCHEDULES[key] = (tuple(phases), tuple(ends))
+    found = (tuple(phases), tuple(ends))
+    if len(phases) > 1:  # one phase costs one look-up of the rates: not worth keeping
+        if len(_SCHEDULES) >= _MEMO_SIZE:
+            _SCHEDULES.clear()
+        _SCHEDULES[key] = found
     return found
 
 
@@ -221,9 +225,6 @@ class Topology:
         indices."""
         self.specs: dict[int, tuple] = {}
         """id of a flows tuple → (the tuple, checked specs, local paths, sizes)."""
-        self.routings: dict[tuple, tuple] = {}
-        """Routes of a transfer (a tuple of route tuples) → (the same, checked; their paths
-        in local link indices with the global index of each local link)."""
         self.states: dict[tuple, int] = {}
         """(state, operation) → the state it leads to."""
         self.snapshots: dict[int, tuple[list[float], dict, dict]] = {}
@@ -399,7 +400,6 @@ class Network:
         self._wake: simpy.Event | None = None
         self._checked = self.topology.checked
         self._spec_cache = self.topology.specs
-        self._routings = self.topology.routings
         self._plans = self.topology.plans
         self._lone: Transfer | None = None
         """A transfer running alone on an otherwise idle network, on its precomputed
@@ -709,30 +709,18 @@ class Network:
 
     def _check(self, sizes: tuple, routes: tuple) -> tuple[tuple, tuple]:
         """Checked ``(size_B, route)`` pairs of these sizes and routes, and their paths in
-        local link indices with the global index of each local link. Routes seen together
-        before (e.g. reads of the same shards with other sizes) are looked up."""
+        local link indices with the global index of each local link."""
         total_B = sum(sizes)
         if not (math.isfinite(total_B) and min(sizes, default=0.0) >= 0):
             for size_B in sizes:
                 _check_size(size_B)
-        try:
-            found = self._routings.get(routes)
-        except TypeError:  # a route given as a list
-            found = None
-        if found is None:
-            known = self._checked
-            try:  # routes checked before (as ClusterNetwork's are): their paths are known
-                checked, paths = routes, [known[route] for route in routes]
-            except (KeyError, TypeError):
-                checked = tuple([self._route(route) for route in routes])
-                paths = [known.get(route) or _path(route) for route in checked]
-            found = (checked, _localize(paths))
-            if checked == routes:  # tuples without repeats: the same next time
-                if len(self._routings) >= _MEMO_SIZE:
-                    self._routings.clear()
-                self._routings[routes] = found
-        checked, local = found
-        return tuple(zip(sizes, checked, strict=True)), local
+        known = self._checked
+        try:  # routes checked before (as ClusterNetwork's are): their paths are known
+            paths = tuple([known[route] for route in routes])
+        except (KeyError, TypeError):  # new, or given as lists
+            routes = tuple([self._route(route) for route in routes])
+            paths = tuple([known.get(route) or _path(route) for route in routes])
+        return tuple(zip(sizes, routes, strict=True)), _localize(paths)
 
     def _plan(self, flows) -> tuple:
         """How ``flows`` run alone from now, in this capacity state: (the flows, checked
