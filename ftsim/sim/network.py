@@ -85,14 +85,26 @@ def lone_schedule(
     The same progressive filling and completion rule as the event-driven network, without
     SimPy: a lone transfer then needs a single wake-up (see :meth:`Network.transfer`).
     Schedules of several phases are memoized (a run repeats the same transfers); one of a
-    single phase (e.g. equal flows: a log replay, whose sizes are new every time) is not,
-    as keeping it would cost more than recomputing it.
+    single phase (every flow done at the first completion, e.g. equal flows: a log replay,
+    whose sizes are new every time) is recomputed from the memoized rates instead, which
+    costs less than keeping it.
     """
+    n = len(sizes)
+    if n and min(sizes) > 0:
+        rates = cached_max_min_rates(paths, capacities)
+        if min(rates) > 0:
+            step = min(map(operator.truediv, sizes, rates))
+            resolution_s = CLOCK_ULPS * math.ulp(step)  # the general rule at now = step
+            for size_B, r in zip(sizes, rates, strict=True):
+                left_B = size_B - r * step
+                if left_B > DONE_REL * size_B and left_B > r * resolution_s:
+                    break  # not done with the others: several phases
+            else:
+                return ((0.0, step, tuple(rates)),), (step,) * n
     key = (paths, sizes, capacities)
     found = _SCHEDULES.get(key)
     if found is not None:
         return found
-    n = len(sizes)
     remaining = list(sizes)
     if n and min(sizes) > 0:
         ends, active = [math.inf] * n, list(range(n))
@@ -131,11 +143,9 @@ def lone_schedule(
             else:
                 still.append(i)
         active = still
-    found = (tuple(phases), tuple(ends))
-    if len(phases) > 1:  # one phase costs one look-up of the rates: not worth keeping
-        if len(_SCHEDULES) >= _MEMO_SIZE:
-            _SCHEDULES.clear()
-        _SCHEDULES[key] = found
+    if len(_SCHEDULES) >= _MEMO_SIZE:
+        _SCHEDULES.clear()
+    found = _SCHEDULES[key] = (tuple(phases), tuple(ends))
     return found
 
 
