@@ -477,6 +477,14 @@ class _Kept:
     baseline, which holds every row)."""
 
 
+def _per_shard_sums(chain: list[_Kept], field: str, n_shards: int) -> list[float]:
+    """Per PS, the sum over ``chain`` of its ``field`` (``shard_bytes`` or ``codec_bytes``),
+    added in chain order (0 for an empty chain)."""
+    if not chain:
+        return [0] * n_shards
+    return [sum(column) for column in zip(*(getattr(kept, field) for kept in chain), strict=True)]
+
+
 def _shard_flows(method, sizes: list[float]) -> list:
     """Flows of ``method`` (``sim.net.shard_writes`` or ``shard_reads``), PS i moving
     ``sizes[i]`` bytes: one call when every PS moves the same (the network builds an
@@ -552,7 +560,8 @@ class CheckNRun(Policy):
         if since_s is None:
             rows, bitmap, span = (self.shard_rows,) * n, 0.0, (0.0,) * n
         else:
-            rows = tuple(self.changed_rows(s) / n for s in since_s)
+            changed = {s: self.changed_rows(s) / n for s in set(since_s)}  # mostly one value
+            rows = tuple(map(changed.__getitem__, since_s))
             bitmap, span = self.shard_rows / 8, since_s
         return _Kept(
             key=key,
@@ -580,11 +589,8 @@ class CheckNRun(Policy):
 
     def _chain_sums(self, chain: list[_Kept]) -> tuple[list[float], list[float]]:
         """Per PS, the bytes of ``chain`` and the fp32 bytes it quantized (to dequantize)."""
-        shards = range(self.n_shards)
-        return (
-            [sum(k.shard_bytes[i] for k in chain) for i in shards],
-            [sum(k.codec_bytes[i] for k in chain) for i in shards],
-        )
+        n = self.n_shards
+        return _per_shard_sums(chain, "shard_bytes", n), _per_shard_sums(chain, "codec_bytes", n)
 
     def _stall_s(self, kept: _Kept) -> float:
         """Planned stall of writing ``kept`` alone, seconds: the slowest PS's quantization,
@@ -681,7 +687,8 @@ class CheckNRun(Policy):
         """Bytes kept for recovery: the chain's parts on every PS and one dense copy."""
         if not self.chain:
             return 0.0
-        return sum(self._chain_sums(self.chain)[0]) + self.layout.dense_bytes
+        per_shard = _per_shard_sums(self.chain, "shard_bytes", self.n_shards)
+        return sum(per_shard) + self.layout.dense_bytes
 
     # -- failures ------------------------------------------------------------------------
 

@@ -235,6 +235,11 @@ class Topology:
         indices."""
         self.specs: dict[int, tuple] = {}
         """id of a flows tuple → (the tuple, checked specs, local paths, sizes)."""
+        self.local: dict[tuple, tuple] = {}
+        """Paths of a transfer's flows (link indices) → the same in local link indices, with
+        the global index of each local link: transfers over the same links with new sizes
+        (e.g. Check-N-Run's differential checkpoints) look them up. Integers only, which
+        the garbage collector stops tracking."""
         self.states: dict[tuple, int] = {}
         """(state, operation) → the state it leads to."""
         self.snapshots: dict[int, tuple[list[float], dict, dict]] = {}
@@ -410,6 +415,7 @@ class Network:
         self._wake: simpy.Event | None = None
         self._checked = self.topology.checked
         self._spec_cache = self.topology.specs
+        self._local = self.topology.local
         self._plans = self.topology.plans
         self._lone: Transfer | None = None
         """A transfer running alone on an otherwise idle network, on its precomputed
@@ -719,7 +725,8 @@ class Network:
 
     def _check(self, sizes: tuple, routes: tuple) -> tuple[tuple, tuple]:
         """Checked ``(size_B, route)`` pairs of these sizes and routes, and their paths in
-        local link indices with the global index of each local link."""
+        local link indices with the global index of each local link (looked up if these
+        paths were seen before)."""
         total_B = sum(sizes)
         if not (math.isfinite(total_B) and min(sizes, default=0.0) >= 0):
             for size_B in sizes:
@@ -730,7 +737,12 @@ class Network:
         except (KeyError, TypeError):  # new, or given as lists
             routes = tuple([self._route(route) for route in routes])
             paths = tuple([known.get(route) or _path(route) for route in routes])
-        return tuple(zip(sizes, routes, strict=True)), _localize(paths)
+        local = self._local.get(paths)
+        if local is None:
+            if len(self._local) >= _MEMO_SIZE:
+                self._local.clear()
+            local = self._local[paths] = _localize(paths)
+        return tuple(zip(sizes, routes, strict=True)), local
 
     def _plan(self, flows) -> tuple:
         """How ``flows`` run alone from now, in this capacity state: (the flows, checked
