@@ -183,6 +183,31 @@ def test_log_replays_are_their_own_spans_on_the_nodes_that_replay(tmp_path):
     assert on_ps and all(name.startswith("emb_ps") for name in on_ps)
 
 
+def test_each_part_of_a_composed_policy_has_its_own_track(tmp_path):
+    """Every phase a part charged (its detail starts with the part's name) is on its track,
+    and nothing else is: the job's own phases (compute, rescheduling) stay off them."""
+    run = tmp_path / "run"
+    args = ["run", str(SCENARIOS / "composed.yaml"), "--no-trainer", "--reps", "1", "-q"]
+    assert main([*args, "--policy", "mfu.swift_shards", "-o", str(run)]) == 0
+    events = check_trace_format(_trace(run))
+    threads = _threads(events)
+    assert {"part logged", "part mfu"} <= set(threads.values())
+    sim = simulate(scenario("composed", "trainer.enabled=false"), 3, 0)
+    for part in ("logged", "mfu"):
+        spans = sorted(
+            (e["ts"], e["name"], e["args"].get("detail", ""))
+            for e in events
+            if e["ph"] == "X" and threads[e["tid"]] == f"part {part}"
+        )
+        charged = sorted(
+            (round(p.start_s * 1e6), p.kind, p.detail)
+            for p in sim.timeline
+            if p.detail.startswith(f"{part}: ")
+        )
+        assert charged and [(t, d) for t, _, d in spans] == [(t, d) for t, _, d in charged]
+        assert {name for _, name, _ in spans} <= {"save", "load", "replay", "rebuild"}
+
+
 def test_recording_flows_changes_no_result():
     s = scenario("smoke")
     for index in range(len(s.policies)):

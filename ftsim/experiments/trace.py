@@ -232,9 +232,15 @@ class _PolicyTrace:
 
     def _phases(self) -> None:
         nodes = [node_name(self.trainers, i) for i in range(self.trainers + self.emb_ps)]
+        prefixes = [(f"{part}: ", part) for part in self.sim.policy.part_names]
         for phase in self.sim.timeline:
             name = activity(phase.kind, phase.detail)
             args = {"detail": phase.detail} if phase.detail else {}
+            for prefix, part in prefixes:  # a composed policy's part did it: its own track
+                if phase.detail.startswith(prefix):
+                    part_name = activity(phase.kind, phase.detail.removeprefix(prefix))
+                    track = self.job.track(f"part {part}")
+                    track.span(phase.start_s, phase.end_s, part_name, phase.kind, args)
             if phase.kind in JOB_KINDS:
                 self.job.track("phases").span(phase.start_s, phase.end_s, name, phase.kind, args)
             else:
@@ -320,7 +326,10 @@ class _PolicyTrace:
             order = sorted(process.tracks, key=lambda n: _link_order(n, self.trainers))
             process.tracks = {name: process.tracks[name] for name in order}
             links.append(process)
-        job_order = [n for n in ("phases", "background", "failures") if n in self.job.tracks]
+        parts = [f"part {part}" for part in self.sim.policy.part_names]
+        job_order = [
+            n for n in ("phases", *parts, "background", "failures") if n in self.job.tracks
+        ]
         self.job.tracks = {name: self.job.tracks[name] for name in job_order}
         found = [self.job, self.nodes["trainer"], self.nodes["emb_ps"], *links]
         return [p for p in found if p.tracks]
