@@ -115,6 +115,26 @@ def test_a_failure_during_the_persist_replays_the_log_since_the_previous_checkpo
     assert sim.row()["n_checkpoints"] == len(commits)
 
 
+def test_a_trainer_failure_during_a_shard_persist_does_not_lose_it():
+    """The 18-h shard checkpoints are written by the PS: a trainer failing in the middle of
+    their persist (replaced from a replica, its in-flight step undone) leaves the persist
+    running, and it commits; a PS failing at the same instant loses it."""
+    second = _persists(CHECKFREQ, SLOW)[1]
+
+    def failing(node):
+        failure = _failing([_mid(second)], [f"[{node}]"])
+        return simulate(scenario("prod50h", CHECKFREQ, SLOW, NO_TRAINER, failure), 1, 0)
+
+    runs = {node: failing(node) for node in ("trainer3", "emb_ps2")}
+    kept = [e.key for e in _events(runs["trainer3"], Commit)]
+    lost = [e.key for e in _events(runs["emb_ps2"], Commit)]
+    assert kept[:2] == [9 * H, 18 * H] and 18 * H not in lost
+    persists = [p for p in runs["trainer3"].timeline if p.kind == "persist"]
+    [persist] = [p for p in persists if p.start_s == second.start_s]
+    assert persist.end_s == second.end_s  # the replica copy crosses none of its links
+    assert runs["trainer3"].row()["n_checkpoints"] == len(kept)
+
+
 def test_recompute_rolls_back_to_the_last_durable_dense_snapshot():
     """b = 0.5. A shard failure during the 18-h checkpoint's persist is 10.7 h after the
     durable checkpoint (9 h), past its logged share: the job rolls back to the dense snapshot
@@ -181,6 +201,23 @@ def test_a_full_log_stays_bit_exact_across_a_lost_persist_and_a_late_commit(monk
     shared = scenario("prod50h", CHECKFREQ, SLOW, failures, *trainer)
     _, [_, lazy] = run_models(shared, [simulate(shared, i, 0) for i in range(2)])
     assert lazy.trainer is None and lazy.own_steps == 0
+
+
+def test_a_persist_that_survives_a_trainer_failure_is_the_base_of_a_later_replay():
+    """Trainer 3 fails during the 18-h persist (its in-flight step undone, the persist goes
+    on and commits); shard 5 fails at 25 h and replays from the 18-h snapshot's step.
+    Retrained alone, SWIFT's model is the failure-free one bit for bit."""
+    second = _persists(CHECKFREQ, SLOW)[1]
+    failures = _failing([_mid(second), 25 * H], ["[trainer3]", "[emb_ps5]"])
+    momentum, alone = "trainer.optimizer.sparse.kind=momentum", "trainer.share_prefix=false"
+    s = scenario("prod50h", CHECKFREQ, SLOW, failures, SMALL_TRAINER, momentum, alone)
+    sims = [simulate(s, i, 0) for i in range(2)]
+    assert [e.key for e in _events(sims[1], ReplayShards)] == [18 * H]
+    base, [_, model] = run_models(s, sims)
+    want, got = base.snapshot(), model.trainer.snapshot()
+    for a, b in zip(want.dense + want.dense_state, got.dense + got.dense_state, strict=True):
+        assert a.tobytes() == b.tobytes()
+    assert want.embeddings.values.tobytes() == got.embeddings.values.tobytes()
 
 
 def test_recompute_after_a_lost_dense_snapshot_stays_bit_exact():

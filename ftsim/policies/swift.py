@@ -308,6 +308,8 @@ class Swift(Policy):
         """Progress at which the next dense snapshot is due (inf: never)."""
         if self.rolls_back:  # with b = 0 the initial state is the first snapshot
             self.dense_due_s = self.budget_s if self.budget_s > 0 else self.interval_s
+        self._persist_dense = False
+        """Whether the latest CheckFreq persist writes a dense snapshot (from trainer 0)."""
         self.log_bytes = 0.0
         self.replay_s: list[float] = []
         self.recovery_s: list[float] = []
@@ -378,6 +380,7 @@ class Swift(Policy):
             self._committed(key, shards, dense)
 
         yield from self.writer.save(sim, flows, progress, committed, detail, largest)
+        self._persist_dense = dense
         if shards:  # snapshotted (checkfreq) or written (sync): the next interval starts
             self.next_s = progress + self.interval_s
         if dense:
@@ -410,13 +413,17 @@ class Swift(Policy):
         return out
 
     def on_failure(self, sim, failure) -> None:
-        if self.writer.persisting:  # lost with its persist: due again T after the durable one
-            self.writer.abort()
+        trainers = self.scenario.cluster.trainers
+        shards = failed_shards(trainers, failure.nodes)
+        # A persist is lost with a PS (its shards, or a rollback that abandons the state it
+        # writes), or with trainer 0 when it writes the dense snapshot; other trainers are
+        # replaced from a replica and the persist goes on.
+        lost = shards or (self._persist_dense and 0 in failure.nodes)
+        if self.writer.persisting and lost:
+            self.writer.abort()  # due again T after the durable one
             self.next_s = self.committed_s + self.interval_s
         if self._rolling_back:  # the recovery under way rebuilds every node anyway
             return
-        trainers = self.scenario.cluster.trainers
-        shards = failed_shards(trainers, failure.nodes)
         now = sim.progress_s
         since = now - self.committed_s
         if shards and self.rolls_back and since > self.budget_s + _EPS_S:
