@@ -37,8 +37,10 @@ snapshots alike, one at a time): ``sync`` stalls training for the write; ``check
 (CheckFreq, Mohan et al., FAST 2021) stalls it for an in-memory snapshot only (the largest
 node's bytes / ``snapshot_bandwidth``: a shard, or the dense state alone) and persists in
 the background, as flows that share the storage with the update log. A save counts only once
-persisted, and a failure during the persist loses it (any failure: the conservative rule of
-every CheckFreq policy here). Until a checkpoint is committed, replays start from the previous
+persisted, and a PS failure during the persist loses it (its shard, or a rollback that
+abandons the state it writes), as does trainer 0's when it writes a dense snapshot; another
+trainer's is repaired from a replica and the persist goes on (the other CheckFreq policies
+lose a persist to any failure). Until a checkpoint is committed, replays start from the previous
 one, whose log is kept: with a full log the replay covers everything since it; with b < 1
 that log has a gap after its logged share, so a shard failure during the persist is past
 the share and rolls back (``recompute``) or loses the rest (``drop``). A lost checkpoint is
