@@ -85,7 +85,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ftsim.policies.base import Policy, PolicyParams, TrainerSide
-from ftsim.policies.cpr import distinct_rows, row_popularity
+from ftsim.policies.cpr import distinct_rows, popularity_problems, row_popularity
 from ftsim.policies.events import ModelEvent
 from ftsim.policies.full import Interval, resolve_interval_s
 from ftsim.policies.registry import register
@@ -182,16 +182,7 @@ class CheckNRunParams(PolicyParams):
         return []
 
     def problems(self, scenario):
-        try:
-            row_popularity(scenario, self.popularity_exponent)
-        except ValueError:
-            exponents = scenario.trainer.data.zipf_exponent
-            message = (
-                f"trainer.data.zipf_exponent lists {len(exponents)} exponents but the job has "
-                f"{scenario.job.lookups_per_sample} tables: the time model cannot pair them"
-            )
-            return [("popularity_exponent", message)]
-        return []
+        return popularity_problems(scenario)
 
 
 # -- quantization (used by the trainer side; plain NumPy) -----------------------------------

@@ -64,6 +64,7 @@ from ftsim.policies.base import Policy, PolicyParams, TrainerSide
 from ftsim.policies.cpr import row_popularity, top_rows_share
 from ftsim.policies.events import ModelEvent
 from ftsim.policies.registry import POLICIES, REGISTRY, register
+from ftsim.policies.touched import TouchedRowsParams
 from ftsim.sim.cluster import StateLayout
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 
@@ -291,7 +292,10 @@ def _scaled(scenario, params: ComposedParams, scope: PartScope):
             "dense_params": job.dense_params if scope.dense else 0,
         }
     )
-    updates = {"job": scaled_job, "policies": [params.parts[scope.index].policy]}
+    policy = params.parts[scope.index].policy
+    if isinstance(policy, TouchedRowsParams):
+        policy = policy.for_part_of(scenario)
+    updates = {"job": scaled_job, "policies": [policy]}
     if n_shards != cluster.emb_ps:
         updates["cluster"] = cluster.model_copy(update={"emb_ps": n_shards})
         updates["failures"] = [PartFailures.of(scenario, scope)]
@@ -426,10 +430,8 @@ class Composed(Policy):
         self.part_names = tuple(s.name for s in self.scopes)
         streams = rng.spawn(len(self.scopes))  # one stream per part, from the policy's
         self.parts: list[Policy] = [
-            REGISTRY[part.policy.kind](part.policy, alone, part_layout, part_rng)
-            for part, alone, part_layout, part_rng in zip(
-                params.parts, scaled, self.layouts, streams, strict=True
-            )
+            REGISTRY[alone.policies[0].kind](alone.policies[0], alone, part_layout, part_rng)
+            for alone, part_layout, part_rng in zip(scaled, self.layouts, streams, strict=True)
         ]
         self._views: list[PartSimulation] | None = None
         self._trainers = scenario.cluster.trainers

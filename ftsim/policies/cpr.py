@@ -146,15 +146,7 @@ class _PrioritizedParams(CprParams):
         return found
 
     def problems(self, scenario):
-        exponents = _trainer_exponents(scenario)
-        tables = scenario.job.lookups_per_sample
-        if isinstance(exponents, list) and len(exponents) != tables:
-            message = (
-                f"trainer.data.zipf_exponent lists {len(exponents)} exponents but the job has "
-                f"{tables} tables: the time model cannot pair them"
-            )
-            return [("popularity_exponent", message)]
-        return []
+        return popularity_problems(scenario)
 
 
 class CprMfuParams(_PrioritizedParams):
@@ -221,6 +213,20 @@ def row_popularity(scenario, fallback_exponent: float) -> ZipfGroups:
         return tuple((1, n, float(s)) for n, s in zip(rows, exponents, strict=True))
     exponent = fallback_exponent if exponents is None else float(exponents)
     return tuple((g.count, g.rows, exponent) for g in tables)
+
+
+def popularity_problems(scenario) -> list[tuple[str, str]]:
+    """Why :func:`row_popularity` cannot pair the trainer's exponents with the job's tables,
+    as (field, message) for the policy's ``popularity_exponent``; empty if it can."""
+    exponents = _trainer_exponents(scenario)
+    tables = scenario.job.lookups_per_sample
+    if isinstance(exponents, list) and len(exponents) != tables:
+        message = (
+            f"trainer.data.zipf_exponent lists {len(exponents)} exponents but the job has "
+            f"{tables} tables: the time model cannot pair them"
+        )
+        return [("popularity_exponent", message)]
+    return []
 
 
 @functools.lru_cache(maxsize=64)

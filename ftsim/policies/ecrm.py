@@ -8,7 +8,8 @@ k distinct servers, parity on r others, laid out ``rotating`` (over all servers)
 trainer replica. ``docs/model.md`` gives the ECRec source lines behind each choice below.
 
 Time model (per-node quantities over the NIC bandwidth B; U = samples × lookups per sample ×
-``unique_lookup_fraction`` touched rows per iteration, U/E of them on each of the E servers):
+``unique_lookup_fraction`` touched rows per iteration, U/E of them on each of the E servers;
+the fraction is a number or derived from row popularity, :mod:`ftsim.policies.touched`):
 
 - **Parity traffic**, every iteration: a server sends each touched row's change (values +
   optimizer state, ``row_bytes``) to its r parity holders, U/E · row_bytes · r bytes, of
@@ -59,12 +60,13 @@ from ftsim.policies.base import Policy, TrainerSide
 from ftsim.policies.events import ModelEvent, RestoreAll
 from ftsim.policies.registry import register
 from ftsim.policies.saving import CheckpointWriter, SavingParams
+from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.stripes import LayoutError, StripeLayout
 
 
-class EcrmParams(SavingParams):
+class EcrmParams(SavingParams, TouchedRowsParams):
     """Parameters of ``ecrm``."""
 
     kind: Literal["ecrm"]
@@ -78,9 +80,6 @@ class EcrmParams(SavingParams):
     )
     parity_overlap: float = Field(
         0.0, ge=0, le=1, description="share of the parity traffic hidden behind compute"
-    )
-    unique_lookup_fraction: float = Field(
-        1.0, gt=0, le=1, description="touched rows per lookup in an iteration (assumption)"
     )
     rebuild_share: float = Field(
         0.5, gt=0, lt=1, description="share of a NIC used by the rebuild (rest: training)"
@@ -117,11 +116,12 @@ class EcrmParams(SavingParams):
         return found
 
     def problems(self, scenario):
+        found = super().problems(scenario)
         try:
             self.stripes(scenario.cluster.emb_ps)
         except LayoutError as exc:
-            return [(exc.field, f"{exc} (cluster.emb_ps = {scenario.cluster.emb_ps})")]
-        return []
+            found.append((exc.field, f"{exc} (cluster.emb_ps = {scenario.cluster.emb_ps})"))
+        return found
 
     def stripes(self, n_shards: int) -> StripeLayout:
         """The stripe layout over ``n_shards`` embedding PS (one object for every
@@ -247,9 +247,7 @@ class Ecrm(Policy):
         self.n_shards = cluster.emb_ps
         self.stripes = params.stripes(self.n_shards)
         nic = cluster.nic_bandwidth
-        per_shard = (
-            job.samples_per_iteration * job.lookups_per_sample * params.unique_lookup_fraction
-        ) / self.n_shards
+        per_shard = params.touched_rows(scenario) / self.n_shards
         self.parity_slowdown = (
             (1 - params.parity_overlap)
             * per_shard

@@ -52,7 +52,8 @@ interval, and storage keeps a checkpoint while its dense snapshot is the rollbac
 Time model:
 
 - log rate: per shard and iteration, U/E rows × (8 B id + gradient bytes) + 16 B, with
-  U = samples × lookups per sample × ``unique_lookup_fraction``; all shards together write
+  U = samples × lookups per sample × ``unique_lookup_fraction`` (a number or derived from
+  row popularity, :mod:`ftsim.policies.touched`); all shards together write
   E × b × that per iteration time to storage (averaged over the interval). The log shares
   the storage write bandwidth with checkpoint saves (saves get what the log leaves) and, if
   it needs more than the storage offers, training is throttled to it (charged to ``other``);
@@ -84,6 +85,7 @@ from ftsim.policies.base import Policy, TrainerSide
 from ftsim.policies.events import ModelEvent, RestoreAll
 from ftsim.policies.registry import register
 from ftsim.policies.saving import CheckpointWriter, SavingParams
+from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import Seconds
 from ftsim.sim.cluster import transfer_time_s
 from ftsim.sim.nodes import any_trainer, failed_shards
@@ -93,7 +95,7 @@ _EPS_S = 1e-6
 and within as much past the end of the logged share as inside it (float rounding)."""
 
 
-class SwiftParams(SavingParams):
+class SwiftParams(SavingParams, TouchedRowsParams):
     """Parameters of ``swift``."""
 
     kind: Literal["swift"]
@@ -114,9 +116,6 @@ class SwiftParams(SavingParams):
         0.05,
         gt=0,
         description="time to apply one logged iteration to a shard, in iterations (assumption)",
-    )
-    unique_lookup_fraction: float = Field(
-        1.0, gt=0, le=1, description="touched rows per lookup in an iteration (assumption)"
     )
     undo_iterations: int = Field(1, ge=0, le=1, description="iterations survivors undo (≤ 1)")
     undo_compute_frac: float = Field(
@@ -267,12 +266,7 @@ class Swift(Policy):
         job, cluster = scenario.job, scenario.cluster
         self.n_shards = cluster.emb_ps
         self.iteration_s = job.iteration_s
-        rows = (
-            job.samples_per_iteration
-            * job.lookups_per_sample
-            * params.unique_lookup_fraction
-            / self.n_shards
-        )
+        rows = params.touched_rows(scenario) / self.n_shards
         self.log_step_bytes = 16 + rows * (8 + job.mean_value_bytes)  # id + gradient per row
         """Log bytes one iteration adds for one shard."""
         storage = cluster.storage
