@@ -53,6 +53,29 @@ def test_a_failure_during_the_persist_restores_the_previous_checkpoint():
     assert row["pls_model"] == pytest.approx(lost_s / (50 * 3600 * 18))
 
 
+@pytest.mark.parametrize(
+    ("node", "trainer_failure", "kept"),
+    [
+        ("trainer3", "replica", True),  # copied from a replica: the PS persist goes on
+        ("trainer0", "replica", False),  # it writes the dense copy
+        ("emb_ps2", "replica", False),  # its shard
+        ("trainer3", "full", False),  # everyone rolls back
+    ],
+)
+def test_which_failures_lose_a_cpr_persist(node, trainer_failure, kept):
+    """CPR's 20-h checkpoint is being persisted when ``node`` fails."""
+    policy = (f"policies.{CPR}.trainer_failure={trainer_failure}", *SETUP[2:])  # 10-h interval
+    free = simulate(_prod50h(*CHECKFREQ, *policy, "failures=[]"), CPR, 0)
+    second = [p for p in free.timeline if p.kind == "persist"][1]
+    at_s = (second.start_s + second.end_s) / 2
+    failure = f"failures=[{{kind: scheduled, times: [{at_s!r} s], nodes: [[{node}]]}}]"
+    sim = simulate(_prod50h(*CHECKFREQ, *policy, failure), CPR, 0)
+    [persist] = [p for p in sim.timeline if p.kind == "persist" and p.start_s == second.start_s]
+    assert persist.end_s == (second.end_s if kept else at_s)  # committed, or cut short
+    commits = [e for e in sim.model_events if isinstance(e, Commit)]
+    assert sim.row()["n_checkpoints"] == len(commits)
+
+
 def test_on_the_trainer_checkfreq_cpr_keeps_what_was_persisted():
     """Snapshot and Commit events on the real model: sharing the failure-free prefix gives
     the same columns as training every policy alone, and partial recovery loses updates."""

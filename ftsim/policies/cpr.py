@@ -47,7 +47,9 @@ on the real model.
 
 A trainer failure is handled by ``trainer_failure``: ``full`` (conservative: everyone rolls
 back to the checkpoint, as ``full`` does) or ``replica`` (the replacement copies the dense
-parameters from a surviving data-parallel trainer over the NIC; no rollback).
+parameters from a surviving data-parallel trainer over the NIC; no rollback). With
+``save_mode: checkfreq`` a persist under way survives a ``replica`` trainer failure (the PS
+and trainer 0 write it) and is lost to any other.
 """
 
 from __future__ import annotations
@@ -525,11 +527,15 @@ class Cpr(Policy):
     # -- failures ----------------------------------------------------------------------
 
     def on_failure(self, sim, failure) -> None:
-        self.writer.abort()
         trainers = self.scenario.cluster.trainers
         shards = failed_shards(trainers, failure.nodes)
         lost_trainer = any_trainer(trainers, failure.nodes)
-        if not self.partial or (lost_trainer and self.params.trainer_failure == "full"):
+        rollback = not self.partial or (lost_trainer and self.params.trainer_failure == "full")
+        if rollback or shards or 0 in failure.nodes:
+            # A CheckFreq persist is lost with a PS's shard, trainer 0's dense copy or a
+            # rollback; another trainer is repaired from a replica and the persist goes on.
+            self.writer.abort()
+        if rollback:
             sim.model_event(RestoreAll, key=self.committed_s)
             sim.rollback_to(self.committed_s)
             self._rollback_pending = True

@@ -4,9 +4,10 @@ CheckFreq (Mohan et al., FAST 2021) splits a checkpoint in two: training stalls 
 in-memory **snapshot** (the largest node's bytes / ``snapshot_bandwidth``), and the
 **persist** to storage runs in the background as flows on the cluster's network, sharing
 links with everything else. The checkpoint counts only once persisted: a failure during the
-persist loses it (recovery uses the previous one), and a snapshot waits for the previous
-persist to finish (charged to ``save``). Any policy whose params derive from
-:class:`SavingParams` gets both modes through :class:`CheckpointWriter`.
+persist loses it when the policy calls :meth:`CheckpointWriter.abort` (a failure of a node
+whose state it writes, or one that rolls the job back; recovery uses the previous one), and
+a snapshot waits for the previous persist to finish (charged to ``save``). Any policy whose
+params derive from :class:`SavingParams` gets both modes through :class:`CheckpointWriter`.
 
 Model events: a synchronous save records :class:`~ftsim.policies.events.Checkpoint`; a
 CheckFreq save records :class:`~ftsim.policies.events.Snapshot` at the snapshot and
