@@ -118,7 +118,7 @@ class _PrioritizedParams(CprParams):
     """Parameters shared by ``cpr_mfu`` and ``cpr_ssu``: partial saves, row popularity."""
 
     fraction: float = Field(0.05, gt=0, le=1, description="share r of rows per partial save")
-    partial_interval: Seconds = Field("1 h", description="compute between partial saves")
+    partial_interval: Seconds = Field("1 h", gt=0, description="compute between partial saves")
     popularity_exponent: float = Field(
         1.05,
         gt=0,
@@ -275,7 +275,12 @@ def zipf_sum(term: Callable[[np.ndarray], np.ndarray], rows: int, exponent: floa
 def _hit(draws: float, rate: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
     """π ↦ 1 − (1 − rate·π)^draws: the probability that a row of lookup probability π is
     among ``draws`` lookups, each kept with probability ``rate``."""
-    return lambda p: -np.expm1(draws * np.log1p(-rate * p))
+
+    def hit(p: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):  # rate·π = 1 (a one-row table): log1p → −inf, hit
+            return -np.expm1(draws * np.log1p(-rate * p))
+
+    return hit
 
 
 @functools.lru_cache(maxsize=256)  # the replications of a scenario ask the same

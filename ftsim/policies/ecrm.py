@@ -93,7 +93,7 @@ class EcrmParams(SavingParams, TouchedRowsParams):
         "10 GB/s", description="in-memory copy rate of a range at a switch (assumption)"
     )
     checkpoint_interval: Seconds = Field(
-        "24 h", description="compute between the rare fall-back checkpoints"
+        "24 h", gt=0, description="compute between the rare fall-back checkpoints"
     )
     fallback: Literal["rollback", "partial"] = Field(
         "rollback",
@@ -445,10 +445,12 @@ class Ecrm(Policy):
         holding its stripes, spread thin (``StripeLayout.reads``: each serves a k/(N − 1)
         share on average), so their send side is not a flow of its own: a replication then
         costs O(1) per rebuild, not O(servers)."""
-        net, cap = sim.net, self.scenario.cluster.nic_bandwidth * self.params.rebuild_share
+        share = self.params.rebuild_share
+        net, cap = sim.net, self.scenario.cluster.nic_bandwidth * share
         flows = []
         for x in sorted(shards):
-            limit = net.net.link(f"rebuild.cap.emb_ps{x}", cap)
+            # named by its share: ECRM variants of one scenario share its links
+            limit = net.net.link(f"rebuild.cap.emb_ps{x}@{share!r}", cap)
             size = self.params.k * shares[x] * self.layout.shard_bytes
             flows.append((size, (limit, *net.from_node_side(net.ps_node(x)))))
         return flows

@@ -99,7 +99,9 @@ class SwiftParams(SavingParams, TouchedRowsParams):
     """Parameters of ``swift``."""
 
     kind: Literal["swift"]
-    checkpoint_interval: Seconds = Field("1 h", description="compute between shard checkpoints")
+    checkpoint_interval: Seconds = Field(
+        "1 h", gt=0, description="compute between shard checkpoints"
+    )
     log_budget: float = Field(
         1.0,
         ge=0,

@@ -447,7 +447,9 @@ class Scenario(Section):
         """Inconsistencies between sections, as (dotted path, message) pairs.
 
         Non-finite numbers are reported first and alone: the other checks compute with them.
-        A scenario without other problems is checked last against the event budget.
+        Policies are checked once the policy names and failure sources are sound (their
+        checks plan with the failure rate). A scenario without other problems is checked
+        last against the event budget.
         """
         found = list(_non_finite(self, ""))
         if found:
@@ -458,6 +460,8 @@ class Scenario(Section):
                 found.append((f"policies.{i}.name", f"duplicate policy name {label!r}"))
         for i, source in enumerate(self.failures):
             found += [(f"failures.{i}.{path}", msg) for path, msg in source.problems(self)]
+        if found:  # policies plan with the failure rate: check them once the sources are sound
+            return found
         for i, policy in enumerate(self.policies):
             found += [(f"policies.{i}.{path}", msg) for path, msg in policy.problems(self)]
         sharding = self.trainer.sharding if self.trainer else None

@@ -1,0 +1,111 @@
+"""Random damage to the committed scenarios: every changed file either loads and simulates a
+replication, or is refused with a located ScenarioError; nothing else escapes (no
+traceback, no engine crash on a value the schema let through)."""
+
+import copy
+import math
+import warnings
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ftsim.policies.cpr import distinct_rows
+from ftsim.scenario.loader import ScenarioError, read_yaml, validate_scenario
+from ftsim.sim.engine import simulate
+from tests.conftest import SCENARIOS, scenario
+
+NAMES = ["prod50h", "smoke", "composed", "checknrun", "swift_logging", "ecrm_vs_checkpoint"]
+JUNK = [
+    None, True, 0, -1, 1, 2, 7, 0.5, -0.5, 1e-300, 1e300, math.inf, math.nan, "", "abc",
+    "1 parsec", "-3 h", "0 s", "1e9 GB/s", "zipf", [], [1], {}, {"kind": "nope"},
+]  # fmt: skip
+
+
+def _leaves(node, path=()):
+    """Every (path, value) below ``node`` whose value is a scalar, a list or a mapping."""
+    yield path, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _leaves(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _leaves(value, (*path, i))
+
+
+def _set(data, path, value):
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(NAMES), data=st.data())
+def test_damaged_scenarios_load_or_are_refused_with_a_located_error(name, data):
+    path = SCENARIOS / f"{name}.yaml"
+    original = read_yaml(path)
+    damaged = copy.deepcopy(original)
+    for _ in range(data.draw(st.integers(1, 2))):
+        leaves = [p for p, _ in _leaves(damaged) if p and p[0] not in ("trainer", "run")]
+        where = data.draw(st.sampled_from(leaves))
+        _set(damaged, where, copy.deepcopy(data.draw(st.sampled_from(JUNK))))
+    damaged.setdefault("trainer", {})["enabled"] = False
+    try:
+        scenario = validate_scenario(damaged, path)
+    except ScenarioError as error:
+        text = str(error)
+        assert text.startswith(str(path)) and ": " in text
+        return
+    for index in range(len(scenario.policies)):  # accepted: it must also simulate
+        row = simulate(scenario, index, 0).row()
+        assert row["wall_h"] >= row["ideal_h"] or math.isclose(row["wall_h"], row["ideal_h"])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_undamaged_scenarios_load(name):
+    path = SCENARIOS / f"{name}.yaml"
+    assert validate_scenario(read_yaml(path), path).name
+
+
+# -- what the damage above found (each crashed with a traceback before its fix) ----------
+def test_two_ecrm_variants_with_different_rebuild_shares_share_a_scenario():
+    """Their rebuild caps are links of the scenario's network: named by share, not shared."""
+    s = validate_scenario(
+        {
+            **read_yaml(SCENARIOS / "prod50h.yaml"),
+            "policies": [{"kind": "ecrm"}, {"kind": "ecrm", "name": "slow", "rebuild_share": 0.25}],
+            "failures": [{"kind": "scheduled", "count": 3, "role": "emb_ps"}],
+            "trainer": {"enabled": False},
+        },
+        SCENARIOS / "prod50h.yaml",
+    )
+    fast, slow = (simulate(s, i, 0) for i in range(2))
+    assert slow.policy.recovery_s[0] > fast.policy.recovery_s[0]  # half the rebuild rate
+
+
+@pytest.mark.parametrize(
+    ("override", "where"),
+    [
+        ("policies.2.partial_interval=0", "policies.2.partial_interval"),  # divided by it
+        ("policies.4.checkpoint_interval=0 s", "policies.4.checkpoint_interval"),
+        ("policies.5.checkpoint_interval=0", "policies.5.checkpoint_interval"),
+    ],
+)
+def test_zero_intervals_are_refused(override, where):
+    with pytest.raises(ScenarioError, match=rf"{where}: Input should be greater than 0"):
+        scenario("prod50h", override)
+
+
+def test_a_broken_failure_source_is_reported_before_the_policies_plan_with_it():
+    """A composed policy's parts plan with the failure rate: a scheduled source without
+    count or times is reported, not divided by."""
+    with pytest.raises(ScenarioError, match=r"failures\.0\.times: give exactly one") as error:
+        scenario("composed", "failures.0.count=null")
+    assert "policies" not in str(error.value)
+
+
+def test_a_one_row_table_is_looked_up_surely_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert distinct_rows(((2, 1, 1.05),), 100.0) == 2.0
