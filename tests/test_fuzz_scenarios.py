@@ -62,6 +62,24 @@ def test_damaged_scenarios_load_or_are_refused_with_a_located_error(name, data):
         assert row["wall_h"] >= row["ideal_h"] or math.isclose(row["wall_h"], row["ideal_h"])
 
 
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from([*NAMES, "cpr_pls", "daly"]), data=st.data())
+def test_damaged_trainer_run_and_sweep_sections_are_refused_or_accepted(name, data):
+    """The sections the simulation does not read (validated only: training is slow)."""
+    path = SCENARIOS / f"{name}.yaml"
+    damaged = read_yaml(path)
+    for _ in range(data.draw(st.integers(1, 2))):
+        leaves = [p for p, _ in _leaves(damaged) if p and p[0] in ("trainer", "run", "sweep")]
+        if not leaves:
+            return
+        where = data.draw(st.sampled_from(leaves))
+        _set(damaged, where, copy.deepcopy(data.draw(st.sampled_from(JUNK))))
+    try:
+        validate_scenario(damaged, path)
+    except ScenarioError as error:
+        assert str(error).startswith(str(path)) and ": " in str(error)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_undamaged_scenarios_load(name):
     path = SCENARIOS / f"{name}.yaml"
