@@ -208,6 +208,28 @@ def test_each_part_of_a_composed_policy_has_its_own_track(tmp_path):
         assert {name for _, name, _ in spans} <= {"save", "load", "replay", "rebuild"}
 
 
+def test_ecrm_rebuild_caps_are_nic_tracks_next_to_their_node(tmp_path):
+    """A rebuild reads through a cap on the replacement's NIC: its track sits with the NICs,
+    right after that node's send and receive links."""
+    run = tmp_path / "run"
+    failures = "failures=[{kind: scheduled, count: 2, role: emb_ps}]"
+    args = ["run", str(SCENARIOS / "prod50h.yaml"), "--no-trainer", "--reps", "1", "-q"]
+    assert main([*args, "--policy", "ecrm", "--set", failures, "-o", str(run)]) == 0
+    events = check_trace_format(_trace(run))
+    processes, threads = _processes(events), _threads(events)
+    nic_tracks = [
+        threads[e["tid"]]
+        for e in events
+        if e["name"] == "thread_name" and processes[e["pid"]] == "ecrm: NICs"
+    ]
+    caps = [name for name in nic_tracks if name.startswith("rebuild.cap.")]
+    assert caps and all(name.endswith("@0.5") for name in caps)
+    for cap in caps:
+        node = cap.split(".")[2].split("@")[0]
+        assert nic_tracks.index(cap) == nic_tracks.index(f"{node}.recv") + 1
+    assert not any(p.endswith(": racks") for p in processes.values())  # no racks here
+
+
 def test_recording_flows_changes_no_result():
     s = scenario("smoke")
     for index in range(len(s.policies)):

@@ -51,6 +51,8 @@ JOB_KINDS = frozenset(CATEGORIES) | {"compute", "redo", "degraded"}
 COMPUTE_KINDS = ("compute", "redo", "degraded")
 _NIC = re.compile(r"^((?:trainer|emb_ps)\d+)\.(send|recv)$")
 _NODE = re.compile(r"^(trainer|emb_ps)(\d+)$")
+_REBUILD_CAP = re.compile(r"^rebuild\.cap\.(emb_ps\d+)@")
+"""ECRM's cap on a rebuild: the share of the replacement's NIC it may use."""
 
 
 class TraceError(Exception):
@@ -138,13 +140,13 @@ class _Transfer:
 
 
 def _link_order(name: str, trainers: int) -> tuple:
-    """Sort key of link tracks: NICs by node index, send before receive; storage
-    aggregate links before per-node ones; racks by number."""
-    nic = _NIC.match(name)
+    """Sort key of link tracks: NICs by node index, send before receive before a rebuild
+    cap; storage aggregate links before per-node ones; racks by number."""
+    nic = _NIC.match(name) or _REBUILD_CAP.match(name)
     if nic:
         role, number = _NODE.match(nic[1]).groups()
         index = int(number) + (trainers if role == "emb_ps" else 0)
-        return (0, index, nic[2] != "send")
+        return (0, index, 2 if nic.re is _REBUILD_CAP else int(nic[2] != "send"))
     if name.startswith("storage."):
         parts = name.split(".")
         return (1, len(parts), parts[1] != "write", name)
@@ -155,7 +157,7 @@ def _link_order(name: str, trainers: int) -> tuple:
 
 
 def _link_group(name: str) -> str:
-    if _NIC.match(name):
+    if _NIC.match(name) or _REBUILD_CAP.match(name):
         return "NICs"
     if name.startswith("storage."):
         return "storage"
