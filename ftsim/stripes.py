@@ -33,14 +33,15 @@ gives which survivors serve the decoding reads of a lone failed shard (O(N), mem
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
 LayoutKind = Literal["rotating", "grouped"]
+_MEMO_SIZE = 4096
+"""Failed sets a layout remembers the loss of before it starts afresh."""
 
 
 class LayoutError(ValueError):
@@ -78,6 +79,10 @@ class StripeLayout:
     r: int
     kind: LayoutKind = "rotating"
     group_size: int | None = None
+    _losses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Failed set → :class:`Loss` (memo of :meth:`loss`)."""
+    _reads: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Shard → its lone failure's reads (memo of :meth:`reads`)."""
 
     def __post_init__(self) -> None:
         n, k, r = self.n_shards, self.k, self.r
@@ -162,7 +167,13 @@ class StripeLayout:
     # ------------------------------------------------------------------- failures
     def loss(self, failed: set[int] | frozenset[int]) -> Loss:
         """What losing the shards ``failed`` together costs (memoised per set)."""
-        return _loss(self, frozenset(failed))
+        key = frozenset(failed)
+        found = self._losses.get(key)
+        if found is None:
+            if len(self._losses) >= _MEMO_SIZE:
+                self._losses.clear()
+            found = self._losses[key] = _loss(self, key)
+        return found
 
     def survives(self, failed: set[int] | frozenset[int]) -> bool:
         """Whether losing ``failed`` leaves every stripe decodable (≤ r members lost)."""
@@ -172,7 +183,10 @@ class StripeLayout:
         """(N,) rows read from each shard per decoded row of ``shard`` when it fails alone,
         averaged over one period: decoding a row reads the k − 1 other data rows of its
         stripe and its first parity row (sums to k; memoised per shard)."""
-        return _reads(self, shard)
+        found = self._reads.get(shard)
+        if found is None:
+            found = self._reads[shard] = _reads(self, shard)
+        return found
 
     def _period(self) -> tuple[int, int, int]:
         """Rotating: (g, h, U) with g = gcd(N, k), h = gcd(N − k, r), U = (N − k)/h.
@@ -186,7 +200,6 @@ class StripeLayout:
         return math.gcd(n, k), math.gcd(n - k, self.r), (n - k) // math.gcd(n - k, self.r)
 
 
-@functools.lru_cache(maxsize=4096)
 def _loss(layout: StripeLayout, failed: frozenset[int]) -> Loss:
     """:meth:`StripeLayout.loss`. Rotating: for each start s holding data of a failed shard,
     d = failed data members; if d > r all U patterns c are undecodable, else those whose r
@@ -230,7 +243,6 @@ def _loss(layout: StripeLayout, failed: frozenset[int]) -> Loss:
     return Loss(tuple(sorted(failed)), undecodable)
 
 
-@functools.lru_cache(maxsize=4096)
 def _reads(layout: StripeLayout, shard: int) -> np.ndarray:
     """:meth:`StripeLayout.reads` (read-only array)."""
     n, k = layout.n_shards, layout.k
