@@ -76,6 +76,25 @@ def test_which_failures_lose_a_cpr_persist(node, trainer_failure, kept):
     assert sim.row()["n_checkpoints"] == len(commits)
 
 
+@pytest.mark.parametrize(
+    ("node", "kept"), [("trainer3", True), ("trainer0", False), ("emb_ps2", False)]
+)
+def test_which_failures_lose_an_ecrm_persist(node, kept):
+    """ECRM's 9-h fall-back checkpoint is being persisted when ``node`` fails: a trainer
+    copied from a replica leaves it running; trainer 0 (the dense copy) or a PS (its
+    in-memory snapshot, even when the code decodes its rows) cut it short."""
+    ecrm = "policies.4.save_mode=checkfreq"
+    free = simulate(_prod50h(ecrm, "failures=[]"), 4, 0)
+    first = [p for p in free.timeline if p.kind == "persist"][0]
+    at_s = (first.start_s + first.end_s) / 2
+    failure = f"failures=[{{kind: scheduled, times: [{at_s!r} s], nodes: [[{node}]]}}]"
+    sim = simulate(_prod50h(ecrm, failure), 4, 0)
+    [persist] = [p for p in sim.timeline if p.kind == "persist" and p.start_s == first.start_s]
+    assert persist.end_s == (first.end_s if kept else at_s)
+    commits = [e for e in sim.model_events if isinstance(e, Commit)]
+    assert sim.row()["n_checkpoints"] == len(commits)
+
+
 def test_on_the_trainer_checkfreq_cpr_keeps_what_was_persisted():
     """Snapshot and Commit events on the real model: sharing the failure-free prefix gives
     the same columns as training every policy alone, and partial recovery loses updates."""

@@ -353,9 +353,12 @@ class Ecrm(Policy):
         sim.replan()
 
     def on_failure(self, sim, failure) -> None:
-        self.writer.abort()
         trainers = self.scenario.cluster.trainers
         shards = set(failed_shards(trainers, failure.nodes))
+        if shards or 0 in failure.nodes:
+            # A fall-back checkpoint's persist is lost with a PS (its in-memory snapshot) or
+            # trainer 0 (the dense copy); another trainer is copied from a replica.
+            self.writer.abort()
         if not shards:
             return
         lost = self.degraded.keys() | shards

@@ -39,8 +39,8 @@ node's bytes / ``snapshot_bandwidth``: a shard, or the dense state alone) and pe
 the background, as flows that share the storage with the update log. A save counts only once
 persisted, and a PS failure during the persist loses it (its shard, or a rollback that
 abandons the state it writes), as does trainer 0's when it writes a dense snapshot; another
-trainer's is repaired from a replica and the persist goes on (the other CheckFreq policies
-lose a persist to any failure). Until a checkpoint is committed, replays start from the previous
+trainer's is repaired from a replica and the persist goes on (as in CPR and ECRM; ``full``
+loses it to any failure). Until a checkpoint is committed, replays start from the previous
 one, whose log is kept: with a full log the replay covers everything since it; with b < 1
 that log has a gap after its logged share, so a shard failure during the persist is past
 the share and rolls back (``recompute``) or loses the rest (``drop``). A lost checkpoint is
