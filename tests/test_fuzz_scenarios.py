@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ftsim.policies.cpr import distinct_rows
-from ftsim.scenario.loader import ScenarioError, read_yaml, validate_scenario
+from ftsim.scenario.loader import ScenarioError, load_scenario, read_yaml, validate_scenario
 from ftsim.sim.engine import simulate
 from tests.conftest import SCENARIOS, scenario
 
@@ -76,6 +76,32 @@ def test_damaged_trainer_run_and_sweep_sections_are_refused_or_accepted(name, da
         _set(damaged, where, copy.deepcopy(data.draw(st.sampled_from(JUNK))))
     try:
         validate_scenario(damaged, path)
+    except ScenarioError as error:
+        assert str(error).startswith(str(path)) and ": " in str(error)
+
+
+TEXT = st.sampled_from(
+    ["", "x", "-1", "0", "1e400", "nan", ".inf", "[", "{", "}", "[1, 2", "{a: 1}", "null",
+     "~", "'quoted'", "1 h", "2 Gbit/s", "yes", "&a [*a]", "!!python/object:os.system ls"]
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(NAMES), data=st.data())
+def test_random_set_overrides_load_or_are_refused_with_a_located_error(name, data):
+    """``--set PATH=VALUE`` with an existing or mangled path and YAML-ish text as the value."""
+    path = SCENARIOS / f"{name}.yaml"
+    dotted = [".".join(map(str, p)) for p, _ in _leaves(read_yaml(path)) if p]
+    key = data.draw(
+        st.one_of(
+            st.sampled_from(dotted),
+            st.sampled_from(dotted).map(lambda d: d + ".extra"),
+            st.sampled_from(dotted).map(lambda d: d.replace("0", "99")),
+            st.sampled_from(["", ".", "..", "policies.-1", "policies.x", "job..tables"]),
+        )
+    )
+    try:
+        load_scenario(path, [f"{key}={data.draw(TEXT)}"])
     except ScenarioError as error:
         assert str(error).startswith(str(path)) and ": " in str(error)
 
