@@ -1,7 +1,9 @@
 """Failure processes: rates, distributions, victims, replay, common random numbers."""
 
+import copy
 import itertools
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -136,6 +138,17 @@ def test_a_lazy_stream_draws_what_its_stream_draws_and_is_made_on_first_use(monk
     assert lazy.random(5).tolist() == eager.random(5).tolist()
     assert [g.random() for g in lazy.spawn(2)] == [g.random() for g in eager.spawn(2)]
     assert made == [(7, 3, Purpose.POLICY, 2)]  # once
+
+
+@pytest.mark.parametrize("drawn", [False, True])
+def test_a_lazy_stream_survives_pickle_and_copy(drawn):
+    """A policy holding its stream can be copied or sent to another process, drawn from
+    or not, and goes on with the same draws."""
+    lazy, eager = LazyStream(7, 3, Purpose.POLICY), stream(7, 3, Purpose.POLICY)
+    if drawn:
+        assert lazy.random() == eager.random()
+    for twin in (pickle.loads(pickle.dumps(lazy)), copy.deepcopy(lazy)):
+        assert twin.random(3).tolist() == copy.deepcopy(eager).random(3).tolist()
 
 
 def test_a_constant_rescheduling_delay_draws_nothing_and_the_others_draw_once():

@@ -47,7 +47,10 @@ class LazyStream:
         self._generator: np.random.Generator | None = None
 
     def __getattr__(self, name: str):
-        # Called only for names the proxy lacks, i.e. the generator's.
+        # Called only for names the proxy lacks: the generator's. Special names and the
+        # slots themselves (unset while pickle or copy rebuilds a proxy) are not delegated.
+        if name.startswith("__") or name in LazyStream.__slots__:
+            raise AttributeError(name)
         if self._generator is None:
             self._generator = stream(*self._key)
         return getattr(self._generator, name)
