@@ -536,10 +536,7 @@ class Cpr(Policy):
         shards = failed_shards(trainers, failure.nodes)
         lost_trainer = any_trainer(trainers, failure.nodes)
         rollback = not self.partial or (lost_trainer and self.params.trainer_failure == "full")
-        if rollback or shards or 0 in failure.nodes:
-            # A CheckFreq persist is lost with a PS's shard, trainer 0's dense copy or a
-            # rollback; another trainer is repaired from a replica and the persist goes on.
-            self.writer.abort()
+        self.writer.on_failure(failure.nodes, trainers, rollback)
         if rollback:
             sim.model_event(RestoreAll, key=self.committed_s)
             sim.rollback_to(self.committed_s)

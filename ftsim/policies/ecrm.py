@@ -125,7 +125,7 @@ class EcrmParams(SavingParams, TouchedRowsParams):
 
     def stripes(self, n_shards: int) -> StripeLayout:
         """The stripe layout over ``n_shards`` embedding PS (one object for every
-        replication: the layout's memoised losses are keyed by it)."""
+        replication: it memoises its losses and reads)."""
         return _stripe_layout(n_shards, self.k, self.r, self.layout, self.group_size)
 
 
@@ -355,10 +355,7 @@ class Ecrm(Policy):
     def on_failure(self, sim, failure) -> None:
         trainers = self.scenario.cluster.trainers
         shards = set(failed_shards(trainers, failure.nodes))
-        if shards or 0 in failure.nodes:
-            # A fall-back checkpoint's persist is lost with a PS (its in-memory snapshot) or
-            # trainer 0 (the dense copy); another trainer is copied from a replica.
-            self.writer.abort()
+        self.writer.on_failure(failure.nodes, trainers)
         if not shards:
             return
         lost = self.degraded.keys() | shards

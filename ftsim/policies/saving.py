@@ -111,9 +111,22 @@ class CheckpointWriter:
             sim.replan()
 
     def abort(self) -> None:
-        """A failure: a persist under way is lost."""
+        """A persist under way is lost (e.g. every node rolls back)."""
         if self.persisting:
             self._persist.interrupt("failure")
+
+    def on_failure(self, nodes, trainers: int, rollback: bool = False, dense: bool = True) -> bool:
+        """A failure of the global node indices ``nodes`` (the first ``trainers`` are
+        trainers): the persist under way is lost if the failure rolls the job back, takes a
+        PS (its in-memory snapshot of the shard) or, when the persist carries the dense copy
+        (``dense``), trainer 0, which writes it; another trainer is repaired from a replica
+        and the persist goes on. Returns whether a persist was lost."""
+        lost = self.persisting and (
+            rollback or any(n >= trainers for n in nodes) or (dense and 0 in nodes)
+        )
+        if lost:
+            self._persist.interrupt("failure")
+        return lost
 
     def slowdown(self) -> dict[str, float]:
         """Training slowdown while a persist runs (``persist_slowdown``, charged to other)."""

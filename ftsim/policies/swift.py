@@ -413,13 +413,9 @@ class Swift(Policy):
     def on_failure(self, sim, failure) -> None:
         trainers = self.scenario.cluster.trainers
         shards = failed_shards(trainers, failure.nodes)
-        # A persist is lost with a PS (its shards, or a rollback that abandons the state it
-        # writes), or with trainer 0 when it writes the dense snapshot; other trainers are
-        # replaced from a replica and the persist goes on.
-        lost = shards or (self._persist_dense and 0 in failure.nodes)
-        if self.writer.persisting and lost:
-            self.writer.abort()  # due again T after the durable one
-            self.next_s = self.committed_s + self.interval_s
+        # (a rollback needs a PS failure, which loses the persist anyway)
+        if self.writer.on_failure(failure.nodes, trainers, dense=self._persist_dense):
+            self.next_s = self.committed_s + self.interval_s  # due T after the durable one
         if self._rolling_back:  # the recovery under way rebuilds every node anyway
             return
         now = sim.progress_s
