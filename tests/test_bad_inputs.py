@@ -833,3 +833,73 @@ def test_output_into_a_closed_pipe_ends_quietly(shared, what):
     process.wait(timeout=HANG_S)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert process.returncode == 141
+
+
+# -- doubtful but valid input: a warning or a note, and the work done ---------------------------
+
+
+def test_trace_into_a_folder_uses_the_default_name_there(shared, tmp_path):
+    folder = run_copy(tmp_path, shared)
+    (tmp_path / "traces").mkdir()
+    made = _ftsim(["trace", str(folder), "-o", str(tmp_path / "traces")], tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert [p.name for p in (tmp_path / "traces").iterdir()] == ["trace_rep0.json"]
+    assert f"trace: {tmp_path / 'traces' / 'trace_rep0.json'} (" in made.stdout
+
+
+def test_trace_of_an_edited_run_folder_says_the_scenario_was_edited(shared, tmp_path):
+    folder = run_copy(tmp_path, shared)
+    text = (folder / "scenario.yaml").read_text()
+    (folder / "scenario.yaml").write_text(text.replace("job_mtbf: 1 h", "job_mtbf: 30 min"))
+    made = _ftsim(["trace", str(folder)], tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "scenario.yaml was edited after the run (its config hash is" in made.stderr
+    assert "another version of ftsim" not in made.stderr
+
+
+def test_a_tiny_target_halfwidth_stops_at_max_reps_and_says_so(tmp_path):
+    """(t·s/h)² overflowed a float for a tiny target h: now the cap is reached and said."""
+    args = ["sweep", str(SMOKE), "--no-trainer", "--reps", "2", "--batch", "2", "--jobs", "1"]
+    args += ["--policy", "full", "--target-halfwidth", "1e-300", "--max-reps", "4", "-q"]
+    made = _ftsim([*args, "-o", str(tmp_path / "s")], tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "Traceback" not in made.stderr
+    assert "ftsim: full at point 0: --max-reps 4 reached with a 95% CI half-width of" in (
+        made.stderr
+    )
+    assert "computed 4, reused 0" in made.stdout
+
+
+def test_warnings_are_located_lines_and_the_run_goes_on(tmp_path):
+    (tmp_path / "t.csv").write_text("time_h,node\n1,emb_ps0\n9,emb_ps1\n")
+    path = scenario(
+        tmp_path,
+        {
+            "failures": [{"kind": "trace", "file": "t.csv"}],
+            "policies": [{"kind": "checknrun", "quantization": "uniform"}],
+        },
+    )
+    made = _ftsim(["run", str(path), "--reps", "1", "-q", "-o", str(tmp_path / "out")], tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert made.stderr.splitlines() == [
+        f"{path}: failures.0.file: warning: t.csv line 3, at 9 h, is after the failure-free "
+        "training time (4 h): a failure after it strikes only if earlier ones delay the job "
+        "that long",
+        f"{path}: policies.0.quantization: warning: has no effect: quantize_bits is null (no "
+        "quantization)",
+    ]
+
+
+def test_a_sweep_over_windows_of_a_log_runs_the_quiet_ones(tmp_path):
+    (tmp_path / "log.csv").write_text(
+        "nodenum,Prob Started,Down Time\n3,6/21/2005 10:54,5\n5,6/21/2005 13:00,5\n"
+    )
+    path = scenario(tmp_path, {"failures": [{"kind": "failure_log", "path": "log.csv"}]})
+    windows = "failures.0.start=6/21/2005 10:00,6/21/2005 12:00,6/23/2005 0:00"
+    args = ["sweep", str(path), "--grid", windows, "--reps", "1", "--jobs", "1", "-q"]
+    made = _ftsim([*args, "--policy", "full", "-o", str(tmp_path / "s")], tmp_path)
+    assert made.returncode == 0, made.stderr
+    runs = (tmp_path / "s" / "runs.csv").read_text().splitlines()
+    header = runs[0].split(",")
+    failures = [int(float(r.split(",")[header.index("n_failures")])) for r in runs[1:]]
+    assert failures == [2, 1, 0]

@@ -289,7 +289,7 @@ class ScheduledFailures(_Source):
                 first, why = late
                 return [(f"times.{first}", f"{format_duration(self.times[first])} is {why}")]
         elif self.end is not None and self.end > scenario.job.work_s:
-            why = _after_training(scenario, self.end)
+            why = _after_training(scenario, self.end, cut_off=False)
             return [("end", f"{format_duration(self.end)} (failures are drawn up to it) is {why}")]
         return []
 
@@ -357,12 +357,13 @@ def user_file(value: str, info: ValidationInfo, what: str) -> Path:
     return path
 
 
-def _after_training(scenario: Scenario, time_s: float) -> str | None:
+def _after_training(scenario: Scenario, time_s: float, cut_off: bool = True) -> str | None:
     """Why a failure at ``time_s`` (wall seconds) is doubtful, or None when it comes within
-    the failure-free training time: ``after ...`` the training, or after the cut-off."""
+    the failure-free training time: ``after ...`` the training, or (``cut_off``) after the
+    cut-off of a replication."""
     work_s = scenario.job.work_s
     horizon_s = work_s * scenario.run.max_wall_factor
-    if time_s > horizon_s:
+    if cut_off and time_s > horizon_s:
         return (
             f"after the cut-off at run.max_wall_factor × the training time "
             f"({format_duration(horizon_s)}): never simulated"
