@@ -398,7 +398,8 @@ class TraceFailures(_Source):
     """Replay of a failure trace CSV (path relative to the scenario file).
 
     Rows must be in time order, with finite, non-negative times: a NaN or negative time is
-    a broken trace, not a failure at time 0.
+    a broken trace, not a failure at time 0. A trace with a header only replays no failure
+    (with a warning): a quiet period is a valid scenario.
     """
 
     kind: Literal["trace"]
@@ -541,7 +542,8 @@ class FailureLogFailures(_Source):
     start: datetime | None = Field(
         None,
         description="log time that is t = 0, e.g. '6/21/2005 10:54' (default: the first "
-        "replayed failure); earlier rows are skipped",
+        "replayed failure); earlier rows are skipped; with a time zone (converted to UTC) "
+        "when the log's times have one",
     )
     role: Role = Field("any", description="cluster nodes the log's nodes map onto")
     mapping: Literal["modulo", "first"] = Field(
