@@ -8,13 +8,15 @@ work, no bad servers, ample warm standbys (no host selection, no wait for repair
 runs ``full`` with checkpoints of negligible size every 1 min (nearly AIReSim's "nothing
 lost") and every 15 min. Prints, per job size, λR, AIReSim's closed form 1/(1+λR) and mean
 ETR, ftsim's e^{−λR} and mean ETTR with Daly's exact value at each interval (means ± 95%
-half-widths over 20 replications).
+half-widths over 20 replications). Without ``--airesim`` the AIReSim column is left out
+(its closed form is still printed).
 
-    python benchmarks/airesim_side_by_side.py PATH_TO_AIRESIM_CHECKOUT
+    python benchmarks/airesim_side_by_side.py [--airesim PATH_TO_AIRESIM_CHECKOUT] [--quick]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 
@@ -31,7 +33,7 @@ REPS = 20
 INTERVALS_MIN = (1, 15)
 
 
-def airesim_etr(nodes: int, rate_per_node_day: float) -> list[float]:
+def airesim_etr(nodes: int, rate_per_node_day: float, reps: int) -> list[float]:
     """AIReSim's effective training ratio per replication (its ``Simulator``)."""
     from airesim.params import Params
     from airesim.simulator import Simulator
@@ -46,12 +48,12 @@ def airesim_etr(nodes: int, rate_per_node_day: float) -> list[float]:
         warm_standbys=200,
         working_pool_size=nodes + 400,
         spare_pool_size=100,
-        num_replications=REPS,
+        num_replications=reps,
     )
-    return [Simulator(params, seed=s).run().effective_training_ratio for s in range(REPS)]
+    return [Simulator(params, seed=s).run().effective_training_ratio for s in range(reps)]
 
 
-def ftsim_ettr(gpus: int, interval_min: float) -> list[float]:
+def ftsim_ettr(gpus: int, interval_min: float, reps: int) -> list[float]:
     """ftsim's ETTR per replication: ``full`` on the same cluster."""
     nodes = gpus // 8
     scenario = load_scenario(
@@ -69,7 +71,7 @@ def ftsim_ettr(gpus: int, interval_min: float) -> list[float]:
             f"run.seed={gpus}",
         ],
     )
-    return [simulate(scenario, 0, rep).row()["ettr"] for rep in range(REPS)]
+    return [simulate(scenario, 0, rep).row()["ettr"] for rep in range(reps)]
 
 
 def _ci(values: list[float]) -> str:
@@ -77,26 +79,31 @@ def _ci(values: list[float]) -> str:
     return f"{mean:.4f} ± {half:.4f}"
 
 
-def main(airesim_path: str) -> None:
-    sys.path.insert(0, airesim_path)
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--airesim", help="path of an AIReSim checkout (its column is run)")
+    parser.add_argument("--quick", action="store_true", help="two sizes, three replications")
+    args = parser.parse_args(argv)
+    gpus_list, reps = ((128, 1024), 3) if args.quick else (GPUS, REPS)
+    if args.airesim:
+        sys.path.insert(0, args.airesim)
     rate = META_RSC1.rate_per_node_day
     print(
         "| GPUs | λR | AIReSim 1/(1+λR) | AIReSim simulated | ftsim Δt→0: e^{−λR} | "
         + " | ".join(f"ftsim Δt = {t} min | exact, {t} min" for t in INTERVALS_MIN)
         + " |"
     )
-    for gpus in GPUS:
+    for gpus in gpus_list:
         nodes = gpus // 8
         lam_r = nodes * rate / 24 * RECOVERY_MIN / 60
-        cells = [f"{gpus:,}", f"{lam_r:.4f}", f"{1 / (1 + lam_r):.4f}"]
-        cells += [_ci(airesim_etr(nodes, rate)), f"{math.exp(-lam_r):.4f}"]
+        airesim = _ci(airesim_etr(nodes, rate, reps)) if args.airesim else "not run"
+        cells = [f"{gpus:,}", f"{lam_r:.4f}", f"{1 / (1 + lam_r):.4f}", airesim]
+        cells.append(f"{math.exp(-lam_r):.4f}")
         for interval in INTERVALS_MIN:
             exact = daly_ettr(nodes, rate, interval * 60, RECOVERY_MIN * 60)
-            cells += [_ci(ftsim_ettr(gpus, interval)), f"{exact:.4f}"]
+            cells += [_ci(ftsim_ettr(gpus, interval, reps)), f"{exact:.4f}"]
         print("| " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__.strip().splitlines()[-1].strip())
-    main(sys.argv[1])
+    main()
