@@ -135,3 +135,17 @@ def test_the_shorthand_and_the_kind_load_the_same_source():
     b = scenario("smoke", "failures=[{kind: preset, preset: meta_rsc2}]")
     assert a.failures == b.failures
     assert a.failures[0].model_dump()["kind"] == "preset"
+
+
+def test_show_presets_lists_each_preset_with_its_source_and_mapping(capsys):
+    from ftsim.cli import main
+
+    assert main(["show", "presets"]) == 0
+    out = capsys.readouterr().out
+    assert "proportional to GPU count" in out
+    for name, preset in presets.PRESETS.items():
+        block = out.split(f"\n{name}: ")[1].split("\n\n")[0]
+        for field in ("source:", "measured:", "assumes:", "check:"):
+            assert field in block, (name, field)
+        assert preset.source.split(",")[0] in block
+    assert "35.3%  faulty GPU" in out
