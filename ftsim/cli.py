@@ -112,7 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     run.set_defaults(handler=_cmd_run)
 
-    show = commands.add_parser("show", help="print a resolved scenario or the policies")
+    show = commands.add_parser(
+        "show", help="print a resolved scenario, the policies, the reference or the presets"
+    )
     show_what = show.add_subparsers(dest="what", required=True)
     config = show_what.add_parser("config", help="the scenario with defaults filled in, in units")
     config.add_argument("scenario", type=Path)
@@ -124,6 +126,10 @@ def _parser() -> argparse.ArgumentParser:
         "reference", help="the scenario file reference (Markdown), generated from the schema"
     )
     reference.set_defaults(handler=_cmd_show_reference)
+    presets = show_what.add_parser(
+        "presets", help="published failure rates usable as failures: [{preset: NAME}]"
+    )
+    presets.set_defaults(handler=_cmd_show_presets)
     _sweep_parser(commands)
     _plot_parser(commands)
     _trace_parser(commands)
@@ -607,6 +613,16 @@ def _print_fields(model, indent: str) -> None:
             inner = typing.get_args(inner)[0]
         if isinstance(inner, type) and issubclass(inner, BaseModel):
             _print_fields(inner, indent + "    ")
+
+
+def _cmd_show_presets(args, argv) -> int:
+    from ftsim.sim.presets import MAPPING, PRESETS, describe
+
+    print(MAPPING)
+    for preset in PRESETS.values():
+        print()
+        print(describe(preset))
+    return 0
 
 
 def _cmd_show_reference(args, argv) -> int:

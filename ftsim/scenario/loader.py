@@ -381,10 +381,13 @@ def _locate(loc: tuple, data: dict) -> tuple[str, type[BaseModel] | None, object
     raw: object = data
     parts: list[str] = []
     owner: type[BaseModel] | None = Scenario
+    tagged = False  # the union member of the current mapping is already chosen
     for item in loc:
-        if isinstance(raw, dict) and item not in raw and raw.get("kind") == item:
+        if not tagged and isinstance(raw, dict) and _kind(raw) == item:
             model = _member_with_kind(model, item)
+            tagged = True
             continue
+        tagged = False
         if _is_union_tag(item) and not (isinstance(raw, dict) and item in raw):
             continue
         parts.append(str(item))
@@ -397,6 +400,12 @@ def _locate(loc: tuple, data: dict) -> tuple[str, type[BaseModel] | None, object
         else:
             raw = None
     return ".".join(parts), owner, raw
+
+
+def _kind(raw: dict) -> str | None:
+    """The ``kind`` a mapping selects: its ``kind``, or ``preset`` for the failure-preset
+    shorthand ``{preset: NAME}``."""
+    return raw.get("kind", "preset" if "preset" in raw else None)
 
 
 def _join(path: str, key: str) -> str:

@@ -19,6 +19,8 @@ Sources (``kind``):
   window, as in CPR's evaluation.
 - ``trace``: replay of a CSV with a time column (``time_s``, ``time_min`` or ``time_h``)
   and a ``node`` (``emb_ps3``) or ``role`` (a random node of that role) column.
+- ``preset`` (or just ``preset: NAME``): a published failure rate with its source
+  (:mod:`ftsim.sim.presets`), expanded into one ``exponential`` source per cause.
 - ``failure_log``: replay of a public failure log (LANL's failure data: node, failure
   start, repair end), its nodes mapped onto the cluster's, its repair times as the
   rescheduling delays (:mod:`ftsim.sim.failure_log`).
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import heapq
 import io
 import math
@@ -38,12 +41,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+)
 
 from ftsim.scenario.files import TextFileError, read_text
 from ftsim.scenario.quantities import Seconds
 from ftsim.scenario.units import format_duration
-from ftsim.sim import failure_log
+from ftsim.sim import failure_log, presets
 from ftsim.sim.nodes import Role, parse_node, role_range
 
 if TYPE_CHECKING:
@@ -712,6 +723,84 @@ class FailureLogFailures(_Source):
             yield Failure(time_s, (node,), self.kind, repair_s if logged else None)
 
 
+class PresetFailures(_Source):
+    """A published failure rate (``preset``), expanded into one ``exponential`` source per
+    cause; see :mod:`ftsim.sim.presets` for how the rate maps onto the cluster's nodes and
+    ``python -m ftsim show presets`` for the sources. ``kind: preset`` may be left out:
+    ``failures: [{preset: llama3_405b}]``."""
+
+    kind: Literal["preset"]
+    preset: Literal[tuple(presets.PRESETS)] = Field(
+        description="name of the preset (python -m ftsim show presets)"
+    )
+    role: Role = Field("any", description="nodes the preset applies to: trainer, emb_ps or any")
+    gpus_per_node: int | None = Field(
+        None,
+        ge=1,
+        description="GPUs one node of role stands for (default: the measured node's); "
+        "the rate scales with it",
+    )
+    scale: float = Field(1.0, gt=0, description="multiplies every rate (sensitivity)")
+
+    @property
+    def spec(self) -> presets.Preset:
+        return presets.PRESETS[self.preset]
+
+    def node_rate_per_s(self) -> float:
+        """Failures per second of one node of ``role``, all causes."""
+        spec = self.spec
+        gpus = self.gpus_per_node or spec.gpus_per_node
+        return spec.rate_per_node_day * gpus / spec.gpus_per_node * self.scale / presets.DAY_S
+
+    def sources(self) -> list[tuple[str, ExponentialFailures]]:
+        """(cause label, source) per cause: the expansion into existing kinds."""
+        rate = self.node_rate_per_s()
+        return [
+            (
+                f"{self.preset}: {cause}",
+                ExponentialFailures.model_construct(  # SI seconds, already validated
+                    kind="exponential", role=self.role, node_mtbf=1 / (rate * p), job_mtbf=None
+                ),
+            )
+            for cause, p in self.spec.shares()
+        ]
+
+    def rate_field(self):
+        return "preset"
+
+    def rate_per_s(self, scenario):
+        c = scenario.cluster
+        return len(role_range(c.trainers, c.emb_ps, self.role)) * self.node_rate_per_s()
+
+    def victims(self, scenario, role):
+        c = scenario.cluster
+        return _share_of_role(scenario, role_range(c.trainers, c.emb_ps, self.role), role)
+
+    def events(self, rng, scenario):
+        """The causes' sources merged in time order, each from its own child stream, each
+        failure labelled with its cause."""
+        parts = self.sources()
+        streams = rng.spawn(len(parts))
+        labelled = [
+            _labelled(label, source.events(child, scenario))
+            for (label, source), child in zip(parts, streams, strict=True)
+        ]
+        yield from heapq.merge(*labelled, key=lambda f: f.time_s)
+
+
+def _labelled(label: str, failures: Iterator[Failure]) -> Iterator[Failure]:
+    """``failures`` with ``source`` set to ``label`` (a preset's cause)."""
+    for failure in failures:
+        yield dataclasses.replace(failure, source=label)
+
+
+def preset_shorthand(value):
+    """``{preset: NAME, ...}`` without a ``kind`` is a preset source (``kind: preset``)."""
+    if isinstance(value, dict) and "preset" in value and "kind" not in value:
+        return {"kind": "preset", **value}
+    return value
+
+
 def source_notes(scenario: Scenario) -> list[str]:
     """One line per failure source with something to say (a failure log's rows skipped)."""
     return [
@@ -727,8 +816,10 @@ FailureSourceConfig = Annotated[
     | CorrelatedFailures
     | ScheduledFailures
     | TraceFailures
-    | FailureLogFailures,
+    | FailureLogFailures
+    | PresetFailures,
     Field(discriminator="kind"),
+    BeforeValidator(preset_shorthand),
 ]
 
 
