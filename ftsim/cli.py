@@ -34,8 +34,11 @@ class UsageError(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status (see the module docstring)."""
+    from ftsim.notices import show_on_stderr
+
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
+    show_on_stderr()
     try:
         status = _dispatch(args, argv)
         sys.stdout.flush()
@@ -239,7 +242,7 @@ def _load(args):
     from ftsim.scenario.loader import load_scenario
     from ftsim.sim.failures import source_notes
 
-    scenario = load_scenario(args.scenario, _overrides(args))
+    scenario = load_scenario(args.scenario, _overrides(args), getattr(args, "policy", None))
     if not getattr(args, "quiet", False):
         for line in source_notes(scenario):  # e.g. the rows a failure log skipped
             print(line, file=sys.stderr)
@@ -284,9 +287,8 @@ def _cmd_run(args, argv) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    scenario = _load(args)
-    indices = _selected_policies(scenario, args.policy)
-    ran = _as_run(scenario, indices)
+    ran = scenario = _load(args)  # only the --policy ones
+    indices = list(range(len(scenario.policies)))
     digest = config_hash(ran)  # the same when run again from the folder's scenario.yaml
     started = datetime.now(UTC)
     out = args.output or (
@@ -348,17 +350,6 @@ def _run_progress(scenario, n_policies: int, quiet: bool):
     return Progress([timing, training], quiet)
 
 
-def _as_run(scenario, indices: list[int]):
-    """The resolved scenario restricted to the policies that ran (``--policy``), so that
-    ``run`` on the saved scenario.yaml reproduces runs.csv; a sweep reference that did not
-    run falls back to the default (the first policy)."""
-    policies = [scenario.policies[i] for i in indices]
-    sweep = scenario.sweep
-    if sweep and sweep.reference not in {None, *(p.label for p in policies)}:
-        sweep = sweep.model_copy(update={"reference": None})
-    return scenario.model_copy(update={"policies": policies, "sweep": sweep})
-
-
 def _unfinished_status(summary: list[dict], point_columns: list[str] = ()) -> int:
     """Warn on standard error about unfinished replications: exit status 3 if any, else 0."""
     from ftsim.experiments.runner import unfinished_warnings
@@ -402,11 +393,13 @@ def _cmd_sweep(args, argv) -> int:
         args.scenario,
         _overrides(args),
         args.grid,
-        lambda scenario: _selected_policies(scenario, args.policy),
+        args.policy,
         args.reference,
         args.target_halfwidth,
         args.max_reps,
     )
+    for note in plan.notes:
+        print(f"ftsim: {note}", file=sys.stderr)
     if args.dask_address:
         sweep.check_dask_scheduler(args.dask_address)
     started = datetime.now(UTC)

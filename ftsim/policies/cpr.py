@@ -58,7 +58,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -78,6 +78,9 @@ class CprParams(SavingParams):
     """Parameters of ``cpr`` (vanilla partial recovery)."""
 
     kind: Literal["cpr"]
+    exclusive_fields: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("interval", "target_pls", "target_accuracy_loss"),
+    )
     interval: Interval | None = Field(None, description="compute between full saves")
     target_pls: float | None = Field(None, gt=0, lt=1, description="choose interval for this PLS")
     target_accuracy_loss: float | None = Field(

@@ -1,0 +1,77 @@
+"""Notices: what the tool decided for the user, or accepted while deprecated.
+
+A notice is a :class:`Warning` subclass, so the Python API raises it through :mod:`warnings`
+(shown once per distinct message, filterable by category) and the command line prints it
+on standard error as ``ftsim: warning: ...`` (:func:`show_on_stderr`). The objects carry
+their facts as attributes, for a caller that wants more than the text.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+
+class Notice(UserWarning):
+    """Base of every notice: a decision taken for the user or a deprecated input."""
+
+
+class RenamedField(Notice, FutureWarning):
+    """A field given by its old name (accepted for now)."""
+
+
+class CprFallback(Notice):
+    """CPR ran full recovery at Daly's interval instead of partial recovery at the interval
+    asked for, because its model predicts full recovery cheaper (``fallback: true``).
+
+    ``policy``: its label (with the sweep point's values when in a sweep); ``asked``: what
+    the scenario asked for, in words (``interval 15 min``, ``target_pls 0.1 (10 h)``);
+    ``asked_s`` / ``used_s``: the interval asked for and the one run, compute seconds;
+    ``predicted``: the predicted overhead fractions, ``{"full": …, "partial": …}``.
+    """
+
+    def __init__(self, policy: str, asked: str, asked_s: float, used_s: float, predicted: dict):
+        self.policy, self.asked, self.asked_s, self.used_s = policy, asked, asked_s, used_s
+        self.predicted = predicted
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        from ftsim.scenario.units import format_duration
+
+        full, partial = 100 * self.predicted["full"], 100 * self.predicted["partial"]
+        return (
+            f"{self.policy}: asked for {self.asked}; its model predicts full recovery cheaper "
+            f"({full:.2f}% vs {partial:.2f}% overhead for partial recovery), so it ran full "
+            f"recovery every {format_duration(self.used_s)} (Daly's interval); rows say "
+            "cpr_decision=full, interval_h the interval run (fallback: false forces partial "
+            "recovery)"
+        )
+
+    def at(self, where: str) -> CprFallback:
+        """The same notice, its policy named with ``where`` (a sweep point)."""
+        return CprFallback(
+            f"{self.policy} at {where}", self.asked, self.asked_s, self.used_s, self.predicted
+        )
+
+
+def warn_renamed(old: str, new: str) -> None:
+    """Say that the field ``old`` (a dotted location) is deprecated in favour of ``new``."""
+    warnings.warn(f"{old} is deprecated: call it {new}", RenamedField, stacklevel=3)
+
+
+def show_on_stderr() -> None:
+    """Print every notice as ``ftsim: warning: …`` on standard error (once per message);
+    other warnings keep Python's format. Installing it again changes nothing."""
+    default = warnings.showwarning
+    if getattr(default, "ftsim_notices", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, Notice):
+            print(f"ftsim: warning: {message}", file=sys.stderr)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    show.ftsim_notices = True
+    warnings.showwarning = show
+    warnings.simplefilter("default", Notice)
