@@ -17,6 +17,7 @@ import os
 import shlex
 import sys
 import typing
+import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -283,12 +284,15 @@ def _cmd_run(args, argv) -> int:
     )
     from ftsim.experiments.pool import default_jobs
     from ftsim.experiments.runner import format_summary, run_scenario, summarize
+    from ftsim.notices import policy_notices
     from ftsim.scenario.loader import config_hash
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     ran = scenario = _load(args)  # only the --policy ones
     indices = list(range(len(scenario.policies)))
+    for notice in policy_notices(scenario):
+        warnings.warn(notice, stacklevel=1)
     digest = config_hash(ran)  # the same when run again from the folder's scenario.yaml
     started = datetime.now(UTC)
     out = args.output or (
@@ -398,8 +402,8 @@ def _cmd_sweep(args, argv) -> int:
         args.target_halfwidth,
         args.max_reps,
     )
-    for note in plan.notes:
-        print(f"ftsim: {note}", file=sys.stderr)
+    for notice in plan.notes:
+        warnings.warn(notice, stacklevel=1)
     if args.dask_address:
         sweep.check_dask_scheduler(args.dask_address)
     started = datetime.now(UTC)

@@ -15,6 +15,10 @@ import warnings
 class Notice(UserWarning):
     """Base of every notice: a decision taken for the user or a deprecated input."""
 
+    def at(self, where: str) -> Notice:
+        """The same notice, said of ``where`` (a sweep point)."""
+        return type(self)(f"{where}: {self}")
+
 
 class RenamedField(Notice, FutureWarning):
     """A field given by its old name (accepted for now)."""
@@ -36,15 +40,12 @@ class CprFallback(Notice):
         super().__init__(self._text())
 
     def _text(self) -> str:
-        from ftsim.scenario.units import format_duration
-
         full, partial = 100 * self.predicted["full"], 100 * self.predicted["partial"]
         return (
-            f"{self.policy}: asked for {self.asked}; its model predicts full recovery cheaper "
-            f"({full:.2f}% vs {partial:.2f}% overhead for partial recovery), so it ran full "
-            f"recovery every {format_duration(self.used_s)} (Daly's interval); rows say "
-            "cpr_decision=full, interval_h the interval run (fallback: false forces partial "
-            "recovery)"
+            f"{self.policy}: asked for {self.asked}, ran full recovery every "
+            f"{short_duration(self.used_s)} (Daly's interval) instead: its model predicts it "
+            f"cheaper ({full:.2f}% vs {partial:.2f}% overhead for partial recovery); rows say "
+            "cpr_decision=full (fallback: false forces partial recovery)"
         )
 
     def at(self, where: str) -> CprFallback:
@@ -52,6 +53,28 @@ class CprFallback(Notice):
         return CprFallback(
             f"{self.policy} at {where}", self.asked, self.asked_s, self.used_s, self.predicted
         )
+
+
+def short_duration(seconds: float) -> str:
+    """A duration to three significant digits in h (from 1 h), min or s: ``45.8 min``."""
+    for unit, size in (("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def policy_notices(scenario, where: str = "") -> list[Notice]:
+    """What each policy of ``scenario`` decided for the user when it planned (CPR's fall-back
+    to full recovery), named with ``where`` (a sweep point) if given. Builds each policy
+    once, without simulating: the decision depends on the scenario only, not on the
+    replication."""
+    from ftsim.sim.engine import Simulation
+
+    found = []
+    for index in range(len(scenario.policies)):
+        for notice in Simulation(scenario, index, 0).policy.notices():
+            found.append(notice.at(where) if where else notice)
+    return found
 
 
 def warn_renamed(old: str, new: str) -> None:

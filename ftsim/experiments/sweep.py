@@ -36,6 +36,7 @@ import yaml
 from ftsim.experiments.pool import default_jobs, process_pool
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.store import RunStore, StoreError, TaskKey
+from ftsim.notices import Notice, policy_notices
 from ftsim.scenario.loader import (
     Overrides,
     ScenarioError,
@@ -78,9 +79,9 @@ class Plan:
     max_reps: int = 1000
     columns: list[str] = field(default_factory=list)
     """Swept keys, in grid then zip order: the point columns of the results."""
-    notes: list[str] = field(default_factory=list)
-    """Decisions taken while planning, to say on standard error (a ``--grid`` key that
-    replaced one of the file's)."""
+    notes: list[Notice] = field(default_factory=list)
+    """Decisions taken for the user, to say before running (a ``--grid`` key that replaced
+    one of the file's; CPR falling back to full recovery at a point)."""
 
     @property
     def config_hash(self) -> str:
@@ -186,12 +187,15 @@ def plan_sweep(
         raise ScenarioError(path, [("sweep", message)])
     plain = {k: v for k, v in data.items() if k != "sweep"}
     points = _points(plain, expand(base.sweep), path, selected)
+    for point in points:
+        where = ", ".join(f"{k}={_cell(v)}" for k, v in point.values.items())
+        notes += policy_notices(point.scenario, f"point {point.index} ({where})")
     columns = list(points[0].values)
     indices = list(range(len(labels)))
     return Plan(path, base, points, indices, chosen, target_halfwidth, max_reps, columns, notes)
 
 
-def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[str]:
+def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[Notice]:
     """Drop from the file's ``sweep`` ``section`` (grid and zip) every key that sets what a
     command-line ``given`` key sets (tried with their first values); the notes saying so."""
     notes = []
@@ -209,8 +213,10 @@ def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[st
                 if clash is not None:
                     del keys[key]
                     notes.append(
-                        f"--grid {other} replaces the scenario's sweep.{kind} key {key} (both "
-                        f"set {_choice(clash)})"
+                        Notice(
+                            f"--grid {other} replaces the scenario's sweep.{kind} key {key} "
+                            f"(both set {_choice(clash)})"
+                        )
                     )
                     break
     return notes

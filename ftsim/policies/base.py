@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ftsim.notices import warn_renamed
+from ftsim.notices import Notice, warn_renamed
 
 if TYPE_CHECKING:
     from ftsim.scenario.schema import Scenario
@@ -221,3 +221,8 @@ class Policy:
     def result_columns(self) -> dict[str, float | str]:
         """Policy-specific columns of the result row."""
         return {}
+
+    def notices(self) -> list[Notice]:
+        """Decisions the policy took for the user when it planned (at construction), to be
+        said once per run or sweep point (:func:`ftsim.notices.policy_notices`)."""
+        return []
