@@ -1,6 +1,8 @@
-"""The ``ftsim`` command line: ``run``, ``sweep``, ``plot``, ``trace``, ``validate``, ``show``.
+"""The ``ftsim`` command line: ``run``, ``sweep``, ``advise``, ``plot``, ``trace``, ``validate``,
+``show``.
 
-Exit status: 0 on success; 1 when ``validate`` has a failed check; 2 on invalid input (a
+Exit status: 0 on success; 1 when ``validate`` has a failed check, or when ``advise`` finds
+no setting of any policy within the limits; 2 on invalid input (a
 bad scenario, an unknown policy name, an unusable folder), printed as located one-line
 errors on standard error, never a traceback: scenario problems as ``FILE: dotted.path:
 what is wrong``, others as ``ftsim: ...``; 3 when ``run`` or ``sweep`` finished but some
@@ -114,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     reference.set_defaults(handler=_cmd_show_reference)
     _sweep_parser(commands)
+    _advise_parser(commands)
     _plot_parser(commands)
     _trace_parser(commands)
     _validate_parser(commands)
@@ -155,6 +158,34 @@ def _sweep_parser(commands) -> None:
     _force_option(sweep)
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     sweep.set_defaults(handler=_cmd_sweep)
+
+
+def _advise_parser(commands) -> None:
+    advise = commands.add_parser(
+        "advise",
+        help="the cheapest setting of each policy within a PLS and a memory limit, searched "
+        "with the simulator",
+    )
+    advise.add_argument("scenario", type=Path)
+    _scenario_options(advise)
+    advise.add_argument(
+        "--max-pls", type=float, help="limit on the mean PLS (the time model's pls_model)"
+    )
+    advise.add_argument(
+        "--max-memory-overhead",
+        type=float,
+        metavar="F",
+        help="limit on the extra memory per embedding PS, as a share of its shard",
+    )
+    advise.add_argument(
+        "--policy", action="append", default=[], help="only this policy (repeatable)"
+    )
+    advise.add_argument(
+        "-o", "--output", type=Path, help="folder for candidates.csv and the frontier figure"
+    )
+    _force_option(advise)
+    advise.add_argument("-q", "--quiet", action="store_true", help="no table")
+    advise.set_defaults(handler=_cmd_advise)
 
 
 def _plot_parser(commands) -> None:
@@ -468,6 +499,53 @@ def _cmd_sweep(args, argv) -> int:
     print(f"computed {computed}, reused {reused} (replications)")
     print(f"results: {store.root}")
     return _unfinished_status(summary.to_dict("records"), plan.columns)
+
+
+def _cmd_advise(args, argv) -> int:
+    """Exit status 0 with a recommendation, 1 when no setting of any policy meets the
+    limits (said on standard output)."""
+    import math
+
+    from ftsim.experiments.advise import advise, write
+    from ftsim.experiments.folders import prepare_output, sha256_of
+    from ftsim.experiments.output import write_json
+
+    limit = args.max_pls
+    if limit is not None and not (0 < limit < 1):
+        raise UsageError(f"--max-pls must be between 0 and 1 (got {limit})")
+    memory = args.max_memory_overhead
+    if memory is not None and not (math.isfinite(memory) and memory >= 0):
+        raise UsageError(f"--max-memory-overhead must be a share >= 0 (got {memory})")
+    overrides = [o for o in _overrides(args) if o != "trainer.enabled=false"]
+    started = datetime.now(UTC)
+    advice = advise(
+        args.scenario,
+        overrides,
+        max_pls=limit,
+        max_memory_overhead=memory,
+        policies=args.policy or None,
+    )
+    out = args.output or (
+        Path(advice.output) / advice.scenario / f"{started:%Y%m%dT%H%M%SZ}_advise"
+    )
+    prepare_output(out, "advise", args.force)
+    files = write(advice, out)
+    write_json(
+        out / "manifest.json",
+        {
+            "command": "advise",
+            "scenario": advice.scenario,
+            "scenario_file": str(args.scenario),
+            "argv": ["ftsim", *argv],
+            "started_utc": started.isoformat(),
+            "finished_utc": datetime.now(UTC).isoformat(),
+            "files": {path.name: sha256_of(path) for path in files},
+        },
+    )
+    if not args.quiet:
+        print(advice.text())
+    print(f"results: {out} ({', '.join(f.name for f in files)})")
+    return 0 if advice.recommendation is not None else 1
 
 
 def _report_interrupted_sweep(store, tasks: int, total: int, argv: list[str]) -> None:
