@@ -192,7 +192,7 @@ class Advice:
             lines.append(f"no policy has a setting within the limits ({self.limits()})")
         else:
             s = best.pick
-            ran = "" if _ran(s) == "as set" else f" (ran {_ran(s)})"
+            ran = f" (ran {_ran(s)})" if s.get("cpr_decision") == "full" else ""
             lines.append(
                 f"recommendation: {best.policy} with {best.setting(s)}{ran}: overhead "
                 f"{100 * s['overhead_mean']:.2f}% ± {100 * s['overhead_ci95']:.2f}% "
