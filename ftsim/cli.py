@@ -167,7 +167,19 @@ def _advise_parser(commands) -> None:
         "with the simulator",
     )
     advise.add_argument("scenario", type=Path)
-    _scenario_options(advise)
+    advise.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field, as for run (repeatable)",
+    )
+    advise.add_argument("--seed", type=int, help="same as --set run.seed=N")
+    advise.add_argument(
+        "--reps", type=int, help="replications per candidate (default: the scenario's)"
+    )
+    advise.set_defaults(no_trainer=False)  # always timing only
     advise.add_argument(
         "--max-pls", type=float, help="limit on the mean PLS (the time model's pls_model)"
     )
@@ -516,7 +528,7 @@ def _cmd_advise(args, argv) -> int:
     memory = args.max_memory_overhead
     if memory is not None and not (math.isfinite(memory) and memory >= 0):
         raise UsageError(f"--max-memory-overhead must be a share >= 0 (got {memory})")
-    overrides = [o for o in _overrides(args) if o != "trainer.enabled=false"]
+    overrides = _overrides(args)
     started = datetime.now(UTC)
     advice = advise(
         args.scenario,
