@@ -165,7 +165,7 @@ def plan_sweep(
     if data.get("sweep") is None:
         data["sweep"] = {}
     section = data["sweep"]
-    notes: list[str] = []
+    notes: list[Notice] = []
     if isinstance(section, dict):  # otherwise validation reports it
         if grid and section.get("grid") is None:
             section["grid"] = {}
