@@ -138,8 +138,12 @@ class Advice:
 
     @property
     def candidates(self) -> pd.DataFrame:
-        """Every evaluated candidate of every policy (a tidy table)."""
-        return pd.concat([p.candidates for p in self.policies], ignore_index=True)
+        """Every evaluated candidate of every policy (a tidy table): who, the search stage,
+        the knob values (``interval_s`` in seconds), then the measures."""
+        table = pd.concat([p.candidates for p in self.policies], ignore_index=True)
+        knobs = list(dict.fromkeys(k.column for p in self.policies for k in p.knobs))
+        first = ["policy", "kind", "stage", *knobs]
+        return table[first + [c for c in table.columns if c not in first]]
 
     @property
     def recommendation(self) -> PolicyAdvice | None:
@@ -226,7 +230,8 @@ def advise(
         data["trainer"]["enabled"] = False  # timing only: PLS is the time model's
     data.pop("sweep", None)
     base = validate_scenario(rules.only_selected(data, selected), path)
-    advice = Advice(base.name, base.run.replications, base.run.seed, max_pls, max_memory_overhead)
+    run = base.run
+    advice = Advice(base.name, run.replications, run.seed, max_pls, max_memory_overhead, run.output)
     for index, policy in enumerate(base.policies):
         one = {**data, "policies": [rules.only_selected(data, selected)["policies"][index]]}
         advice.policies.append(_search(one, path, policy, base, advice, rounds))
@@ -255,7 +260,7 @@ def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, roun
     def evaluate(settings: list[tuple], stage: str) -> None:
         for values in settings:
             if values not in tried:
-                tried[values] = _evaluate(data, path, policy.label, found, values, advice)
+                tried[values] = _evaluate(data, path, found, values, advice)
                 tried[values]["stage"] = stage
 
     evaluate(list(itertools.product(*(k.values for k in found))), "coarse")
@@ -272,7 +277,7 @@ def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, roun
     return PolicyAdvice(policy.label, policy.kind, found, table, pick)
 
 
-def _evaluate(data, path, label, found: list[Knob], values: tuple, advice: Advice) -> dict:
+def _evaluate(data, path, found: list[Knob], values: tuple, advice: Advice) -> dict:
     """Simulate one candidate on the scenario's replications; its row of the table."""
     row: dict = {k.column: v for k, v in zip(found, values, strict=True)}
     candidate = copy.deepcopy(data)
