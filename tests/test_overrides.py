@@ -170,3 +170,18 @@ def test_sweep_policy_selection_comes_before_the_grid(tmp_path):
     plan = plan_sweep(PROD50H, ["run.replications=1"], grid, policies=["ecrm"])
     assert [p.scenario.policies[0].fallback for p in plan.points] == ["rollback", "partial"]
     assert plan.policies == [0] and plan.base.policy_labels == ["ecrm"]
+
+
+def test_a_sweep_folder_rebuilds_a_point_keyed_by_file_index(tmp_path):
+    """The folder keeps only the selected policies; a point's key names the policy by its
+    place in the file, which the manifest's policy_positions maps back (plot uses it)."""
+    from ftsim.plots.data import RunData
+
+    out = tmp_path / "s"
+    args = ["sweep", str(PROD50H), "--policy", "full", "--policy", "ecrm", "--no-trainer"]
+    assert main([*args, "--reps", "1", "--grid", "policies.4.k=2,4", "-q", "-o", str(out)]) == 0
+    data = RunData.load(out)
+    assert data.manifest["policy_positions"] == [0, 4]
+    rebuilt = data.point_scenario(1)
+    assert [p.label for p in rebuilt.policies] == ["full", "ecrm"]
+    assert rebuilt.policies[1].k == 4

@@ -79,6 +79,9 @@ class Plan:
     max_reps: int = 1000
     columns: list[str] = field(default_factory=list)
     """Swept keys, in grid then zip order: the point columns of the results."""
+    positions: list[int] | None = None
+    """Places in the file of the policies ``--policy`` selected (None: all): the keys of
+    the points use them (``policies.4.k``), the base scenario holds only those policies."""
     notes: list[Notice] = field(default_factory=list)
     """Decisions taken for the user, to say before running (a ``--grid`` key that replaced
     one of the file's; CPR falling back to full recovery at a point)."""
@@ -192,7 +195,9 @@ def plan_sweep(
         notes += policy_notices(point.scenario, f"point {point.index} ({where})")
     columns = list(points[0].values)
     indices = list(range(len(labels)))
-    return Plan(path, base, points, indices, chosen, target_halfwidth, max_reps, columns, notes)
+    return Plan(
+        path, base, points, indices, chosen, target_halfwidth, max_reps, columns, selected, notes
+    )
 
 
 def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[Notice]:
@@ -515,6 +520,7 @@ def manifest(plan: Plan, argv: list[str], started: str) -> dict:
             for p in plan.points
         ],
         "policies": [plan.base.policy_labels[i] for i in plan.policies],
+        "policy_positions": plan.positions,
         "reference": plan.reference,
         "target_halfwidth": plan.target_halfwidth,
         "max_reps": plan.max_reps,

@@ -84,6 +84,18 @@ def only_selected(data: dict, selected: Sequence[int] | None) -> dict:
     return {**data, "policies": [data["policies"][i] for i in selected]}
 
 
+def at_file_positions(data: dict, positions: Sequence[int] | None) -> dict:
+    """``data`` holding only the selected policies (a sweep folder's scenario.yaml), with
+    them put back at their ``positions`` in the file (the other places empty), so that keys
+    with file indices (``policies.4.k``) apply as they did; None: all were selected."""
+    if positions is None or not isinstance(data.get("policies"), list):
+        return data
+    policies: list = [{} for _ in range(max(positions, default=-1) + 1)]
+    for position, policy in zip(positions, data["policies"], strict=True):
+        policies[position] = policy
+    return {**data, "policies": policies}
+
+
 def parse_assignment(assignment: str) -> tuple[str, object]:
     """``dotted.key=value`` → (key, value read as YAML); ValueError naming the problem."""
     from ftsim.scenario.loader import parse_yaml
