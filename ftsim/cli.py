@@ -98,7 +98,12 @@ def _parser() -> argparse.ArgumentParser:
     _scenario_options(run)
     run.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
     _force_option(run)
-    run.add_argument("--policy", action="append", default=[], help="only this policy (repeatable)")
+    run.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        help="only this policy (repeatable; selected before --set applies)",
+    )
     run.add_argument("--jobs", type=int, help="parallel worker processes (default: the CPU count)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     run.set_defaults(handler=_cmd_run)
@@ -134,11 +139,15 @@ def _sweep_parser(commands) -> None:
         action="append",
         default=[],
         metavar="KEY=V1,V2,...",
-        help="sweep a field over values, e.g. --grid 'policies.*.interval=15 min,1 h' "
-        "(repeatable; adds to or replaces the scenario's sweep.grid)",
+        help="sweep a field over values, e.g. --grid 'policies.*.interval=15 min,1 h' (* sets "
+        "every selected policy that has the field; repeatable; adds to or replaces the "
+        "scenario's sweep.grid)",
     )
     sweep.add_argument(
-        "--policy", action="append", default=[], help="only this policy (repeatable)"
+        "--policy",
+        action="append",
+        default=[],
+        help="only this policy (repeatable; selected before --set and --grid apply)",
     )
     sweep.add_argument("--reference", help="policy for paired differences (default: first)")
     sweep.add_argument("--jobs", type=int, help="parallel workers (default: the CPU count)")
