@@ -185,3 +185,15 @@ def test_a_sweep_folder_rebuilds_a_point_keyed_by_file_index(tmp_path):
     rebuilt = data.point_scenario(1)
     assert [p.label for p in rebuilt.policies] == ["full", "ecrm"]
     assert rebuilt.policies[1].k == 4
+
+
+def test_a_sweep_section_of_the_file_follows_the_same_rules(tmp_path):
+    data = yaml.safe_load(PROD50H.read_text())
+    data["sweep"] = {"grid": {"policies.*.interval": ["20 min", "2 h"]}}
+    path = tmp_path / "swept.yaml"
+    path.write_text(yaml.safe_dump(data))
+    plan = plan_sweep(path, ["run.replications=1"], [], policies=["cpr", "swift"])
+    assert [_intervals(p.scenario) for p in plan.points] == [
+        {"cpr": 1200.0, "swift": 1200.0},
+        {"cpr": 2 * H, "swift": 2 * H},
+    ]
