@@ -202,6 +202,9 @@ def _advise_parser(commands) -> None:
         "--policy", action="append", default=[], help="only this policy (repeatable)"
     )
     advise.add_argument(
+        "--jobs", type=int, help="parallel worker processes (default: the CPU count)"
+    )
+    advise.add_argument(
         "-o", "--output", type=Path, help="folder for candidates.csv and the frontier figure"
     )
     _force_option(advise)
@@ -530,6 +533,7 @@ def _cmd_advise(args, argv) -> int:
     from ftsim.experiments.advise import advise, write
     from ftsim.experiments.folders import prepare_output, sha256_of
     from ftsim.experiments.output import write_json
+    from ftsim.experiments.pool import default_jobs
 
     limit = args.max_pls
     if limit is not None and not (0 < limit < 1):
@@ -537,6 +541,8 @@ def _cmd_advise(args, argv) -> int:
     memory = args.max_memory_overhead
     if memory is not None and not (math.isfinite(memory) and memory >= 0):
         raise UsageError(f"--max-memory-overhead must be a share >= 0 (got {memory})")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
     overrides = _overrides(args)
     started = datetime.now(UTC)
     advice = advise(
@@ -545,6 +551,7 @@ def _cmd_advise(args, argv) -> int:
         max_pls=limit,
         max_memory_overhead=memory,
         policies=args.policy or None,
+        jobs=args.jobs or default_jobs(),
     )
     out = args.output or (
         Path(advice.output) / advice.scenario / f"{started:%Y%m%dT%H%M%SZ}_advise"

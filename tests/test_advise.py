@@ -75,7 +75,7 @@ def test_on_random_failures_with_a_memory_limit_the_pick_is_as_good_as_brute_for
 def test_an_injected_bug_that_ignores_the_pls_limit_fails_the_check(monkeypatch):
     limits = {"max_pls": 0.05, "reps": 2}
     brute = _brute_force(monkeypatch, PROD50H, ["cpr"], **limits)
-    monkeypatch.setattr(search, "_meets", lambda row, advice: row["valid"])
+    monkeypatch.setattr(search, "_meets", lambda row, max_pls, max_memory: row["valid"])
     with pytest.raises(AssertionError):
         _check(search.advise(PROD50H, policies=["cpr"], **limits), brute, 0.05)
 
@@ -153,3 +153,10 @@ def test_no_two_texts_of_the_frontier_figure_overlap():
     fig.axes[0].set_xlabel("PLS " * 40)
     assert "PLS " * 40 in _text_problems(fig)
     plt.close(fig)
+
+
+def test_candidates_do_not_depend_on_the_worker_processes():
+    limits = {"max_pls": 0.05, "reps": 2, "policies": ["cpr"], "rounds": 1}
+    serial = search.advise(PROD50H, **limits).candidates
+    parallel = search.advise(PROD50H, jobs=2, **limits).candidates
+    pd.testing.assert_frame_equal(serial, parallel)

@@ -24,15 +24,18 @@ parity). A candidate with an unfinished replication meets no limit.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import math
 import warnings
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from ftsim.experiments.pool import process_pool
 from ftsim.experiments.runner import finished, simulate_reps
 from ftsim.experiments.tdist import mean_ci
 from ftsim.notices import Notice, short_duration
@@ -215,11 +218,13 @@ def advise(
     seed: int | None = None,
     policies: Sequence[str] | None = None,
     rounds: int = 2,
+    jobs: int = 1,
 ) -> Advice:
     """Search every (selected) policy's knobs for its cheapest setting within the limits
     (module docstring). ``scenario``: a path (read with ``overrides`` as ``--set`` does) or
     a loaded scenario; ``reps`` / ``seed``: replications per candidate (default: the
-    scenario's) and their seed. ScenarioError for a bad scenario or override."""
+    scenario's) and their seed; ``jobs``: worker processes that simulate candidates (the
+    results do not depend on it). ScenarioError for a bad scenario or override."""
     path, data, selected = _read(scenario, overrides, policies)
     data.setdefault("run", {})
     if reps is not None:
@@ -232,9 +237,10 @@ def advise(
     base = validate_scenario(rules.only_selected(data, selected), path)
     run = base.run
     advice = Advice(base.name, run.replications, run.seed, max_pls, max_memory_overhead, run.output)
-    for index, policy in enumerate(base.policies):
-        one = {**data, "policies": [rules.only_selected(data, selected)["policies"][index]]}
-        advice.policies.append(_search(one, path, policy, base, advice, rounds))
+    with process_pool(jobs) if jobs > 1 else nullcontext() as pool:
+        for index, policy in enumerate(base.policies):
+            one = {**data, "policies": [rules.only_selected(data, selected)["policies"][index]]}
+            advice.policies.append(_search(one, path, policy, base, advice, rounds, pool))
     return advice
 
 
@@ -252,33 +258,37 @@ def _read(scenario, overrides, policies) -> tuple[Path, dict, list[int] | None]:
     return Path(scenario), data, selected
 
 
-def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, rounds: int):
-    """Coarse grid, then ``rounds`` of refinement around the pick so far."""
+def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, rounds, pool):
+    """Coarse grid, then ``rounds`` of refinement around the pick so far; candidates are
+    simulated in ``pool`` (an executor; None: here)."""
     found = knobs(policy, base)
     tried: dict[tuple, dict] = {}
+    limits = (advice.max_pls, advice.max_memory_overhead)
+    task = functools.partial(_evaluate, data, path, found, limits)
 
     def evaluate(settings: list[tuple], stage: str) -> None:
-        for values in settings:
-            if values not in tried:
-                tried[values] = _evaluate(data, path, found, values, advice)
-                tried[values]["stage"] = stage
+        new = [values for values in dict.fromkeys(settings) if values not in tried]
+        rows = pool.map(task, new) if pool is not None else map(task, new)
+        for values, row in zip(new, rows, strict=True):
+            tried[values] = row | {"stage": stage}
 
     evaluate(list(itertools.product(*(k.values for k in found))), "coarse")
     for round_ in range(rounds):
-        best = _best(tried, advice)
+        best = _best(tried)
         if best is None:
             break
         evaluate(_neighbours(best, found, tried), f"refine {round_ + 1}")
     table = pd.DataFrame(
         [{"policy": policy.label, "kind": policy.kind, **row} for row in tried.values()]
     )
-    best = _best(tried, advice)
+    best = _best(tried)
     pick = table.iloc[list(tried).index(best)] if best is not None else None
     return PolicyAdvice(policy.label, policy.kind, found, table, pick)
 
 
-def _evaluate(data, path, found: list[Knob], values: tuple, advice: Advice) -> dict:
-    """Simulate one candidate on the scenario's replications; its row of the table."""
+def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> dict:
+    """Simulate one candidate on the scenario's replications; its row of the table.
+    ``limits``: (max PLS, max memory overhead), None for no limit."""
     row: dict = {k.column: v for k, v in zip(found, values, strict=True)}
     candidate = copy.deepcopy(data)
     try:
@@ -308,20 +318,20 @@ def _evaluate(data, path, found: list[Knob], values: tuple, advice: Advice) -> d
         "interval_h": runs[0].get("interval_h", math.nan),
         "cpr_decision": runs[0].get("cpr_decision", ""),
     }
-    row["meets_limits"] = _meets(row, advice)
+    row["meets_limits"] = _meets(row, *limits)
     return row
 
 
-def _meets(row: dict, advice: Advice) -> bool:
+def _meets(row: dict, max_pls: float | None, max_memory: float | None) -> bool:
+    """Whether a candidate finished every replication within the limits."""
     if not row["valid"] or row["n_unfinished"] or row["n"] == 0:
         return False
-    if advice.max_pls is not None and not row["pls_model_mean"] <= advice.max_pls:
+    if max_pls is not None and not row["pls_model_mean"] <= max_pls:
         return False
-    limit = advice.max_memory_overhead
-    return limit is None or row["memory_frac"] <= limit
+    return max_memory is None or row["memory_frac"] <= max_memory
 
 
-def _best(tried: dict[tuple, dict], advice: Advice) -> tuple | None:
+def _best(tried: dict[tuple, dict]) -> tuple | None:
     """The setting of lowest mean overhead among those within the limits."""
     feasible = [v for v, row in tried.items() if row["meets_limits"]]
     return min(feasible, key=lambda v: tried[v]["overhead_mean"], default=None)
