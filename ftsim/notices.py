@@ -2,13 +2,12 @@
 
 A notice is a :class:`Warning` subclass, so the Python API raises it through :mod:`warnings`
 (shown once per distinct message, filterable by category) and the command line prints it
-on standard error as ``ftsim: warning: ...`` (:func:`show_on_stderr`). The objects carry
+on standard error as ``ftsim: warning: ...``. The objects carry
 their facts as attributes, for a caller that wants more than the text.
 """
 
 from __future__ import annotations
 
-import sys
 import warnings
 
 
@@ -80,21 +79,3 @@ def policy_notices(scenario, where: str = "") -> list[Notice]:
 def warn_renamed(old: str, new: str) -> None:
     """Say that the field ``old`` (a dotted location) is deprecated in favour of ``new``."""
     warnings.warn(f"{old} is deprecated: call it {new}", RenamedField, stacklevel=3)
-
-
-def show_on_stderr() -> None:
-    """Print every notice as ``ftsim: warning: …`` on standard error (once per message);
-    other warnings keep Python's format. Installing it again changes nothing."""
-    default = warnings.showwarning
-    if getattr(default, "ftsim_notices", False):
-        return
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, Notice):
-            print(f"ftsim: warning: {message}", file=sys.stderr)
-        else:
-            default(message, category, filename, lineno, file, line)
-
-    show.ftsim_notices = True
-    warnings.showwarning = show
-    warnings.simplefilter("default", Notice)
