@@ -1,6 +1,8 @@
-"""The ``ftsim`` command line: ``run``, ``sweep``, ``plot``, ``trace``, ``validate``, ``show``.
+"""The ``ftsim`` command line: ``run``, ``sweep``, ``advise``, ``plot``, ``trace``, ``validate``,
+``show``.
 
-Exit status: 0 on success; 1 when ``validate`` has a failed check; 2 on invalid input (a
+Exit status: 0 on success; 1 when ``validate`` has a failed check, or when ``advise`` finds
+no setting of any policy within the limits; 2 on invalid input (a
 bad scenario, an unknown policy name, an unusable folder), printed as located one-line
 errors on standard error, never a traceback: scenario problems as ``FILE: dotted.path:
 what is wrong``, others as ``ftsim: ...``; 3 when ``run`` or ``sweep`` finished but some
@@ -51,11 +53,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A scenario's warning as its located line on standard error (others as Python's)."""
+    """A scenario's warning as its located line on standard error, a notice (a decision
+    taken for the user, a deprecated name) as ``ftsim: warning: …``; others as Python's."""
+    from ftsim.notices import Notice
     from ftsim.scenario.notices import ScenarioWarning
 
     if issubclass(category, ScenarioWarning):
         print(message, file=sys.stderr)
+    elif issubclass(category, Notice):
+        print(f"ftsim: warning: {message}", file=sys.stderr)
     else:
         (file or sys.stderr).write(
             warnings.formatwarning(message, category, filename, lineno, line)
@@ -107,7 +113,12 @@ def _parser() -> argparse.ArgumentParser:
     _scenario_options(run)
     run.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
     _force_option(run)
-    run.add_argument("--policy", action="append", default=[], help="only this policy (repeatable)")
+    run.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        help="only this policy (repeatable; selected before --set applies)",
+    )
     run.add_argument("--jobs", type=int, help="parallel worker processes (default: the CPU count)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     run.set_defaults(handler=_cmd_run)
@@ -131,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     presets.set_defaults(handler=_cmd_show_presets)
     _sweep_parser(commands)
+    _advise_parser(commands)
     _plot_parser(commands)
     _trace_parser(commands)
     _validate_parser(commands)
@@ -148,11 +160,15 @@ def _sweep_parser(commands) -> None:
         action="append",
         default=[],
         metavar="KEY=V1,V2,...",
-        help="sweep a field over values, e.g. --grid 'policies.*.interval=15 min,1 h' "
-        "(repeatable; adds to or replaces the scenario's sweep.grid)",
+        help="sweep a field over values, e.g. --grid 'policies.*.interval=15 min,1 h' (* sets "
+        "every selected policy that has the field; repeatable; adds to or replaces the "
+        "scenario's sweep.grid)",
     )
     sweep.add_argument(
-        "--policy", action="append", default=[], help="only this policy (repeatable)"
+        "--policy",
+        action="append",
+        default=[],
+        help="only this policy (repeatable; selected before --set and --grid apply)",
     )
     sweep.add_argument("--reference", help="policy for paired differences (default: first)")
     sweep.add_argument("--jobs", type=int, help="parallel workers (default: the CPU count)")
@@ -172,6 +188,49 @@ def _sweep_parser(commands) -> None:
     _force_option(sweep)
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     sweep.set_defaults(handler=_cmd_sweep)
+
+
+def _advise_parser(commands) -> None:
+    advise = commands.add_parser(
+        "advise",
+        help="the cheapest setting of each policy within a PLS and a memory limit, searched "
+        "with the simulator",
+    )
+    advise.add_argument("scenario", type=Path)
+    advise.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field, as for run (repeatable)",
+    )
+    advise.add_argument("--seed", type=int, help="same as --set run.seed=N")
+    advise.add_argument(
+        "--reps", type=int, help="replications per candidate (default: the scenario's)"
+    )
+    advise.set_defaults(no_trainer=False)  # always timing only
+    advise.add_argument(
+        "--max-pls", type=float, help="limit on the mean PLS (the time model's pls_model)"
+    )
+    advise.add_argument(
+        "--max-memory-overhead",
+        type=float,
+        metavar="F",
+        help="limit on the extra memory per embedding PS, as a share of its shard",
+    )
+    advise.add_argument(
+        "--policy", action="append", default=[], help="only this policy (repeatable)"
+    )
+    advise.add_argument(
+        "--jobs", type=int, help="parallel worker processes (default: the CPU count)"
+    )
+    advise.add_argument(
+        "-o", "--output", type=Path, help="folder for candidates.csv and the frontier figure"
+    )
+    _force_option(advise)
+    advise.add_argument("-q", "--quiet", action="store_true", help="no table")
+    advise.set_defaults(handler=_cmd_advise)
 
 
 def _plot_parser(commands) -> None:
@@ -260,7 +319,7 @@ def _load(args):
     from ftsim.scenario.loader import load_scenario
     from ftsim.sim.failures import source_notes
 
-    scenario = load_scenario(args.scenario, _overrides(args))
+    scenario = load_scenario(args.scenario, _overrides(args), getattr(args, "policy", None))
     if not getattr(args, "quiet", False):
         for line in source_notes(scenario):  # e.g. the rows a failure log skipped
             print(line, file=sys.stderr)
@@ -301,13 +360,15 @@ def _cmd_run(args, argv) -> int:
     )
     from ftsim.experiments.pool import default_jobs
     from ftsim.experiments.runner import format_summary, run_scenario, summarize
+    from ftsim.notices import policy_notices
     from ftsim.scenario.loader import config_hash
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    scenario = _load(args)
-    indices = _selected_policies(scenario, args.policy)
-    ran = _as_run(scenario, indices)
+    ran = scenario = _load(args)  # only the --policy ones
+    indices = list(range(len(scenario.policies)))
+    for notice in policy_notices(scenario):
+        warnings.warn(notice, stacklevel=1)
     digest = config_hash(ran)  # the same when run again from the folder's scenario.yaml
     started = datetime.now(UTC)
     out = args.output or (
@@ -369,17 +430,6 @@ def _run_progress(scenario, n_policies: int, quiet: bool):
     return Progress([timing, training], quiet)
 
 
-def _as_run(scenario, indices: list[int]):
-    """The resolved scenario restricted to the policies that ran (``--policy``), so that
-    ``run`` on the saved scenario.yaml reproduces runs.csv; a sweep reference that did not
-    run falls back to the default (the first policy)."""
-    policies = [scenario.policies[i] for i in indices]
-    sweep = scenario.sweep
-    if sweep and sweep.reference not in {None, *(p.label for p in policies)}:
-        sweep = sweep.model_copy(update={"reference": None})
-    return scenario.model_copy(update={"policies": policies, "sweep": sweep})
-
-
 def _unfinished_status(summary: list[dict], point_columns: list[str] = ()) -> int:
     """Warn on standard error about unfinished replications: exit status 3 if any, else 0."""
     from ftsim.experiments.runner import unfinished_warnings
@@ -423,11 +473,13 @@ def _cmd_sweep(args, argv) -> int:
         args.scenario,
         _overrides(args),
         args.grid,
-        lambda scenario: _selected_policies(scenario, args.policy),
+        args.policy,
         args.reference,
         args.target_halfwidth,
         args.max_reps,
     )
+    for notice in plan.notes:
+        warnings.warn(notice, stacklevel=1)
     if args.dask_address:
         sweep.check_dask_scheduler(args.dask_address)
     started = datetime.now(UTC)
@@ -494,6 +546,57 @@ def _cmd_sweep(args, argv) -> int:
     print(f"computed {computed}, reused {reused} (replications)")
     print(f"results: {store.root}")
     return _unfinished_status(summary.to_dict("records"), plan.columns)
+
+
+def _cmd_advise(args, argv) -> int:
+    """Exit status 0 with a recommendation, 1 when no setting of any policy meets the
+    limits (said on standard output)."""
+    import math
+
+    from ftsim.experiments.advise import advise, write
+    from ftsim.experiments.folders import prepare_output, sha256_of
+    from ftsim.experiments.output import write_json
+    from ftsim.experiments.pool import default_jobs
+
+    limit = args.max_pls
+    if limit is not None and not (0 < limit < 1):
+        raise UsageError(f"--max-pls must be between 0 and 1 (got {limit})")
+    memory = args.max_memory_overhead
+    if memory is not None and not (math.isfinite(memory) and memory >= 0):
+        raise UsageError(f"--max-memory-overhead must be a share >= 0 (got {memory})")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    overrides = _overrides(args)
+    started = datetime.now(UTC)
+    advice = advise(
+        args.scenario,
+        overrides,
+        max_pls=limit,
+        max_memory_overhead=memory,
+        policies=args.policy or None,
+        jobs=args.jobs or default_jobs(),
+    )
+    out = args.output or (
+        Path(advice.output) / advice.scenario / f"{started:%Y%m%dT%H%M%SZ}_advise"
+    )
+    prepare_output(out, "advise", args.force)
+    files = write(advice, out)
+    write_json(
+        out / "manifest.json",
+        {
+            "command": "advise",
+            "scenario": advice.scenario,
+            "scenario_file": str(args.scenario),
+            "argv": ["ftsim", *argv],
+            "started_utc": started.isoformat(),
+            "finished_utc": datetime.now(UTC).isoformat(),
+            "files": {path.name: sha256_of(path) for path in files},
+        },
+    )
+    if not args.quiet:
+        print(advice.text())
+    print(f"results: {out} ({', '.join(f.name for f in files)})")
+    return 0 if advice.recommendation is not None else 1
 
 
 def _report_interrupted_sweep(store, tasks: int, total: int, argv: list[str]) -> None:

@@ -22,7 +22,7 @@ def _plan(*grid, reps=3, overrides=(), **options):
         SMOKE,
         [f"run.replications={reps}", *overrides],
         list(grid),
-        lambda s: list(range(len(s.policies))),
+        None,
         **options,
     )
 
@@ -63,7 +63,7 @@ def test_points_carry_their_values_and_the_yaml_sweep_section_merges_with_grid(t
         + "sweep:\n  grid:\n    cluster.storage.write_bandwidth: [1 GB/s, 2 GB/s]\n"
         + "  reference: checkfreq\n"
     )
-    plan = plan_sweep(scenario, [], [INTERVALS], lambda s: [0, 2])
+    plan = plan_sweep(scenario, [], [INTERVALS], ["full", "checkfreq"])
     assert plan.columns == ["cluster.storage.write_bandwidth", "policies.*.interval"]
     assert len(plan.points) == 4
     assert plan.reference == "checkfreq"
@@ -87,7 +87,8 @@ def test_bad_grid_value_is_located_and_exits_2(capsys):
 def test_unknown_grid_key_suggests_the_closest_and_exits_2(capsys):
     assert main(["sweep", str(SMOKE), "--grid", "policies.*.intervall=1 h", "-q"]) == 2
     err = capsys.readouterr().err
-    assert "unknown key 'intervall'; did you mean 'interval'?" in err
+    assert "sweep: policies.*.intervall: no selected policy has a field 'intervall'" in err
+    assert "did you mean 'interval'?" in err
     assert main(["sweep", str(SMOKE), "--grid", "policies.9.interval=1 h", "-q"]) == 2
     assert "no list entry '9'" in capsys.readouterr().err
 

@@ -16,6 +16,7 @@ from contextlib import nullcontext
 
 from ftsim.experiments.pool import process_pool
 from ftsim.experiments.tdist import mean_ci
+from ftsim.notices import short_duration
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES, OTHER_NOTE
 from ftsim.sim.engine import simulate
@@ -151,6 +152,10 @@ def summarize(rows: list[dict]) -> list[dict]:
             summary[column] = _mean([r[column] for r in mine])
         if mine and all("pls_model" in r for r in mine):
             summary["pls_model_mean"] = _mean([r["pls_model"] for r in mine])
+        every = [r for r in rows if r["policy"] == policy]
+        if "cpr_decision" in every[0]:  # decided when the policy planned: the same in every row
+            summary["cpr_decision"] = every[0]["cpr_decision"]
+            summary["interval_h"] = every[0]["interval_h"]
         trained = [r for r in mine if "logloss_delta" in r]
         if trained:
             summary["n_trained"] = len(trained)
@@ -181,9 +186,10 @@ def unfinished_warnings(summary: Iterable[dict], point_columns: Iterable[str] = 
 
 
 def format_summary(summary: list[dict]) -> str:
-    """The summary as a fixed-width text table for the terminal: hours per category, the
-    time model's PLS, an ``unfinished`` column when some replications did not finish, and a
-    note on what ``other`` is when some policy has any. Each interval's header names its
+    """The summary as a fixed-width text table for the terminal: CPR's decision with the
+    interval it ran (when a CPR policy ran), hours per category, the time model's PLS, an
+    ``unfinished`` column when some replications did not finish, and a note on what
+    ``other`` is when some policy has any. Each interval's header names its
     sample: ``n`` replications for the time model, ``n_trained`` for accuracy."""
     header = [
         "policy", "overhead", "±CI95(n)", "n", *[f"{c}_h" for c in CATEGORIES], "failures",
@@ -202,6 +208,10 @@ def format_summary(summary: list[dict]) -> str:
                 _ci(s.get("pls_model_mean", math.nan), "{:.4f}"),
             ]
         )
+    if any("cpr_decision" in s for s in summary):
+        header.insert(1, "cpr_decision")
+        for line, s in zip(lines[1:], summary, strict=True):
+            line.insert(1, decision_cell(s.get("cpr_decision"), s.get("interval_h")))
     if any(s["n_unfinished"] for s in summary):
         header.append("unfinished")
         for line, s in zip(lines[1:], summary, strict=True):
@@ -219,6 +229,13 @@ def format_summary(summary: list[dict]) -> str:
         for line in lines
     )
     return f"{table}\n{OTHER_NOTE}" if any(s["other_h"] > 0 for s in summary) else table
+
+
+def decision_cell(decision: str | None, interval_h: float | None) -> str:
+    """CPR's decision with the interval it ran: ``full @ 45.8 min``; '-' for other policies."""
+    if not isinstance(decision, str):
+        return "-"
+    return f"{decision} @ {short_duration(3600.0 * interval_h)}"
 
 
 def _trained_cells(s: dict) -> list[str]:

@@ -116,6 +116,8 @@ def summarize(
         row = {"point": point}
         row.update({c: everything[c].iloc[0] for c in point_columns})
         row.update(policy=policy, kind=everything["kind"].iloc[0], n=len(group))
+        if "cpr_decision" in everything and isinstance(everything["cpr_decision"].iloc[0], str):
+            row["cpr_decision"] = everything["cpr_decision"].iloc[0]  # decided when planning
         row["n_unfinished"] = len(everything) - len(group)
         if "logloss_delta" in metrics:
             row["n_trained"] = int(group["logloss_delta"].notna().sum())
@@ -156,11 +158,13 @@ def paired_differences(group: pd.DataFrame, reference: pd.DataFrame, metric: str
 
 
 def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
-    """The summary as a fixed-width text table: overhead ± CI and the paired difference
+    """The summary as a fixed-width text table: what ran (:func:`_ran_columns`), overhead ±
+    CI and the paired difference
     over the ``n`` finished replications; when the model trained, the log-loss increase ±
     CI, its paired difference and the measured PLS over the ``n_trained`` replications; an
     ``unfinished`` column when some replications did not finish."""
-    header = [*point_columns, "policy", "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
+    ran = _ran_columns(summary)
+    header = [*point_columns, "policy", *ran, "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
     accuracy = "n_trained" in summary and bool(summary["n_trained"].gt(0).any())
     if accuracy:
         header += ["n_trained", "logloss_delta", "±CI95(n_trained)", "Δ vs ref"]
@@ -171,6 +175,7 @@ def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
         line = [
             *[str(s[c]) for c in point_columns],
             str(s["policy"]),
+            *[ran[c](s) for c in ran],
             str(s["n"]),
             "unfinished" if s["n"] == 0 else _pct(s["overhead_frac_mean"]),
             _pct(s["overhead_frac_ci95_half"]),
@@ -192,7 +197,7 @@ def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
         for line, count in zip(lines[1:], unfinished, strict=True):
             line.append(str(int(count)))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text_columns = len(point_columns) + 1
+    text_columns = len(point_columns) + 1 + len(ran)
     return "\n".join(
         "  ".join(
             cell.ljust(w) if i < text_columns else cell.rjust(w)
@@ -200,6 +205,26 @@ def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
         )
         for line in lines
     )
+
+
+def _ran_columns(summary: pd.DataFrame) -> dict:
+    """Columns saying what ran, each a function of a summary row: ``interval run`` (the
+    checkpoint interval the policy ran, which a fall-back or a target PLS makes differ from
+    a requested one) and ``cpr_decision`` with that interval (``full @ 45.8 min``)."""
+    from ftsim.experiments.runner import decision_cell
+    from ftsim.notices import short_duration
+
+    columns = {}
+    if "interval_h_mean" in summary:
+        columns["interval run"] = lambda s: (
+            "-" if s["interval_h_mean"] != s["interval_h_mean"] else
+            short_duration(3600.0 * s["interval_h_mean"])
+        )  # fmt: skip
+    if "cpr_decision" in summary:
+        columns["cpr_decision"] = lambda s: decision_cell(
+            s["cpr_decision"], s.get("interval_h_mean")
+        )
+    return columns
 
 
 def _half(s: pd.Series, prefix: str) -> float:

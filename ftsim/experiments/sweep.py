@@ -25,7 +25,7 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,14 +36,16 @@ import yaml
 from ftsim.experiments.pool import default_jobs, process_pool
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.store import RunStore, StoreError, TaskKey
+from ftsim.notices import Notice, policy_notices
 from ftsim.scenario.loader import (
+    Overrides,
     ScenarioError,
     config_hash,
     parse_yaml,
-    read_with_overrides,
-    set_path,
+    read_scenario,
     validate_scenario,
 )
+from ftsim.scenario.overrides import Target, assign, only_selected
 from ftsim.scenario.schema import Scenario, Sweep
 
 TIMELINE_REP = 0
@@ -77,6 +79,12 @@ class Plan:
     max_reps: int = 1000
     columns: list[str] = field(default_factory=list)
     """Swept keys, in grid then zip order: the point columns of the results."""
+    positions: list[int] | None = None
+    """Places in the file of the policies ``--policy`` selected (None: all): the keys of
+    the points use them (``policies.4.k``), the base scenario holds only those policies."""
+    notes: list[Notice] = field(default_factory=list)
+    """Decisions taken for the user, to say before running (a ``--grid`` key that replaced
+    one of the file's; CPR falling back to full recovery at a point)."""
 
     @property
     def config_hash(self) -> str:
@@ -139,37 +147,40 @@ def n_points(sweep: Sweep | None) -> int:
 
 def plan_sweep(
     path: Path,
-    overrides: list[str],
+    overrides: Overrides,
     grid: list[str],
-    select_policies: Callable[[Scenario], list[int]],
+    policies: Sequence[str] | None = None,
     reference: str | None = None,
     target_halfwidth: float | None = None,
     max_reps: int = 1000,
 ) -> Plan:
-    """Read the scenario, apply ``--set`` overrides and ``--grid`` entries, validate every point.
+    """Read the scenario, select ``policies`` (by label; None: all), apply ``--set``
+    overrides and ``--grid`` entries, validate every point.
 
-    ``select_policies`` maps the base scenario to the indices of the policies to run.
-    Raises ScenarioError listing every problem of every point (each problem once, with the
-    first point it occurs at).
+    A ``--grid`` key that sets what a key of the file's ``sweep:`` section sets (the same
+    field of a policy, or another member of its exclusive group: ``interval`` for
+    ``target_pls``) replaces it, with a note in :attr:`Plan.notes`; two keys of the same
+    origin that do so are an error. Raises ScenarioError listing every problem of every
+    point (each problem once, with the first point it occurs at).
     """
     path = Path(path)
-    data, problems = read_with_overrides(path, overrides)
+    data, selected = read_scenario(path, overrides, policies)
     if data.get("sweep") is None:
         data["sweep"] = {}
     section = data["sweep"]
+    notes: list[Notice] = []
     if isinstance(section, dict):  # otherwise validation reports it
         if grid and section.get("grid") is None:
             section["grid"] = {}
-        for text in grid:
-            key, values = parse_grid_option(text, path)
-            section["grid"][key] = values
+        given = dict(parse_grid_option(text, path) for text in grid)
+        plain = {k: v for k, v in data.items() if k != "sweep"}
+        notes = _replaced_keys(plain, section, given, selected)
+        if isinstance(section.get("grid"), dict):
+            section["grid"].update(given)
         if reference is not None:
             section["reference"] = reference
-    if problems:
-        raise ScenarioError(path, problems)
-    base = validate_scenario(data, path)
-    policies = select_policies(base)
-    labels = [base.policy_labels[i] for i in policies]
+    base = validate_scenario(only_selected(data, selected), path)
+    labels = base.policy_labels
     chosen = (base.sweep.reference if base.sweep else None) or labels[0]
     if chosen not in labels:
         raise ScenarioError(path, [("sweep.reference", f"{chosen!r} is not among {labels}")])
@@ -178,23 +189,68 @@ def plan_sweep(
         message = f"{count:,} points, more than {MAX_POINTS:,}: sweep fewer values at once"
         raise ScenarioError(path, [("sweep", message)])
     plain = {k: v for k, v in data.items() if k != "sweep"}
-    points = _points(plain, expand(base.sweep), path)
+    points = _points(plain, expand(base.sweep), path, selected)
+    for point in points:
+        where = ", ".join(f"{k}={_cell(v)}" for k, v in point.values.items())
+        notes += policy_notices(point.scenario, f"point {point.index} ({where})")
     columns = list(points[0].values)
-    return Plan(path, base, points, policies, chosen, target_halfwidth, max_reps, columns)
+    indices = list(range(len(labels)))
+    return Plan(
+        path, base, points, indices, chosen, target_halfwidth, max_reps, columns, selected, notes
+    )
 
 
-def _points(plain: dict, all_values: list[dict], path: Path) -> list[Point]:
+def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[Notice]:
+    """Drop from the file's ``sweep`` ``section`` (grid and zip) every key that sets what a
+    command-line ``given`` key sets (tried with their first values); the notes saying so."""
+    notes = []
+    for kind in ("grid", "zip"):
+        keys = section.get(kind)
+        if not isinstance(keys, dict):
+            continue
+        for key, values in list(keys.items()):
+            if key in given or not isinstance(values, list) or not values:
+                continue  # the same key is simply replaced; bad values: validation says
+            mine = _dry_targets(plain, key, values[0], selected)
+            for other, choices in given.items():
+                theirs = _dry_targets(plain, other, choices[0], selected)
+                clash = next((t for t in theirs for m in mine if t.clashes(m)), None)
+                if clash is not None:
+                    del keys[key]
+                    notes.append(
+                        Notice(
+                            f"--grid {other} replaces the scenario's sweep.{kind} key {key} "
+                            f"(both set {_choice(clash)})"
+                        )
+                    )
+                    break
+    return notes
+
+
+def _dry_targets(plain: dict, key: str, value, selected) -> list[Target]:
+    """What setting ``key`` to ``value`` would set (nothing if it is an error: the points
+    report it)."""
+    try:
+        return assign(copy.deepcopy(plain), key, copy.deepcopy(value), selected)
+    except ValueError:
+        return []
+
+
+def _choice(target: Target) -> str:
+    """``policies.1.interval`` or ``policies.1.(interval | target_pls | …)``."""
+    field = target.field if len(target.group) == 1 else f"({' | '.join(target.group)})"
+    return f"{target.where}.{field}" if target.where else field
+
+
+def _points(plain: dict, all_values: list[dict], path: Path, selected=None) -> list[Point]:
     points, problems = [], {}
     for index, values in enumerate(all_values):
         data = copy.deepcopy(plain)
         where = ", ".join(f"{k}={_cell(v)}" for k, v in values.items())
         try:
-            for key, value in values.items():
-                try:
-                    set_path(data, key.split("."), copy.deepcopy(value))
-                except ValueError as exc:
-                    raise ScenarioError(path, [(f"sweep {key}", str(exc))]) from None
-            points.append(Point(index, values, validate_scenario(data, path, warn=False)))
+            _set_point(data, values, path, selected)
+            scenario = validate_scenario(only_selected(data, selected), path, warn=False)
+            points.append(Point(index, values, scenario))
         except ScenarioError as exc:
             for path_, message in exc.problems:
                 problem = (_sweep_key_at(path_, message, values), message)
@@ -202,6 +258,23 @@ def _points(plain: dict, all_values: list[dict], path: Path) -> list[Point]:
     if problems:
         raise ScenarioError(path, [(p, f"{m} [{w}]") for (p, m), w in problems.items()])
     return points
+
+
+def _set_point(data: dict, values: dict, path: Path, selected) -> None:
+    """Set a point's ``values`` in ``data``; ScenarioError if a key fails or two keys set
+    the same choice of one entry (the later would silently undo the earlier)."""
+    done: list[tuple[str, Target]] = []
+    for key, value in values.items():
+        try:
+            targets = assign(data, key, copy.deepcopy(value), selected)
+        except ValueError as exc:
+            raise ScenarioError(path, [("sweep", str(exc))]) from None
+        for target in targets:
+            other = next((k for k, t in done if t.clashes(target)), None)
+            if other is not None:
+                message = f"sets {_choice(target)}, as sweep key {other} does: sweep one of them"
+                raise ScenarioError(path, [(f"sweep {key}", message)])
+        done += [(key, t) for t in targets]
 
 
 def _sweep_key_at(path: str, message: str, values: dict) -> str:
@@ -463,6 +536,7 @@ def manifest(plan: Plan, argv: list[str], started: str) -> dict:
             for p in plan.points
         ],
         "policies": [plan.base.policy_labels[i] for i in plan.policies],
+        "policy_positions": plan.positions,
         "reference": plan.reference,
         "target_halfwidth": plan.target_halfwidth,
         "max_reps": plan.max_reps,
