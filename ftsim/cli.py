@@ -452,7 +452,6 @@ def _sweep_into(out: Path, plan, started: datetime, args, argv: list[str]) -> in
         store = RunStore.create(
             out, sweep.manifest(plan, ["ftsim", *argv], started.isoformat()), args.force
         )
-    _write_resolved(store.root / "scenario.yaml", plan.base)
     jobs = args.jobs
     if args.executor == "process" or args.dask_address is None:
         jobs, note = sweep.local_workers(plan, args.jobs, args.batch)
@@ -460,6 +459,7 @@ def _sweep_into(out: Path, plan, started: datetime, args, argv: list[str]) -> in
             print(f"ftsim: {note}", file=sys.stderr)
     progress = Progress([Stage("sweep", total, "replications")], args.quiet)
     try:
+        _write_resolved(store.root / "scenario.yaml", plan.base)
         computed, reused = sweep.run_sweep(
             plan,
             store,

@@ -27,11 +27,16 @@ _pending: int | None = None
 
 
 class Interrupted(KeyboardInterrupt):
-    """A termination signal received while a command ran (caught as ``KeyboardInterrupt``)."""
+    """A termination signal received while a command ran (caught as ``KeyboardInterrupt``).
+    Its only argument is the signal number, so that code re-raising an exception as
+    ``type(exc)(*exc.args)`` (SimPy does) gets the same exception."""
 
     def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
+        super().__init__(signum)
         self.signum = signum
+
+    def __str__(self) -> str:
+        return signal.Signals(self.signum).name
 
 
 def _handler(signum: int, frame) -> None:

@@ -27,14 +27,16 @@ LOCK = ".ftsim.lock"
 
 @contextmanager
 def locked_folder(folder: Path, create: bool = True) -> Iterator[Path]:
-    """Hold ``folder`` for writing (created first with ``create``; FolderError if it is
-    missing without); FolderError naming the holder if another process holds it."""
+    """Hold ``folder`` for writing (created first with ``create``; without, a missing folder
+    is not held, and the block reports it); FolderError naming the holder if another
+    process holds it."""
     folder = Path(folder)
     created = create and not folder.exists()
     if create:
         make_writable_folder(folder)
     elif not folder.is_dir():
-        raise FolderError(f"{folder}: no such folder")
+        yield folder
+        return
     fd = _acquire(folder)
     try:
         yield folder
