@@ -17,6 +17,7 @@ Unexpected exceptions are bugs and keep their traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shlex
 import sys
@@ -55,7 +56,18 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BROKEN_PIPE
         except KeyboardInterrupt:  # a signal before or after the command did its work
             return interrupts.exit_status()
+        except OSError as exc:
+            # Every file ftsim writes is named by OutputError: an OSError without a file
+            # name that says the disk is full comes from standard output redirected to it.
+            if exc.filename is not None or exc.errno not in _FULL_DISK:
+                raise
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            print(f"ftsim: {exc.strerror.lower()} writing standard output", file=sys.stderr)
+            return EXIT_USAGE
         return interrupts.exit_status() if status == EXIT_INTERRUPTED else status
+
+
+_FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def _dispatch(args, argv: list[str]) -> int:

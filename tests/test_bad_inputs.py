@@ -39,6 +39,14 @@ HANG_S = 60
 """A command still running after this long counts as a hang."""
 
 
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported (the optional ``dask`` extra may be missing)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
 # -- building inputs -------------------------------------------------------------------------
 
 
@@ -450,7 +458,7 @@ CASES = [
     (
         "dask unreachable",
         sweep("--executor", "dask", "--dask-address", "tcp://127.0.0.1:1"),
-        "cannot connect" if importlib.util.find_spec("distributed") else "pip install",
+        "cannot connect" if _installed("distributed") else "pip install",
     ),
     ("too many points", sweep(*grid("run.seed", 101), *grid("cluster.trainers", 101)), "points"),
     ("grid empty", sweep("--grid", "run.seed="), "--grid"),

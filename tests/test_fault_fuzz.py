@@ -141,6 +141,10 @@ def test_a_signal_at_any_moment_then_the_same_command_gives_the_same_results(
     tmp_path = tmp_path_factory.mktemp("fuzz")
     out = tmp_path / "out"
     done = _interrupt(COMMANDS[command], out, signum, trigger, delay, group)
+    print(
+        f"{command} {signal.Signals(signum).name} {trigger}+{delay:.3f}s group={group}: "
+        f"exit {done.returncode}, kept {sorted(os.listdir(out)) if out.exists() else None}"
+    )
     _check_and_resume(command, out, done, signum, reference, tmp_path)
 
 

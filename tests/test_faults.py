@@ -195,6 +195,21 @@ def test_trace_on_a_full_disk_writes_nothing(run_on_disk, name, capsys):
     assert digest(out) == before
 
 
+@pytest.mark.parametrize(
+    "args", [["show", "config", str(SMOKE)], ["show", "policies"], [*RUN[:-1], "-o", "OUT"]]
+)
+def test_standard_output_to_a_full_disk_is_one_line(disk, args, tmp_path):
+    mount, _ = disk
+    root = mount(4096)
+    fill(root, 0)
+    args = [a.replace("OUT", str(tmp_path / "r")) for a in args]
+    with open(root / "out.txt", "w") as stdout:
+        done = subprocess.run([*FTSIM, *args], stdout=stdout, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 2
+    one_located_line(done.stderr.splitlines()[-1], "ftsim: no space left on device writing ")
+    assert done.stderr.strip().endswith("writing standard output")
+
+
 def _probe_check(ctx):
     """A check that draws a figure and reports a number with the characters of a report."""
     import numpy as np
