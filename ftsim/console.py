@@ -3,7 +3,7 @@
 ftsim's tables and messages use a few characters beyond ASCII (``±``, ``…``, ``≥``, ``×``).
 Under an ASCII locale (``LC_ALL=C`` with Python's UTF-8 mode off) printing them raised
 ``UnicodeEncodeError``. :func:`ascii_fallbacks` makes the standard streams write such a
-character as an ASCII look-alike (``+/-``, ``...``, ``>=``, ``x``; ``?`` for one without),
+character as an ASCII look-alike (``+/-``, ``...``, ``>=``, ``x``; see :func:`look_alike`),
 and a byte of an undecodable file name (a lone surrogate) as that byte, as Python's
 ``surrogateescape`` does. A stream that can encode everything writes exactly what it did:
 the handler is only consulted for characters its encoding cannot represent.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import io
 import sys
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
@@ -64,6 +65,7 @@ FALLBACKS = {
     "π": "pi",
     "ρ": "rho",
     "σ": "sigma",
+    "ε": "eps",
     "τ": "tau",
     "█": "#",
     "▏": "|",
@@ -78,7 +80,20 @@ def _fallback(error: UnicodeError) -> tuple[str | bytes, int]:
     char = error.object[error.start]
     if "\udc80" <= char <= "\udcff":  # a byte surrogateescape decoded (an argv file name)
         return bytes([ord(char) - 0xDC00]), error.start + 1
-    return FALLBACKS.get(char, "?"), error.start + 1
+    return look_alike(char), error.start + 1
+
+
+def look_alike(char: str) -> str:
+    """ASCII for ``char``: from :data:`FALLBACKS`, its compatibility decomposition without
+    accents (``é`` as ``e``, ``１`` and ``①`` as ``1``), its digit value (``١`` as ``1``),
+    else ``?``."""
+    if char in FALLBACKS:
+        return FALLBACKS[char]
+    plain = unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode()
+    if plain:
+        return plain
+    digit = unicodedata.digit(char, None)
+    return "?" if digit is None else str(digit)
 
 
 codecs.register_error(ERRORS, _fallback)
