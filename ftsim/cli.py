@@ -8,13 +8,18 @@ errors on standard error, never a traceback: scenario problems as ``FILE: dotted
 what is wrong``, others as ``ftsim: ...``; 3 when ``run`` or ``sweep`` finished but some
 replication did not finish training within ``run.max_wall_factor`` × the failure-free time;
 130 on Ctrl-C, after saying what was kept; 141 when the output is piped into a reader that
-stops early (``| head``), quietly, as if killed by SIGPIPE. Unexpected exceptions are bugs
-and keep their traceback.
+stops early (``| head``), quietly, as if killed by SIGPIPE. SIGTERM and SIGHUP are handled as
+Ctrl-C (what was kept is said), with exit status 128 + the signal's number: 143 and 129.
+A result that cannot be written (a full disk, a read-only file system) is one line naming
+the path and the reason, exit status 2, with no half-written folder left. On a terminal
+that cannot show a character (an ASCII locale), an ASCII look-alike is printed instead.
+Unexpected exceptions are bugs and keep their traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shlex
 import sys
@@ -23,7 +28,10 @@ import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ftsim import console
+from ftsim.experiments import interrupts
 from ftsim.experiments.folders import FolderError
+from ftsim.experiments.output import OutputError
 
 EXIT_USAGE = 2
 EXIT_UNFINISHED = 3
@@ -38,18 +46,33 @@ class UsageError(Exception):
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
-    args = _parser().parse_args(argv)
-    try:
-        with warnings.catch_warnings():
-            warnings.showwarning = _show_warning
-            status = _dispatch(args, argv)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Standard output was closed by its reader: point it at /dev/null so that the
-        # interpreter's final flush does not fail again, and end like a SIGPIPE'd tool.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
-    return status
+    with console.ascii_fallbacks():
+        try:
+            with interrupts.handled():
+                args = _parser().parse_args(argv)
+                with warnings.catch_warnings():
+                    warnings.showwarning = _show_warning
+                    status = _dispatch(args, argv)
+                sys.stdout.flush()
+        except BrokenPipeError:
+            # Standard output was closed by its reader: point it at /dev/null so that the
+            # interpreter's final flush does not fail again, and end like a SIGPIPE'd tool.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_BROKEN_PIPE
+        except KeyboardInterrupt:  # a signal before or after the command did its work
+            return interrupts.exit_status()
+        except OSError as exc:
+            # Every file ftsim writes is named by OutputError: an OSError without a file
+            # name that says the disk is full comes from standard output redirected to it.
+            if exc.filename is not None or exc.errno not in _FULL_DISK:
+                raise
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            print(f"ftsim: {exc.strerror.lower()} writing standard output", file=sys.stderr)
+            return EXIT_USAGE
+        return interrupts.exit_status() if status == EXIT_INTERRUPTED else status
+
+
+_FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -76,7 +99,7 @@ def _dispatch(args, argv: list[str]) -> int:
         return args.handler(args, argv)
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
-    except (UsageError, FolderError) as exc:
+    except (UsageError, FolderError, OutputError) as exc:
         print(f"ftsim: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         print("ftsim: interrupted", file=sys.stderr)
@@ -351,7 +374,9 @@ def _selected_policies(scenario, names: list[str]) -> list[int]:
 
 def _cmd_run(args, argv) -> int:
     from ftsim.experiments.folders import prepare_output, result_checksums
+    from ftsim.experiments.lock import locked_folder
     from ftsim.experiments.output import (
+        StagedFolder,
         git_commit,
         versions,
         write_csv,
@@ -374,45 +399,45 @@ def _cmd_run(args, argv) -> int:
     out = args.output or (
         Path(scenario.run.output) / scenario.name / f"{started:%Y%m%dT%H%M%SZ}_{digest}"
     )
-    created = not out.exists()
-    prepare_output(out, "run", args.force)
-    progress = _run_progress(scenario, len(indices), args.quiet)
-    try:
-        rows, timeline = run_scenario(
-            scenario, indices, progress=progress, jobs=args.jobs or default_jobs()
-        )
-    except BaseException as exc:  # nothing is written before the end: leave no folder
-        if created:
-            out.rmdir()
-        if not isinstance(exc, KeyboardInterrupt):
-            raise
-        print(f"ftsim: interrupted; nothing was written to {out}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        progress.close()
-    summary = summarize(rows)
-    write_csv_and_parquet(out / "runs", rows)
-    write_csv(out / "timeline.csv", timeline)
-    write_csv(out / "summary.csv", summary)
-    _write_resolved(out / "scenario.yaml", ran)
-    write_json(
-        out / "manifest.json",
-        {
-            "command": "run",
-            "scenario": scenario.name,
-            "scenario_file": str(args.scenario),
-            "config_hash": digest,
-            "seed": scenario.run.seed,
-            "replications": scenario.run.replications,
-            "policies": [scenario.policy_labels[i] for i in indices],
-            "argv": ["ftsim", *argv],
-            "git_commit": git_commit(),
-            "versions": versions(),
-            "started_utc": started.isoformat(),
-            "finished_utc": datetime.now(UTC).isoformat(),
-            "files": result_checksums(out),
-        },
-    )
+    with locked_folder(out):  # removed again if it was new and nothing was written
+        prepare_output(out, "run", args.force, digest)
+        progress = _run_progress(scenario, len(indices), args.quiet)
+        results = StagedFolder(out)  # written in full at the end, or not at all
+        try:
+            rows, timeline = run_scenario(
+                scenario, indices, progress=progress, jobs=args.jobs or default_jobs()
+            )
+            progress.close()
+            summary = summarize(rows)
+            with results as staging:
+                write_csv_and_parquet(staging / "runs", rows)
+                write_csv(staging / "timeline.csv", timeline)
+                write_csv(staging / "summary.csv", summary)
+                _write_resolved(staging / "scenario.yaml", ran)
+                write_json(
+                    staging / "manifest.json",
+                    {
+                        "command": "run",
+                        "scenario": scenario.name,
+                        "scenario_file": str(args.scenario),
+                        "config_hash": digest,
+                        "seed": scenario.run.seed,
+                        "replications": scenario.run.replications,
+                        "policies": [scenario.policy_labels[i] for i in indices],
+                        "argv": ["ftsim", *argv],
+                        "git_commit": git_commit(),
+                        "versions": versions(),
+                        "started_utc": started.isoformat(),
+                        "finished_utc": datetime.now(UTC).isoformat(),
+                        "files": result_checksums(staging),
+                    },
+                )
+        except KeyboardInterrupt:
+            kept = "the results were written" if results.committed else "nothing was written"
+            print(f"ftsim: interrupted; {kept} to {out}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        finally:
+            progress.close()
     if not args.quiet:
         print(format_summary(summary))
         print(f"results: {out}")
@@ -464,9 +489,7 @@ def _check_sweep_options(args) -> None:
 
 def _cmd_sweep(args, argv) -> int:
     from ftsim.experiments import sweep
-    from ftsim.experiments.folders import result_checksums
-    from ftsim.experiments.progress import Progress, Stage
-    from ftsim.experiments.store import RunStore
+    from ftsim.experiments.lock import locked_folder
 
     _check_sweep_options(args)
     plan = sweep.plan_sweep(
@@ -483,6 +506,23 @@ def _cmd_sweep(args, argv) -> int:
     if args.dask_address:
         sweep.check_dask_scheduler(args.dask_address)
     started = datetime.now(UTC)
+    out = args.resume or args.output
+    out = out or (
+        Path(plan.base.run.output)
+        / plan.base.name
+        / f"{started:%Y%m%dT%H%M%SZ}_{plan.config_hash}_sweep"
+    )
+    with locked_folder(out, create=not args.resume):
+        return _sweep_into(out, plan, started, args, argv)
+
+
+def _sweep_into(out: Path, plan, started: datetime, args, argv: list[str]) -> int:
+    """The sweep of ``_cmd_sweep`` in ``out``, which it holds."""
+    from ftsim.experiments import sweep
+    from ftsim.experiments.folders import result_checksums
+    from ftsim.experiments.progress import Progress, Stage
+    from ftsim.experiments.store import RunStore
+
     total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
     if args.resume:
         store = RunStore.resume(args.resume, plan.config_hash)
@@ -494,15 +534,9 @@ def _cmd_sweep(args, argv) -> int:
                 file=sys.stderr,
             )
     else:
-        out = args.output or (
-            Path(plan.base.run.output)
-            / plan.base.name
-            / f"{started:%Y%m%dT%H%M%SZ}_{plan.config_hash}_sweep"
-        )
         store = RunStore.create(
             out, sweep.manifest(plan, ["ftsim", *argv], started.isoformat()), args.force
         )
-    _write_resolved(store.root / "scenario.yaml", plan.base)
     jobs = args.jobs
     if args.executor == "process" or args.dask_address is None:
         jobs, note = sweep.local_workers(plan, args.jobs, args.batch)
@@ -510,6 +544,7 @@ def _cmd_sweep(args, argv) -> int:
             print(f"ftsim: {note}", file=sys.stderr)
     progress = Progress([Stage("sweep", total, "replications")], args.quiet)
     try:
+        _write_resolved(store.root / "scenario.yaml", plan.base)
         computed, reused = sweep.run_sweep(
             plan,
             store,
@@ -519,26 +554,30 @@ def _cmd_sweep(args, argv) -> int:
             batch=args.batch,
             progress=lambda steps: progress("sweep", steps),
         )
-    except KeyboardInterrupt:
+        progress.close()
+        summary = sweep.finish(plan, store)
+        for line in sweep.short_of_target(plan, summary):
+            print(f"ftsim: {line}", file=sys.stderr)
+        session = {
+            "argv": ["ftsim", *argv],
+            "started_utc": started.isoformat(),
+            "finished_utc": datetime.now(UTC).isoformat(),
+            "computed_reps": computed,
+            "reused_reps": reused,
+        }
+        store.update_manifest(
+            finished_utc=session["finished_utc"],
+            sessions=[*store.manifest()["sessions"], session],
+            files=result_checksums(store.root),
+        )
+    except KeyboardInterrupt:  # while computing or merging: the shards are kept
         _report_interrupted_sweep(store, sweep.n_tasks(plan, args.batch), total, argv)
         return EXIT_INTERRUPTED
+    except OutputError as exc:
+        note = f"the finished tasks are kept: continue with --resume {store.root}"
+        raise OutputError(exc.reason, exc.path, note) from None
     finally:
         progress.close()
-    summary = sweep.finish(plan, store)
-    for line in sweep.short_of_target(plan, summary):
-        print(f"ftsim: {line}", file=sys.stderr)
-    session = {
-        "argv": ["ftsim", *argv],
-        "started_utc": started.isoformat(),
-        "finished_utc": datetime.now(UTC).isoformat(),
-        "computed_reps": computed,
-        "reused_reps": reused,
-    }
-    store.update_manifest(
-        finished_utc=session["finished_utc"],
-        sessions=[*store.manifest()["sessions"], session],
-        files=result_checksums(store.root),
-    )
     if not args.quiet:
         from ftsim.experiments.stats import format_table
 

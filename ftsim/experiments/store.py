@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftsim.experiments.folders import MANIFEST, FolderError, prepare_output, sha256_of
-from ftsim.experiments.output import atomic_write_text, csv_text, write_json
+from ftsim.experiments.output import atomic_write_text, csv_text, write_json, writing
 
 SHARDS = "shards"
 CHECKSUMS = "SHA256SUMS"
@@ -76,8 +76,9 @@ class RunStore:
         non-empty folder that is not a sweep's (see :func:`prepare_output`)."""
         prepare_output(root, "sweep", force)
         store = cls(root)
-        store.shards.mkdir(exist_ok=True)
-        write_json(store.root / MANIFEST, manifest)
+        write_json(store.root / MANIFEST, manifest)  # first: a folder with it can be resumed
+        with writing(store.shards):
+            store.shards.mkdir(exist_ok=True)
         return store
 
     @classmethod
@@ -105,14 +106,15 @@ class RunStore:
                 f"this scenario, grid and options give {config_hash}); run the same command "
                 "that started it, or start a new folder"
             )
-        store.shards.mkdir(exist_ok=True)
+        with writing(store.shards):
+            store.shards.mkdir(exist_ok=True)
         store._verify(store._recorded())
         return store
 
     def _recorded(self) -> dict[str, str]:
         """Shard name → recorded SHA-256; lines cut short by a kill are ignored."""
         try:
-            text = (self.shards / CHECKSUMS).read_text(errors="replace")
+            text = (self.shards / CHECKSUMS).read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return {}
         return {
@@ -137,7 +139,7 @@ class RunStore:
         self.discarded = sorted(present - set(good))
 
     def manifest(self) -> dict:
-        return json.loads((self.root / MANIFEST).read_text())
+        return json.loads((self.root / MANIFEST).read_text(encoding="utf-8"))
 
     def update_manifest(self, **fields) -> None:
         write_json(self.root / MANIFEST, {**self.manifest(), **fields})
@@ -153,10 +155,10 @@ class RunStore:
             texts[f"{key.name}.timeline.csv"] = csv_text(timeline)
         texts[f"{key.name}.csv"] = csv_text(rows)
         sums = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in texts.items()}
-        with open(self.shards / CHECKSUMS, "a") as handle:
-            handle.writelines(f"{digest}  {name}\n" for name, digest in sums.items())
-            handle.flush()
-            os.fsync(handle.fileno())
+        with writing(self.shards), open(self.shards / CHECKSUMS, "a", encoding="utf-8") as out:
+            out.writelines(f"{digest}  {name}\n" for name, digest in sums.items())
+            out.flush()
+            os.fsync(out.fileno())
         self._checksums.update(sums)
         for name, text in texts.items():
             atomic_write_text(self.shards / name, text)
@@ -204,5 +206,5 @@ class RunStore:
         return out
 
     def _read(self, name: str) -> list[dict]:
-        with open(self.shards / name, newline="") as handle:
+        with open(self.shards / name, newline="", encoding="utf-8") as handle:
             return list(csv.DictReader(handle))
