@@ -12,8 +12,8 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ftsim.experiments.runner import build_simulation, simulate
 from ftsim.sim.cluster import ClusterNetwork, StateLayout, lone_transfer_s, transfer_time_s
-from ftsim.sim.engine import Simulation, simulate
 from tests.conftest import scenario
 
 NIC = 1.25e9
@@ -129,7 +129,7 @@ def test_lone_transfer_with_unequal_caps_matches_the_network():
 
 def test_every_replication_has_its_own_network():
     s = scenario("smoke")
-    a, b = Simulation(s, 0, 0), Simulation(s, 0, 1)
+    a, b = build_simulation(s, 0, 0), build_simulation(s, 0, 1)
     assert a.net.net is not b.net.net
     assert math.isfinite(a.run().wall_s)
 

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftsim.cosim.replay import cosimulate, run_models
+from ftsim.experiments.runner import simulate
 from ftsim.policies.ecrm import DecodeShards, Ecrm, EcrmParams, EcrmSide
 from ftsim.scenario.loader import ScenarioError
 from ftsim.sim.accounting import CATEGORIES
-from ftsim.sim.engine import simulate
 from ftsim.stripes import StripeLayout
 from ftsim.trainer import ShardedEmbeddings, ShardingConfig, SparseOptimizerConfig, Trainer
 from ftsim.trainer.parity import ParityCode

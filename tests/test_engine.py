@@ -6,11 +6,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ftsim.experiments.runner import simulate
+from ftsim.policies.catalog import policy_classes
 from ftsim.policies.cpr import CprMfu
-from ftsim.policies.registry import policy_classes
 from ftsim.sim.accounting import CATEGORIES
 from ftsim.sim.cluster import transfer_time_s
-from ftsim.sim.engine import Simulation, simulate
+from ftsim.sim.engine import Simulation
 from tests.conftest import scenario
 
 IDENTITY_TOL = 1e-9

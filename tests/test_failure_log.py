@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from ftsim.cli import main
+from ftsim.experiments.runner import simulate
 from ftsim.scenario.loader import ScenarioError, load_scenario, read_yaml
-from ftsim.sim.engine import simulate
 from ftsim.sim.failure_log import read_failure_log
 from ftsim.sim.failures import failure_sequence, job_mtbf_s, source_notes
 from ftsim.sim.rng import Purpose, stream

@@ -3,9 +3,9 @@
 import pytest
 
 from ftsim.cosim.replay import cosimulate
+from ftsim.experiments.runner import simulate
 from ftsim.policies.events import Commit, RestoreShards, Snapshot
 from ftsim.scenario.loader import load_scenario
-from ftsim.sim.engine import simulate
 from tests.conftest import SCENARIOS
 from tests.test_cosim import SETUP
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import PolicyModel, run_models, trainer_config
+from ftsim.experiments.runner import simulate
 from ftsim.policies.events import Checkpoint, Commit, RestoreAll, Snapshot
 from ftsim.policies.swift import ReplayShards
-from ftsim.sim.engine import simulate
 from ftsim.trainer import Trainer
 from ftsim.trainer.update_log import UpdateLog
 from tests.conftest import scenario

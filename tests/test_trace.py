@@ -13,9 +13,9 @@ from collections import Counter, defaultdict
 import pytest
 
 from ftsim.cli import main
+from ftsim.experiments.runner import simulate
 from ftsim.experiments.trace import endpoints
 from ftsim.sim.cluster import StateLayout
-from ftsim.sim.engine import simulate
 from tests.conftest import SCENARIOS, scenario
 
 PHASES = {"X", "i", "s", "f", "M"}

@@ -39,9 +39,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftsim.experiments.runner import simulate
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES
-from ftsim.sim.engine import Simulation, simulate
+from ftsim.sim.engine import Simulation
 from ftsim.sim.network import FlowRecord
 from ftsim.sim.nodes import node_name, parse_node
 

@@ -30,8 +30,9 @@ flows)`` (bytes moved as flows on the cluster's network, ``sim.net``) and
 accounting identity
 ``wall = ideal + save + load + lost + reschedule + degraded + other`` holds by
 construction. Adding a policy is one new module defining its classes, the runtime class
-decorated with :func:`~ftsim.policies.registry.register`, plus its line in
-:mod:`ftsim.policies.registry`.
+decorated with :func:`register` (which gives the scenario schema its ``Params``), plus its
+line in :mod:`ftsim.policies.registry` (name and colour) and in :mod:`ftsim.policies.catalog`
+(which imports it).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from ftsim.scenario.registry import register_policy_params
 
 if TYPE_CHECKING:
     from ftsim.scenario.schema import Scenario
@@ -62,6 +65,9 @@ class PolicyParams(BaseModel):
     name: str | None = Field(
         None, pattern=r"^[A-Za-z0-9_.-]+$", description="label in results (default: kind)"
     )
+
+    policy_class: ClassVar[type[Policy] | None] = None
+    """The runtime class of this kind (set by :func:`register`)."""
 
     @property
     def label(self) -> str:
@@ -193,3 +199,13 @@ class Policy:
     def result_columns(self) -> dict[str, float | str]:
         """Policy-specific columns of the result row."""
         return {}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: make a policy runtime the one of its ``Params.kind``, and its
+    ``Params`` a section the scenario schema accepts (:mod:`ftsim.scenario.registry`)."""
+    if cls.Params.__dict__.get("policy_class") is not None:
+        raise ValueError(f"{cls.Params.__name__} registered twice")
+    cls.Params.policy_class = cls
+    register_policy_params(cls.Params)
+    return cls

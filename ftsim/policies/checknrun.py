@@ -33,11 +33,11 @@ dequantizing cost ``codec_bandwidth`` per PS (fp32 bytes processed), charged to 
 quantization error, measured by the co-simulation (``logloss_delta``).
 
 Time model. Row popularity is the Zipf law of ``cpr`` (the trainer data's exponent, or
-``popularity_exponent``; :func:`ftsim.policies.cpr.row_popularity`). A checkpoint at
+``popularity_exponent``; :func:`ftsim.sim.popularity.row_popularity`). A checkpoint at
 progress p whose reference (``one_shot``: the baseline, ``consecutive``: the previous
 checkpoint) was at progress r writes, per embedding PS, the expected number of distinct
 rows among B·(p − r)/t lookups of every table (B samples per iteration, t the iteration
-time; :func:`ftsim.policies.cpr.distinct_rows`) divided by E, each of
+time; :func:`ftsim.sim.popularity.distinct_rows`) divided by E, each of
 
     row bytes = values × n/(8 · bytes_per_value) [quantized] + 8 B [adaptive] + optimizer
 
@@ -84,20 +84,24 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide
-from ftsim.policies.cpr import distinct_rows, popularity_problems, row_popularity
+from ftsim.policies.base import Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
 from ftsim.policies.full import Interval, resolve_interval_s
-from ftsim.policies.registry import register
 from ftsim.scenario.quantities import BytesPerSecond
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 from ftsim.sim.nodes import failed_shards
+from ftsim.sim.popularity import (
+    PopularityParams,
+    distinct_rows,
+    popularity_problems,
+    row_popularity,
+)
 
 RANGE_BYTES = 8
 """Bytes of a quantization range: offset and scale, 2 × fp32."""
 
 
-class CheckNRunParams(PolicyParams):
+class CheckNRunParams(PolicyParams, PopularityParams):
     """Parameters of ``checknrun``."""
 
     kind: Literal["checknrun"]
@@ -124,11 +128,6 @@ class CheckNRunParams(PolicyParams):
     codec_bandwidth: BytesPerSecond = Field(
         "4 GB/s",
         description="per-PS rate of (de)quantizing, fp32 bytes; assumption: a vectorised pass",
-    )
-    popularity_exponent: float = Field(
-        1.05,
-        ge=0,
-        description="Zipf exponent of row popularity if the trainer has no synthetic data",
     )
     recovery: Literal["full", "partial"] = Field(
         "full",

@@ -8,7 +8,7 @@ differential checkpoints with partial recovery on some shards and CPR on the oth
 
 - ``{hottest: ρ}``: in every shard, the share ρ of its rows most looked up. Under the
   scenario's row popularity (a Zipf law per table, as for CPR-MFU) they carry the share
-  c = :func:`~ftsim.policies.cpr.top_rows_share` of all lookups;
+  c = :func:`~ftsim.sim.popularity.top_rows_share` of all lookups;
 - ``{shards: [...]}``: whole embedding shards (m of the E), carrying m/E of the lookups;
 - ``rest``: what no other part claims (exactly one part).
 
@@ -53,30 +53,28 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass, replace
-from importlib import import_module
 from types import SimpleNamespace
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide
-from ftsim.policies.cpr import row_popularity, top_rows_share
+# the policies a part may use, registered before composed (in the catalog's order)
+# isort: off
+from ftsim.policies import full, cpr, ecrm, swift, checknrun  # noqa: F401
+
+# isort: on
+from ftsim.policies.base import Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
-from ftsim.policies.registry import POLICIES, REGISTRY, register
 from ftsim.policies.touched import TouchedRowsParams
+from ftsim.scenario.registry import POLICY_PARAMS, discriminated
 from ftsim.sim.cluster import StateLayout
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
+from ftsim.sim.popularity import PopularityParams, row_popularity, top_rows_share
 
-for _info in POLICIES:  # the policies a part may use: every other registered kind
-    if _info.module != __name__:
-        import_module(_info.module)
-
-PartPolicy = Annotated[
-    Union[tuple(cls.Params for cls in REGISTRY.values())],  # noqa: UP007
-    Field(discriminator="kind"),
-]
-"""Any registered policy's parameters except ``composed`` (compositions do not nest)."""
+PartPolicy = discriminated(POLICY_PARAMS)
+"""Any registered policy's parameters except ``composed`` (compositions do not nest): the
+kinds registered before this module (it imports every other policy module first)."""
 
 
 # -- parameters ----------------------------------------------------------------------------
@@ -130,16 +128,11 @@ class Part(BaseModel):
         return self.name or self.policy.label
 
 
-class ComposedParams(PolicyParams):
+class ComposedParams(PolicyParams, PopularityParams):
     """Parameters of ``composed``."""
 
     kind: Literal["composed"]
     parts: list[Part] = Field(min_length=2, description="the parts and their policies")
-    popularity_exponent: float = Field(
-        1.05,
-        gt=0,
-        description="Zipf exponent of row popularity if the trainer has no synthetic data",
-    )
 
     @property
     def by_rows(self) -> bool:
@@ -430,7 +423,7 @@ class Composed(Policy):
         self.part_names = tuple(s.name for s in self.scopes)
         streams = rng.spawn(len(self.scopes))  # one stream per part, from the policy's
         self.parts: list[Policy] = [
-            REGISTRY[alone.policies[0].kind](alone.policies[0], alone, part_layout, part_rng)
+            alone.policies[0].policy_class(alone.policies[0], alone, part_layout, part_rng)
             for alone, part_layout, part_rng in zip(scaled, self.layouts, streams, strict=True)
         ]
         self._views: list[PartSimulation] | None = None

@@ -81,9 +81,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ftsim.policies.base import Policy, TrainerSide
+from ftsim.policies.base import Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll
-from ftsim.policies.registry import register
 from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import Seconds

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ftsim.scenario.files import TextFileError, read_text
+from ftsim.scenario.registry import RegistryError
 from ftsim.scenario.schema import Scenario
 
 
@@ -262,7 +263,10 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
 
 
 def validate_scenario(data: dict, path: Path) -> Scenario:
-    """Validate a scenario mapping read from ``path``."""
+    """Validate a scenario mapping read from ``path`` (the policy and failure-source kinds
+    must be registered: import :mod:`ftsim.policies.catalog` first)."""
+    if not Scenario.__pydantic_complete__:
+        raise RegistryError("the scenario schema has no kinds yet: import ftsim.policies.catalog")
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": path.parent})
     except ValidationError as exc:

@@ -30,18 +30,22 @@ unchanged by it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import simpy
 
-from ftsim.policies.events import ModelEvent
-from ftsim.policies.registry import policy_classes
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES, PART_CATEGORIES
 from ftsim.sim.cluster import ClusterNetwork, StateLayout
 from ftsim.sim.failures import Failure, failure_sequence
 from ftsim.sim.nodes import node_name
 from ftsim.sim.rng import LazyStream, Purpose, stream
+
+PolicyFactory = Callable[[StateLayout], Any]
+"""Builds one replication's policy runtime for the cluster's state layout (given by the
+runner: the engine knows no policy kinds)."""
 
 _SLOWDOWN_CATEGORIES = ("degraded", "other")
 _PROGRESS_EPS_S = 1e-9
@@ -65,9 +69,13 @@ class Phase:
 class Simulation:
     """One replication of one policy: build, run, collect."""
 
-    def __init__(self, scenario: Scenario, policy_index: int, rep: int, record_flows: bool = False):
-        """``record_flows``: keep every finished flow in ``sim.net.net.records`` (for trace
-        export, ``ftsim trace``); it changes no result, only costs memory."""
+    def __init__(
+        self, scenario: Scenario, rep: int, make_policy: PolicyFactory, record_flows: bool = False
+    ):
+        """``make_policy``: the policy's runtime for this replication, from the state layout
+        (:func:`ftsim.experiments.runner.build_simulation` gives it). ``record_flows``: keep
+        every finished flow in ``sim.net.net.records`` (for trace export, ``ftsim trace``);
+        it changes no result, only costs memory."""
         self.scenario = scenario
         self.rep = rep
         self.env = simpy.Environment()
@@ -75,10 +83,7 @@ class Simulation:
         self.layout = StateLayout(scenario)
         self.net = ClusterNetwork(self.env, scenario, self.layout, record=record_flows)
         """The cluster's links: every transfer a policy makes is a set of flows on it."""
-        params = scenario.policies[policy_index]
-        self.policy = policy_classes()[params.kind](
-            params, scenario, self.layout, LazyStream(scenario.run.seed, rep, Purpose.POLICY)
-        )
+        self.policy = make_policy(self.layout)
         self.progress_s = 0.0
         """Compute seconds of training that the current model state reflects."""
         self.computed_s = 0.0
@@ -92,7 +97,8 @@ class Simulation:
         """Seconds per category charged to each part of a composed policy."""
         self.timeline: list[Phase] = []
         self.failures_seen: list[Failure] = []
-        self.model_events: list[ModelEvent] = []
+        self.model_events: list = []
+        """What the policy did to the model (:mod:`ftsim.policies.events`), in order."""
         self._unrecovered: list[Failure] = []
         self._computing: tuple[float, float, float] | None = None
         """While computing: (wall start s, progress at start s, wall seconds per compute s)."""
@@ -176,7 +182,7 @@ class Simulation:
         start, progress, factor = self._computing
         return progress + (self.env.now - start) / factor
 
-    def model_event(self, event_type: type[ModelEvent], **fields) -> None:
+    def model_event(self, event_type: type, **fields) -> None:
         """Record what the policy does to the model now, at the current training progress
         (an event of :mod:`ftsim.policies.events` or a policy's own subclass)."""
         self.model_events.append(event_type(self.progress_now_s(), **fields))
@@ -338,11 +344,3 @@ class Simulation:
         ]
         rows.sort(key=lambda r: (r["start_h"], r["end_h"]))
         return rows
-
-
-def simulate(
-    scenario: Scenario, policy_index: int, rep: int, record_flows: bool = False
-) -> Simulation:
-    """Run one replication of one policy and return the finished simulation
-    (``record_flows``: see :class:`Simulation`)."""
-    return Simulation(scenario, policy_index, rep, record_flows).run()

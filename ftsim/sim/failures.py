@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, 
 
 from ftsim.scenario.files import TextFileError, read_text
 from ftsim.scenario.quantities import Seconds
+from ftsim.scenario.registry import register_failure_sources
 from ftsim.scenario.units import format_duration
 from ftsim.sim import failure_log
 from ftsim.sim.nodes import Role, parse_node, role_range
@@ -639,6 +640,7 @@ FailureSourceConfig = Annotated[
     | FailureLogFailures,
     Field(discriminator="kind"),
 ]
+register_failure_sources(FailureSourceConfig)
 
 
 def failure_sequence(
