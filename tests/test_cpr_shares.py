@@ -170,3 +170,26 @@ def test_ssu_share_of_the_time_model_is_what_the_trainer_saves(extra, buffer_fil
     assert (held.window < STEPS) == buffer_fills
     measured = np.mean([_measured_share(s, SSU, rep) for rep in range(2)])
     assert measured == pytest.approx(policy.saved_share, abs=0.02)
+
+
+def _ssu_sample(s, rep: int, cfg) -> np.ndarray:
+    """The ids SSU's trainer side samples from ``STEPS`` steps of a trainer built from
+    ``cfg`` (the same batches whatever ``s``): only the side's stream differs."""
+    model = PolicyModel(build_simulation(s, SSU, rep), cfg, s.trainer.steps)
+    trainer = Trainer(cfg)
+    model.follow(trainer, own=True)
+    trainer.train(STEPS)
+    return model.side.sampler.peek()
+
+
+def test_ssu_samples_follow_the_run_seed():
+    """SSU's sampler draws from the run's seed and the replication: the same seed samples
+    the same ids, another seed (same replication, same batches) others. Before, it was
+    seeded by the replication alone, and two seeds shared their samples."""
+    seven, eight = _trainer_scenario("run.seed=7"), _trainer_scenario("run.seed=8")
+    cfg = trainer_config(seven, 0)
+    first = _ssu_sample(seven, 0, cfg)
+    assert len(first) > 0
+    np.testing.assert_array_equal(_ssu_sample(seven, 0, cfg), first)
+    assert not np.array_equal(_ssu_sample(eight, 0, cfg), first)
+    assert not np.array_equal(_ssu_sample(seven, 1, cfg), first)

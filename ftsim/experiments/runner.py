@@ -20,7 +20,6 @@ from ftsim.policies import catalog  # noqa: F401 (every policy kind, before a sc
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES, OTHER_NOTE
 from ftsim.sim.engine import Simulation
-from ftsim.sim.rng import LazyStream, Purpose
 
 ACCURACY = ("logloss_delta", "auc_delta", "pls_measured")
 """Columns measured on the trained model: their intervals are over the trained replications."""
@@ -34,8 +33,7 @@ def build_simulation(
     params = scenario.policies[policy_index]
 
     def make_policy(layout):
-        rng = LazyStream(scenario.run.seed, rep, Purpose.POLICY)
-        return params.policy_class(params, scenario, layout, rng)
+        return params.policy_class(params, scenario, layout)
 
     return Simulation(scenario, rep, make_policy, record_flows)
 

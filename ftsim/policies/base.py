@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Generator
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -108,8 +108,20 @@ class TrainerSide:
     """Train on a trainer of its own from step 0 (when a mechanism must see every step
     of the policy's own trajectory, e.g. an update log)."""
 
-    def __init__(self, params: PolicyParams, model) -> None:
+    def __init__(
+        self,
+        params: PolicyParams,
+        model,
+        inputs: Mapping[str, Any] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         self.params = params
+        self.inputs: Mapping[str, Any] = inputs or {}
+        """What the time model tells the side (the policy's :meth:`Policy.side_inputs`)."""
+        self.rng = rng
+        """The side's random stream, from the run's seed and the replication
+        (:attr:`ftsim.sim.rng.Purpose.POLICY`): the trainer-side mechanisms' only source of
+        randomness (e.g. SSU's sampling)."""
         try:
             self._model = weakref.ref(model)
         except TypeError:  # None or a stand-in without weak references (unit tests)
@@ -161,12 +173,10 @@ class Policy:
         params: PolicyParams,
         scenario: Scenario,
         layout: StateLayout,
-        rng: np.random.Generator,
     ):
         self.params = params
         self.scenario = scenario
         self.layout = layout
-        self.rng = rng
         self.n_checkpoints = 0
         """Checkpoints committed so far (a result column)."""
 
@@ -198,6 +208,11 @@ class Policy:
 
     def result_columns(self) -> dict[str, float | str]:
         """Policy-specific columns of the result row."""
+        return {}
+
+    def side_inputs(self) -> dict[str, Any]:
+        """What the policy's :class:`TrainerSide` needs from the time model (e.g. SSU's
+        buffer size), handed to it when the co-simulation builds it."""
         return {}
 
 

@@ -321,8 +321,8 @@ class CheckNRunSide(TrainerSide):
     the differential checkpoints the variant keeps, each a copy of its rows (quantized and
     dequantized at restore when ``quantize_bits`` is set) with the dense state in fp32."""
 
-    def __init__(self, params, model) -> None:
-        super().__init__(params, model)
+    def __init__(self, params, model, inputs=None, rng=None) -> None:
+        super().__init__(params, model, inputs, rng)
         self.since_checkpoint: np.ndarray | None = None
         """Per row: changed since the last checkpoint."""
         self.since_baseline: np.ndarray | None = None
@@ -491,8 +491,8 @@ class CheckNRun(Policy):
     Params = CheckNRunParams
     TrainerSide = CheckNRunSide
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         job = scenario.job
         self.n_shards = scenario.cluster.emb_ps
         self.partial = params.recovery == "partial"

@@ -53,7 +53,6 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -417,14 +416,13 @@ class Composed(Policy):
 
     Params = ComposedParams
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         self.scopes, scaled, self.layouts = _shared(scenario, params)
         self.part_names = tuple(s.name for s in self.scopes)
-        streams = rng.spawn(len(self.scopes))  # one stream per part, from the policy's
         self.parts: list[Policy] = [
-            alone.policies[0].policy_class(alone.policies[0], alone, part_layout, part_rng)
-            for alone, part_layout, part_rng in zip(scaled, self.layouts, streams, strict=True)
+            alone.policies[0].policy_class(alone.policies[0], alone, part_layout)
+            for alone, part_layout in zip(scaled, self.layouts, strict=True)
         ]
         self._views: list[PartSimulation] | None = None
         self._trainers = scenario.cluster.trainers
@@ -458,6 +456,15 @@ class Composed(Policy):
 
     def slowdown_by_part(self) -> dict[str, dict[str, float]]:
         return {s.name: part.slowdown() for s, part in zip(self.scopes, self.parts, strict=True)}
+
+    def side_inputs(self):
+        """Per part: its scope, its policy's trainer side and that side's inputs."""
+        return {
+            "parts": [
+                (scope, type(part).TrainerSide, part.side_inputs())
+                for scope, part in zip(self.scopes, self.parts, strict=True)
+            ]
+        }
 
     def _local(self, failure, scope: PartScope):
         """``failure`` as part ``scope`` sees it (its own node numbers), or None."""
@@ -550,10 +557,9 @@ class PartModel:
     and CheckFreq snapshots; the job's checkpoints; lost lookups counted only on its rows and
     added to the job's."""
 
-    def __init__(self, parent, scope: PartScope, policy: Policy, params: PolicyParams):
+    def __init__(self, parent, scope: PartScope, side: type[TrainerSide], params, inputs, rng):
         self._parent = weakref.ref(parent)
         self.scope = scope
-        self.sim = SimpleNamespace(policy=policy, rep=parent.sim.rep)
         self.cfg, self.steps, self.work_s = parent.cfg, parent.steps, parent.work_s
         mine = [
             e.inner
@@ -566,7 +572,7 @@ class PartModel:
         self.pending_saves: dict = {}
         self._lost = 0
         self._hot: tuple[int, np.ndarray] | None = None
-        self.side = type(policy).TrainerSide(params, self)
+        self.side = side(params, self, inputs, rng)
 
     @property
     def checkpoints(self) -> dict:
@@ -616,13 +622,14 @@ class PartModel:
 class ComposedSide(TrainerSide):
     """Every part's trainer side, each on its own :class:`PartModel`."""
 
-    def __init__(self, params: ComposedParams, model) -> None:
-        super().__init__(params, model)
-        policy: Composed = model.sim.policy
+    def __init__(self, params: ComposedParams, model, inputs=None, rng=None) -> None:
+        super().__init__(params, model, inputs, rng)
+        parts = self.inputs["parts"]
+        streams = rng.spawn(len(parts)) if rng is not None else [None] * len(parts)
         self.parts = [
-            PartModel(model, scope, part, part_params.policy)
-            for scope, part, part_params in zip(
-                policy.scopes, policy.parts, params.parts, strict=True
+            PartModel(model, scope, side, part_params.policy, part_inputs, part_rng)
+            for (scope, side, part_inputs), part_params, part_rng in zip(
+                parts, params.parts, streams, strict=True
             )
         ]
         self.own_from_start = any(sub.side.own_from_start for sub in self.parts)

@@ -217,8 +217,8 @@ class Cpr(Policy):
 
     Params = CprParams
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         cluster = scenario.cluster
         self.n_shards = cluster.emb_ps
         self.mtbf_s = job_mtbf_s(scenario)
@@ -453,8 +453,8 @@ class PartialSave(ModelEvent):
 class MfuSide(TrainerSide):
     """CPR-MFU on the trainer: per-row use counts since each row's last save."""
 
-    def __init__(self, params, model) -> None:
-        super().__init__(params, model)
+    def __init__(self, params, model, inputs=None, rng=None) -> None:
+        super().__init__(params, model, inputs, rng)
         self.reset: np.ndarray | None = None
         """Per row: the trainer's cumulative use count when the row was last saved."""
 
@@ -488,17 +488,18 @@ class SsuSide(TrainerSide):
     """CPR-SSU on the trainer: a sampler of the row ids each batch touches, into a buffer
     that holds the same share of the rows as the policy's buffer holds of a shard's rows."""
 
-    def __init__(self, params, model) -> None:
-        super().__init__(params, model)
+    def __init__(self, params, model, inputs=None, rng=None) -> None:
+        super().__init__(params, model, inputs, rng)
         self.sampler = None
 
     def attach(self, trainer, own: bool) -> None:
         from ftsim.trainer.usage import UseSampler
 
         if self.sampler is None:
-            share = self.model.sim.policy.buffer_share
+            share = self.inputs["buffer_share"]
             capacity = max(1, round(share * trainer.embeddings.n_rows))
-            self.sampler = UseSampler(self.params.sampling_rate, capacity, self.model.sim.rep)
+            seed = int(self.rng.integers(2**62))
+            self.sampler = UseSampler(self.params.sampling_rate, capacity, seed)
         trainer.add_update_listener(self._observe)
 
     def detach(self, trainer) -> None:
@@ -552,6 +553,9 @@ class CprSsu(_Prioritized):
     def buffer_share(self) -> float:
         """Buffer capacity as a share of a shard's rows (kept by the scaled trainer)."""
         return self.buffer_rows * self.n_shards / self.scenario.job.embedding_rows
+
+    def side_inputs(self):
+        return {"buffer_share": self.buffer_share}
 
     def _partial_saving(self) -> PartialSaving:
         """A sample buffer per shard; a save writes the distinct ids it holds, after a pass

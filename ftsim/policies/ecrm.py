@@ -162,8 +162,8 @@ class EcrmSide(TrainerSide):
     """ECRM on the trainer: a real parity code of the rows and their optimizer state, kept
     current from every step's updates on the policy's own trainer."""
 
-    def __init__(self, params, model) -> None:
-        super().__init__(params, model)
+    def __init__(self, params, model, inputs=None, rng=None) -> None:
+        super().__init__(params, model, inputs, rng)
         self.parity = None
         self.decode_error = 0.0
         """Largest relative error of decoded rows and state against the lost ones."""
@@ -240,8 +240,8 @@ class Ecrm(Policy):
     Params = EcrmParams
     TrainerSide = EcrmSide
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         job, cluster = scenario.job, scenario.cluster
         self.n_shards = cluster.emb_ps
         self.stripes = params.stripes(self.n_shards)

@@ -64,8 +64,8 @@ class FullCheckpoint(Policy):
 
     Params = FullParams
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         self.save_s = layout.full_save_s()
         self.load_s = layout.full_load_s()
         self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))

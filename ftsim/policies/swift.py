@@ -188,8 +188,8 @@ class SwiftSide(TrainerSide):
     then a replay starts from the previous bases with the log since them.
     """
 
-    def __init__(self, params, model) -> None:
-        super().__init__(params, model)
+    def __init__(self, params, model, inputs=None, rng=None) -> None:
+        super().__init__(params, model, inputs, rng)
         self.own_from_start = not model.lazy
         self.log = None
         self.undoer = None
@@ -262,8 +262,8 @@ class Swift(Policy):
     Params = SwiftParams
     TrainerSide = SwiftSide
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         job, cluster = scenario.job, scenario.cluster
         self.n_shards = cluster.emb_ps
         self.iteration_s = job.iteration_s
