@@ -84,7 +84,7 @@ def test_checkfreq_persist_in_a_run_takes_what_the_share_leaves():
     for share in (0.0, 0.75):
         s = scenario("smoke", *fast, no_failures, f"cluster.background.ps_nic_share={share}")
         sim = simulate(s, 2, 0)  # checkfreq
-        spans = [p.end_s - p.start_s for p in sim.timeline if p.kind == "persist"]
+        spans = [p.end_s - p.start_s for p in sim.timeline if p.category == "persist"]
         assert len(spans) == sim.policy.n_checkpoints > 10
         persists[share] = spans
     # PS shards are the last to finish: 2.56e8 B at the NIC (or a quarter of it)

@@ -384,11 +384,12 @@ class PartSimulation:
     def __getattr__(self, name):
         return getattr(self._sim, name)
 
-    def phase(self, category, duration_s, detail=""):
-        return self._sim.phase(category, duration_s, detail, part=self._scope.name)
+    def phase(self, category, duration_s, detail="", activity=None):
+        return self._sim.phase(category, duration_s, detail, self._scope.name, activity)
 
-    def transfer(self, category, flows, detail="", at_least_s=0.0):
-        return self._sim.transfer(category, flows, detail, at_least_s, part=self._scope.name)
+    def transfer(self, category, flows, detail="", at_least_s=0.0, activity=None):
+        part = self._scope.name
+        return self._sim.transfer(category, flows, detail, at_least_s, part, activity)
 
     def wait(self, category, event, detail=""):
         return self._sim.wait(category, event, detail, part=self._scope.name)
@@ -396,8 +397,8 @@ class PartSimulation:
     def rollback_to(self, progress_s: float) -> None:
         self._sim.rollback_to(progress_s, part=self._scope.name)
 
-    def record(self, start_s, end_s, kind, detail=""):
-        self._sim.record(start_s, end_s, kind, f"{self._scope.name}: {detail}")
+    def record(self, start_s, end_s, category, detail="", nodes=()):
+        self._sim.record(start_s, end_s, category, detail, self._scope.name, nodes)
 
     def model_event(self, event_type, **fields) -> None:
         if "shards" in fields:

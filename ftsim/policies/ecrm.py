@@ -430,7 +430,9 @@ class Ecrm(Policy):
         mine = self._owned(generation, shares)
         if not mine:
             return
-        sim.record(start, sim.env.now, "rebuild", " ".join(f"emb_ps{s}" for s in sorted(mine)))
+        detail = " ".join(f"emb_ps{s}" for s in sorted(mine))
+        nodes = tuple(sim.net.ps_node(s) for s in sorted(mine))
+        sim.record(start, sim.env.now, "rebuild", detail, nodes=nodes)
         self.recovery_s.append(sim.env.now - failure.time_s)
         for shard in mine:
             del self.degraded[shard], self._owner[shard]

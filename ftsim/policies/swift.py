@@ -339,7 +339,7 @@ class Swift(Policy):
                 flows.append((size, sim.net.from_storage(node)))
         apply_s = max(logged_s.values()) * self.params.replay_compute_frac / machines
         start = sim.env.now
-        yield from sim.transfer("load", flows, detail, at_least_s=apply_s)
+        yield from sim.transfer("load", flows, detail, at_least_s=apply_s, activity="replay")
         self.replay_s.append(sim.env.now - start)
 
     def replay_time_s(self, logged_s: list[float]) -> float:

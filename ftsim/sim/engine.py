@@ -58,12 +58,27 @@ class Replan:
 
 @dataclass(frozen=True, slots=True)
 class Phase:
-    """One interval of the timeline: [start_s, end_s) spent in ``kind``."""
+    """One interval of the timeline: [start_s, end_s) spent in ``category`` (a breakdown
+    category, a compute kind, or a background activity such as ``persist``), every fact a
+    field of its own (nothing is parsed back out of ``detail``)."""
 
     start_s: float
     end_s: float
-    kind: str
+    category: str
+    activity: str
+    """What was done: the category, unless the policy names it (a log ``replay`` is
+    charged to ``load``)."""
+    part: str | None = None
+    """The part of a composed policy that did it (None: the policy as a whole)."""
+    nodes: tuple[int, ...] = ()
+    """Nodes a background activity occupies (e.g. the replacements a rebuild restores)."""
     detail: str = ""
+    """Free text for people (the timeline's ``detail`` column, after the part's name)."""
+
+    @property
+    def text(self) -> str:
+        """The ``detail`` column of ``timeline.csv``: ``"<part>: <detail>"`` for a part."""
+        return f"{self.part}: {self.detail}" if self.part is not None else self.detail
 
 
 class Simulation:
@@ -108,9 +123,17 @@ class Simulation:
 
     # -- building blocks for policies -------------------------------------------------
 
-    def phase(self, category: str, duration_s: float, detail: str = "", part: str | None = None):
+    def phase(
+        self,
+        category: str,
+        duration_s: float,
+        detail: str = "",
+        part: str | None = None,
+        activity: str | None = None,
+    ):
         """Spend ``duration_s`` in ``category`` (``save``/``load``/``reschedule``/...), on
-        behalf of ``part`` of a composed policy if given.
+        behalf of ``part`` of a composed policy if given, doing ``activity`` (default: the
+        category).
 
         If a failure interrupts it, the time already spent is still charged.
         """
@@ -119,7 +142,7 @@ class Simulation:
             if duration_s > 0:
                 yield self.env.timeout(duration_s)
         finally:
-            self._charge(category, start, detail, part)
+            self._charge(category, start, detail, part, activity)
 
     def transfer(
         self,
@@ -128,14 +151,16 @@ class Simulation:
         detail: str = "",
         at_least_s: float = 0.0,
         part: str | None = None,
+        activity: str | None = None,
     ):
         """Move ``flows`` (from ``sim.net``: e.g. ``sim.net.full_save()``) through the network
         while training stalls, charged to ``category``. The flows share links with whatever
         else is moving; if a failure interrupts the transfer, its flows are cancelled and
         the time already spent stays charged. ``at_least_s``: work that overlaps the bytes
-        (e.g. applying a log while reading it) and makes the phase last at least that long."""
+        (e.g. applying a log while reading it) and makes the phase last at least that long.
+        ``activity``: what the phase and its flows do (default: the category)."""
         start = self.env.now
-        transfer = self.net.start(flows, category, detail)
+        transfer = self.net.start(flows, category, detail, activity)
         at_least = self.env.timeout(at_least_s) if at_least_s > 0 else None
         try:
             yield transfer
@@ -145,7 +170,7 @@ class Simulation:
             self.net.cancel(transfer)
             raise
         finally:
-            self._charge(category, start, detail, part)
+            self._charge(category, start, detail, part, activity)
 
     def await_replacements(self, failures: list[Failure]):
         """Reschedule phase: until the last failed node's replacement is ready (each failure's
@@ -187,20 +212,35 @@ class Simulation:
         (an event of :mod:`ftsim.policies.events` or a policy's own subclass)."""
         self.model_events.append(event_type(self.progress_now_s(), **fields))
 
-    def record(self, start_s: float, end_s: float, kind: str, detail: str = "") -> None:
-        """Add an interval to the timeline (for background activities)."""
-        self.timeline.append(Phase(start_s, end_s, kind, detail))
+    def record(
+        self,
+        start_s: float,
+        end_s: float,
+        category: str,
+        detail: str = "",
+        part: str | None = None,
+        nodes: tuple[int, ...] = (),
+    ) -> None:
+        """Add an interval to the timeline (for background activities, on ``nodes``)."""
+        self.timeline.append(Phase(start_s, end_s, category, category, part, nodes, detail))
 
     # -- the job -----------------------------------------------------------------------
 
-    def _charge(self, category: str, start: float, detail: str, part: str | None = None) -> None:
+    def _charge(
+        self,
+        category: str,
+        start: float,
+        detail: str,
+        part: str | None = None,
+        activity: str | None = None,
+    ) -> None:
         elapsed = self.env.now - start
         self.charged[category] += elapsed
         if part is not None:
             self.charged_parts[part][category] += elapsed
-            detail = f"{part}: {detail}"
         if elapsed > 0:
-            self.timeline.append(Phase(start, self.env.now, category, detail))
+            phase = Phase(start, self.env.now, category, activity or category, part, (), detail)
+            self.timeline.append(phase)
 
     def _compute(self, target_s: float):
         extras = self.policy.slowdown()
@@ -224,10 +264,10 @@ class Simulation:
             redo_end = start + (min(self.progress_s, self.reached_s) - begin_s) * factor
             redo_end = min(max(redo_end, start), self.env.now)
             if redo_end > start:  # re-executing work that a rollback discarded
-                self.timeline.append(Phase(start, redo_end, "redo"))
+                self.timeline.append(Phase(start, redo_end, "redo", "redo"))
             if self.env.now > redo_end:
                 kind = "degraded" if extras.get("degraded") else "compute"
-                self.timeline.append(Phase(redo_end, self.env.now, kind))
+                self.timeline.append(Phase(redo_end, self.env.now, kind, kind))
             self.reached_s = max(self.reached_s, self.progress_s)
 
     def _run_job(self):
@@ -326,8 +366,8 @@ class Simulation:
                 "policy": self.policy.params.label,
                 "start_h": p.start_s / 3600,
                 "end_h": p.end_s / 3600,
-                "kind": p.kind,
-                "detail": p.detail,
+                "kind": p.category,
+                "detail": p.text,
             }
             for p in self.timeline
         ]
