@@ -265,3 +265,55 @@ def test_package_inits_are_light():
     graph = import_graph()
     for package in ("ftsim", "ftsim.sim", "ftsim.policies", "ftsim.scenario", "ftsim.cosim"):
         assert graph[package] == set(), package
+
+
+def _members(protocol) -> set[str]:
+    names = set(getattr(protocol, "__annotations__", {}))
+    names |= {n for n in vars(protocol) if not n.startswith("_")}
+    return names
+
+
+def missing_members(cls, protocol) -> set[str]:
+    """Members of ``protocol`` that ``cls`` does not define itself (in its class or its
+    instances' attributes set in ``__init__``); a ``__getattr__`` forwarding the rest counts
+    as defining nothing."""
+    import inspect
+
+    init = inspect.getsource(cls.__init__) if cls.__init__ is not object.__init__ else ""
+    own = {n for c in cls.__mro__ if c is not object for n in vars(c)}
+    return {n for n in _members(protocol) if n not in own and f"self.{n} =" not in init}
+
+
+def test_the_simulation_and_a_part_s_view_implement_the_policy_context():
+    """What a policy may call (:class:`ftsim.sim.context.PolicyContext`) is implemented
+    explicitly by the simulation and by a composed part's view, and the routes
+    (:class:`~ftsim.sim.context.Routes`) by the cluster network and a part's network: no
+    ``__getattr__`` forwards what they do not define."""
+    from ftsim.policies.composed import PartNetwork, PartSimulation
+    from ftsim.sim.cluster import ClusterNetwork
+    from ftsim.sim.context import PolicyContext, Routes
+    from ftsim.sim.engine import Simulation
+
+    for cls, protocol in [
+        (Simulation, PolicyContext),
+        (PartSimulation, PolicyContext),
+        (ClusterNetwork, Routes),
+        (PartNetwork, Routes),
+    ]:
+        assert "__getattr__" not in vars(cls), cls
+        assert missing_members(cls, protocol) == set(), cls
+
+
+def test_a_view_missing_a_member_is_caught():
+    from ftsim.policies.composed import PartSimulation
+    from ftsim.sim.context import PolicyContext
+
+    class Complete(PartSimulation):
+        pass
+
+    assert missing_members(Complete, PolicyContext) == set()
+    members = {k: v for k, v in vars(PartSimulation).items() if not k.startswith("__")}
+    for name in ("replan", "now"):  # a method, a property
+        kept = {k: v for k, v in members.items() if k != name}
+        forgetful = type("Forgetful", (), {**kept, "__init__": PartSimulation.__init__})
+        assert missing_members(forgetful, PolicyContext) == {name}

@@ -24,9 +24,11 @@ update log, a row sampler) belong to the policy's :class:`TrainerSide`, which th
 co-simulation creates once per replication and attaches to whichever trainer carries the
 policy's state.
 
-Time is charged only through ``sim.phase(category, seconds)``, ``sim.transfer(category,
-flows)`` (bytes moved as flows on the cluster's network, ``sim.net``) and
-``sim.wait(category, event)`` (training time is charged by the simulator itself), so the
+``sim`` is a :class:`ftsim.sim.context.PolicyContext`: the simulation, or a composed part's
+view of it; a policy calls nothing else of it. Time is charged only through
+``sim.phase(category, seconds)``, ``sim.transfer(category, flows)`` (bytes moved as flows on
+the cluster's network, ``sim.net``) and ``sim.wait(category, event)`` (training time is
+charged by the simulator itself), so the
 accounting identity
 ``wall = ideal + save + load + lost + reschedule + degraded + other`` holds by
 construction. Adding a policy is one new module defining its classes, the runtime class
@@ -50,7 +52,7 @@ from ftsim.scenario.registry import register_policy_params
 if TYPE_CHECKING:
     from ftsim.scenario.schema import Scenario
     from ftsim.sim.cluster import StateLayout
-    from ftsim.sim.engine import Simulation
+    from ftsim.sim.context import PolicyContext
     from ftsim.sim.failures import Failure
 
 Phases = Generator
@@ -180,14 +182,14 @@ class Policy:
         self.n_checkpoints = 0
         """Checkpoints committed so far (a result column)."""
 
-    def start(self, sim: Simulation) -> None:
+    def start(self, sim: PolicyContext) -> None:
         """Called once when the job starts."""
 
     def next_action_at(self) -> float:
         """Progress (compute seconds) at which :meth:`act` is due; ``inf`` for never."""
         return math.inf
 
-    def act(self, sim: Simulation) -> Phases:
+    def act(self, sim: PolicyContext) -> Phases:
         """Phases run when progress reaches :meth:`next_action_at`."""
         yield from ()
 
@@ -199,10 +201,10 @@ class Policy:
         """:meth:`slowdown` split over :attr:`part_names` (only asked when there are parts)."""
         return {}
 
-    def on_failure(self, sim: Simulation, failure: Failure) -> None:
+    def on_failure(self, sim: PolicyContext, failure: Failure) -> None:
         """Immediate effects of a failure, at the failure instant."""
 
-    def recover(self, sim: Simulation, failures: list[Failure]) -> Phases:
+    def recover(self, sim: PolicyContext, failures: list[Failure]) -> Phases:
         """Phases that bring the job back after ``failures``."""
         yield from ()
 

@@ -334,9 +334,6 @@ class PartNetwork:
         self._scope = scope
         self._layout = layout
 
-    def __getattr__(self, name):
-        return getattr(self._net, name)
-
     def ps_node(self, shard: int) -> int:
         return self._net.ps_node(self._scope.shards[shard])
 
@@ -370,19 +367,70 @@ class PartNetwork:
     def full_load(self) -> tuple:
         return (*self.shard_reads(range(len(self._scope.shards))), *self.dense_reads())
 
+    # the job's own: routes between nodes (already the job's numbers, from ps_node or a
+    # trainer's), the storage's streams, links, and starting and stopping flows
+
+    def from_storage(self, node: int) -> tuple:
+        return self._net.from_storage(node)
+
+    def from_node_side(self, node: int) -> tuple:
+        return self._net.from_node_side(node)
+
+    def replica_copy(self, trainer: int) -> list:
+        return self._net.replica_copy(trainer)
+
+    def stream_to_storage(self, rate_Bps: float) -> None:
+        self._net.stream_to_storage(rate_Bps)
+
+    def link(self, name: str, capacity_Bps: float):
+        return self._net.link(name, capacity_Bps)
+
+    def start(self, flows: list, category: str, label: str = "", activity=None):
+        return self._net.start(flows, category, label, activity)
+
+    def cancel(self, transfer) -> None:
+        self._net.cancel(transfer)
+
 
 class PartSimulation:
     """The simulation as one part's policy sees it: its phases are charged to the part, its
     model events wrapped in :class:`PartEvent` with the job's shard numbers, its transfers
-    made on a :class:`PartNetwork`."""
+    made on a :class:`PartNetwork` (an explicit :class:`~ftsim.sim.context.PolicyContext`:
+    what it does not change, it passes to the job's simulation member by member)."""
 
     def __init__(self, sim, scope: PartScope, layout: StateLayout):
         self._sim = sim
         self._scope = scope
         self.net = PartNetwork(sim.net, scope, layout)
 
-    def __getattr__(self, name):
-        return getattr(self._sim, name)
+    @property
+    def now(self) -> float:
+        return self._sim.now
+
+    @property
+    def progress_s(self) -> float:
+        return self._sim.progress_s
+
+    def progress_now_s(self) -> float:
+        return self._sim.progress_now_s()
+
+    def await_replacements(self, failures):
+        return self._sim.await_replacements(failures)
+
+    def background(self, activity):
+        return self._sim.background(activity)
+
+    def event(self):
+        return self._sim.event()
+
+    def timeout(self, delay_s: float):
+        return self._sim.timeout(delay_s)
+
+    def is_active(self, process) -> bool:
+        return self._sim.is_active(process)
+
+    def replan(self) -> None:
+        self._sim.replan()
 
     def phase(self, category, duration_s, detail="", activity=None):
         return self._sim.phase(category, duration_s, detail, self._scope.name, activity)

@@ -380,7 +380,7 @@ class Ecrm(Policy):
         self.lost_update_s += sum(undecodable.values()) * (sim.progress_s - self.committed_s)
         self._reload += [(x, share * self.layout.shard_bytes) for x, share in undecodable.items()]
         rebuild = {x: 1.0 - share for x, share in undecodable.items()}
-        self._reloaded = sim.env.event()  # recover() fires it once the rows are back
+        self._reloaded = sim.event()  # recover() fires it once the rows are back
         self._take_over(sim, failure, rebuild, self._reloaded)
 
     def _take_over(self, sim, failure, shares: dict[int, float], after) -> None:
@@ -400,7 +400,7 @@ class Ecrm(Policy):
                 self._owner.pop(shard, None)
         mine = {shard: share for shard, share in shares.items() if share > 0}
         if mine:
-            sim.env.process(self._rebuild(sim, failure, generation, mine, after))
+            sim.background(self._rebuild(sim, failure, generation, mine, after))
         self._update(sim)
 
     def _owned(self, generation: int, shards) -> set[int]:
@@ -412,8 +412,8 @@ class Ecrm(Policy):
         rebuild the decodable rows range by range; ends the degraded state only of the
         shards it still owns (a later failure may have taken some, or all, over)."""
         ready = failure.time_s + failure.reschedule_s
-        if ready > sim.env.now:
-            yield sim.env.timeout(ready - sim.env.now)
+        if ready > sim.now:
+            yield sim.timeout(ready - sim.now)
         if after is not None and not after.processed:
             yield after
         mine = self._owned(generation, shares)
@@ -423,17 +423,17 @@ class Ecrm(Policy):
         self._pause_frac.update(dict.fromkeys(mine, self.pause_s / planned))
         self.rebuilding |= mine
         self._update(sim)
-        start = sim.env.now
+        start = sim.now
         yield sim.net.start(self._rebuild_flows(sim, mine, shares), "rebuild", "rebuild")
         if self.pause_s:
-            yield sim.env.timeout(self.pause_s)
+            yield sim.timeout(self.pause_s)
         mine = self._owned(generation, shares)
         if not mine:
             return
         detail = " ".join(f"emb_ps{s}" for s in sorted(mine))
         nodes = tuple(sim.net.ps_node(s) for s in sorted(mine))
-        sim.record(start, sim.env.now, "rebuild", detail, nodes=nodes)
-        self.recovery_s.append(sim.env.now - failure.time_s)
+        sim.record(start, sim.now, "rebuild", detail, nodes=nodes)
+        self.recovery_s.append(sim.now - failure.time_s)
         for shard in mine:
             del self.degraded[shard], self._owner[shard]
             self.rebuilding.discard(shard)
@@ -451,7 +451,7 @@ class Ecrm(Policy):
         flows = []
         for x in sorted(shards):
             # named by its share: ECRM variants of one scenario share its links
-            limit = net.net.link(f"rebuild.cap.emb_ps{x}@{share!r}", cap)
+            limit = net.link(f"rebuild.cap.emb_ps{x}@{share!r}", cap)
             size = self.params.k * shares[x] * self.layout.shard_bytes
             flows.append((size, (limit, *net.from_node_side(net.ps_node(x)))))
         return flows

@@ -87,14 +87,14 @@ class CheckpointWriter:
         yield from sim.phase("save", snapshot_s, "snapshot")
         sim.model_event(Snapshot, key=progress_s)
         persist = self._persist_behind(sim, flows, progress_s, committed, detail)
-        self._persist = sim.env.process(persist)
+        self._persist = sim.background(persist)
 
     @property
     def persisting(self) -> bool:
         return self._persist is not None and self._persist.is_alive
 
     def _persist_behind(self, sim, flows, progress_s: float, committed, detail: str):
-        start = sim.env.now
+        start = sim.now
         if self.params.persist_slowdown:
             sim.replan()
         transfer = sim.net.start(flows, "persist", f"persist {detail}")
@@ -104,8 +104,8 @@ class CheckpointWriter:
             sim.model_event(Commit, key=progress_s)
         except simpy.Interrupt:
             sim.net.cancel(transfer)
-        sim.record(start, sim.env.now, "persist")
-        if self._persist is sim.env.active_process:
+        sim.record(start, sim.now, "persist")
+        if sim.is_active(self._persist):
             self._persist = None
         if self.params.persist_slowdown:
             sim.replan()

@@ -338,9 +338,9 @@ class Swift(Policy):
                 node = sim.net.ps_node((shard + j) % self.n_shards)
                 flows.append((size, sim.net.from_storage(node)))
         apply_s = max(logged_s.values()) * self.params.replay_compute_frac / machines
-        start = sim.env.now
+        start = sim.now
         yield from sim.transfer("load", flows, detail, at_least_s=apply_s, activity="replay")
-        self.replay_s.append(sim.env.now - start)
+        self.replay_s.append(sim.now - start)
 
     def replay_time_s(self, logged_s: list[float]) -> float:
         """Seconds to replay the logs of shards with ``logged_s`` compute seconds of logged
@@ -469,7 +469,7 @@ class Swift(Policy):
             yield from sim.transfer("load", sim.net.shard_reads(pending), "reload checkpoints")
             yield from self.replay(sim, dict(sorted(self._pending.items())), "replay logs")
             self._pending.clear()
-        self.recovery_s.append(sim.env.now - start)
+        self.recovery_s.append(sim.now - start)
 
     def result_columns(self):
         work = self.scenario.job.work_s

@@ -380,6 +380,11 @@ class ClusterNetwork:
             transfer.activity = activity
         return transfer
 
+    def link(self, name: str, capacity_Bps: float) -> Link:
+        """The link ``name`` of capacity ``capacity_Bps``, made on first use (e.g. a cap on
+        the share of a NIC a background activity may take)."""
+        return self.net.link(name, capacity_Bps)
+
     def cancel(self, transfer: Transfer) -> None:
         """Stop a transfer's flows (e.g. interrupted by a failure)."""
         self.net.cancel_transfer(transfer)

@@ -121,7 +121,30 @@ class Simulation:
         self.completed = False
         """Whether training finished before ``run.max_wall_factor`` × the failure-free time."""
 
-    # -- building blocks for policies -------------------------------------------------
+    # -- building blocks for policies (ftsim.sim.context.PolicyContext) ----------------
+
+    @property
+    def now(self) -> float:
+        """Wall-clock seconds since the job started."""
+        return self.env.now
+
+    def background(self, activity) -> simpy.Process:
+        """Run the generator ``activity`` beside the job (a persist, a rebuild); it may be
+        interrupted with ``process.interrupt()``."""
+        return self.env.process(activity)
+
+    def event(self) -> simpy.Event:
+        """An event a policy fires itself (``event.succeed()``), e.g. rows reloaded."""
+        return self.env.event()
+
+    def timeout(self, delay_s: float) -> simpy.Timeout:
+        """An event ``delay_s`` from now (for background activities: the job's own time is
+        charged through phases)."""
+        return self.env.timeout(delay_s)
+
+    def is_active(self, process: simpy.Process | None) -> bool:
+        """Whether ``process`` is the one running now (a background activity ending)."""
+        return process is not None and process is self.env.active_process
 
     def phase(
         self,
