@@ -324,8 +324,6 @@ def test_the_trace_reads_the_fields_not_the_text():
     """A phase whose text only looks like a replay, or like another part's, is traced by its
     fields: rewriting every detail leaves the trace's span names and part tracks as they
     were (an injected parser of the text would rename or move them)."""
-    import dataclasses
-
     from ftsim.experiments.trace import _PolicyTrace
 
     def spans(sim):
@@ -338,5 +336,5 @@ def test_the_trace_reads_the_fields_not_the_text():
 
     sim = simulate(scenario("composed", "trainer.enabled=false"), 3, 0, record_flows=True)
     before = spans(sim)
-    sim.timeline = [dataclasses.replace(p, detail=f"replay mfu: {p.detail}") for p in sim.timeline]
+    sim.timeline = [p._replace(detail=f"replay mfu: {p.detail}") for p in sim.timeline]
     assert spans(sim) == before
