@@ -227,7 +227,8 @@ def test_back_arrow_finder_finds_an_injected_back_arrow(tmp_path, importer, impo
         # the schema of the embedded trainer's section is the trainer's own config (the
         # trainer, the bottom layer, imports nothing of ftsim)
         ("ftsim.scenario", ("ftsim.scenario", "ftsim.trainer"), True),
-        ("ftsim.sim", ("ftsim.sim", "ftsim.scenario"), True),
+        # the row-popularity model shares the trainer's bound on Zipf exponents
+        ("ftsim.sim", ("ftsim.sim", "ftsim.scenario", "ftsim.trainer"), True),
         # the time model never loads the trainer (its trainer sides import it when used)
         (
             "ftsim.policies",

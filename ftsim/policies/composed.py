@@ -133,6 +133,12 @@ class ComposedParams(PolicyParams, PopularityParams):
     kind: Literal["composed"]
     parts: list[Part] = Field(min_length=2, description="the parts and their policies")
 
+    def popularity_unused(self, scenario) -> str | None:
+        if not self.by_rows:
+            why = "the parts split the state by shards, not by row popularity (hottest)"
+            return super().popularity_unused(scenario) or why
+        return super().popularity_unused(scenario)
+
     @property
     def by_rows(self) -> bool:
         return any(p.scope.hottest is not None for p in self.parts)

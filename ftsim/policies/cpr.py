@@ -65,6 +65,7 @@ from ftsim.policies.base import Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll, RestoreShards
 from ftsim.policies.full import Interval, resolve_interval_s
 from ftsim.policies.saving import CheckpointWriter, SavingParams
+from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import Seconds
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 from ftsim.sim.nodes import any_trainer, failed_shards
@@ -575,3 +576,10 @@ class CprSsu(_Prioritized):
             tracker_bytes=self.buffer_rows * p.id_bytes,
             ns_per_touch=p.sample_ns,
         )
+
+
+register_no_effect(
+    CprParams,
+    "pls_slope",
+    lambda p, s: None if p.target_accuracy_loss is not None else "no target_accuracy_loss",
+)

@@ -24,6 +24,7 @@ from pydantic import Field
 
 from ftsim.policies.base import PolicyParams
 from ftsim.policies.events import Checkpoint, Commit, Snapshot
+from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import BytesPerSecond
 
 
@@ -131,3 +132,11 @@ class CheckpointWriter:
     def slowdown(self) -> dict[str, float]:
         """Training slowdown while a persist runs (``persist_slowdown``, charged to other)."""
         return {"other": self.params.persist_slowdown} if self.persisting else {}
+
+
+for _name in ("snapshot_bandwidth", "persist_slowdown"):
+    register_no_effect(
+        SavingParams,
+        _name,
+        lambda p, s: "save_mode is sync (no snapshot)" if p.save_mode == "sync" else None,
+    )

@@ -85,6 +85,7 @@ from ftsim.policies.base import Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll
 from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
+from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import Seconds
 from ftsim.sim.cluster import transfer_time_s
 from ftsim.sim.nodes import any_trainer, failed_shards
@@ -122,6 +123,16 @@ class SwiftParams(SavingParams, TouchedRowsParams):
     undo_compute_frac: float = Field(
         0.1, ge=0, description="time to undo one iteration, in iterations (assumption)"
     )
+
+    def problems(self, scenario):
+        found = super().problems(scenario)
+        if self.replay_machines > scenario.cluster.emb_ps:
+            message = (
+                f"exceeds the {scenario.cluster.emb_ps} embedding PS a shard's replay can be "
+                "spread over (cluster.emb_ps)"
+            )
+            found.append(("replay_machines", message))
+        return found
 
     def part_problems(self, dense, by_rows):
         """SWIFT manages a part when a failure after the logged share does not roll the job
@@ -486,3 +497,10 @@ class Swift(Policy):
             "rollbacks": self.n_rollbacks,
             "pls_model": self.lost_update_s / (work * self.n_shards),
         }
+
+
+register_no_effect(
+    SwiftParams,
+    "unlogged",
+    lambda p, s: "log_budget is 1: every update is logged" if p.log_budget >= 1 else None,
+)

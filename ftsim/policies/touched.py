@@ -35,6 +35,14 @@ class TouchedRowsParams(PolicyParams, PopularityParams):
         "(assumption), or zipf (expected distinct rows from the job's row popularity)",
     )
 
+    def popularity_unused(self, scenario) -> str | None:
+        if self.unique_lookup_fraction != "zipf":
+            return (
+                super().popularity_unused(scenario)
+                or "unique_lookup_fraction is a number, not zipf"
+            )
+        return super().popularity_unused(scenario)
+
     def unique_fraction(self, scenario) -> float:
         """``unique_lookup_fraction`` as a number (derived for ``zipf``)."""
         if self.unique_lookup_fraction != "zipf":

@@ -3,6 +3,7 @@ resolves once it knows the failure rate and its save cost (Young's or Daly's).""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 from pydantic import BeforeValidator, PlainSerializer
@@ -16,6 +17,10 @@ def _interval(value):
     if isinstance(value, str) and value.strip() in INTERVAL_RULES:
         return value.strip()
     expected = f"expected a duration such as '30 min', or one of {', '.join(INTERVAL_RULES)}"
+    if isinstance(value, float) and math.isnan(value):  # YAML's .nan
+        raise ValueError(f"is not a number (NaN); {expected}")
+    if isinstance(value, float) and math.isinf(value):
+        raise ValueError(f"is infinite; {expected}")
     if isinstance(value, bool) or not isinstance(value, str):
         raise ValueError(expected)
     try:

@@ -16,6 +16,7 @@ import typing
 from typing import Annotated, Union
 
 from pydantic import BaseModel, Field
+from pydantic.fields import FieldInfo
 
 POLICY_PARAMS: dict[str, type[BaseModel]] = {}
 """Policy kind → its ``Params`` (a :class:`ftsim.policies.base.PolicyParams`), in the order
@@ -23,6 +24,9 @@ registered (the order the schema lists them in messages)."""
 
 FAILURE_SOURCES: dict[str, type[BaseModel]] = {}
 """Failure-source kind → its section, in the order registered."""
+
+FAILURE_SOURCE_VALIDATORS: list = []
+"""Validators that the failure sources' union runs first (e.g. a preset's shorthand)."""
 
 _closed = False
 
@@ -47,6 +51,9 @@ def register_failure_sources(union) -> None:
     members = typing.get_args(union)[0] if typing.get_origin(union) is Annotated else union
     for source in typing.get_args(members) or (members,):
         _add(FAILURE_SOURCES, source, "failure source")
+    if typing.get_origin(union) is Annotated:  # keep its validators, not its Field
+        extra = typing.get_args(union)[1:]
+        FAILURE_SOURCE_VALIDATORS.extend(m for m in extra if not isinstance(m, FieldInfo))
 
 
 def _add(table: dict, model: type[BaseModel], what: str) -> None:
@@ -58,11 +65,13 @@ def _add(table: dict, model: type[BaseModel], what: str) -> None:
     table[kind] = model
 
 
-def discriminated(table: dict[str, type[BaseModel]]):
-    """Any section of ``table``, selected by ``kind`` (a pydantic discriminated union)."""
+def discriminated(table: dict[str, type[BaseModel]], validators=()):
+    """Any section of ``table``, selected by ``kind`` (a pydantic discriminated union), after
+    ``validators`` (pydantic ``BeforeValidator``s and the like)."""
     if not table:
         raise RegistryError("no kinds registered: import ftsim.policies.catalog first")
-    return Annotated[Union[tuple(table.values())], Field(discriminator="kind")]  # noqa: UP007
+    union = Union[tuple(table.values())]  # noqa: UP007
+    return Annotated[union, Field(discriminator="kind"), *validators]
 
 
 def close() -> None:

@@ -242,13 +242,6 @@ class Storage(Section):
         None, description="per-node read limit (default: the NIC)"
     )
 
-    @model_validator(mode="after")
-    def _positive(self):
-        for name in ("write_bandwidth", "read_bandwidth"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
-        return self
-
 
 class Racks(Section):
     """Racks with an oversubscribed uplink. Nodes fill racks of ``size`` in index order
@@ -319,12 +312,6 @@ class Cluster(Section):
     @property
     def n_nodes(self) -> int:
         return self.trainers + self.emb_ps
-
-    @model_validator(mode="after")
-    def _positive(self):
-        if self.nic_bandwidth <= 0:
-            raise ValueError("nic_bandwidth must be positive")
-        return self
 
 
 class Run(Section):
@@ -501,7 +488,7 @@ class Scenario(Section):
             f"failures.{i}.{source.rate_field()}": source.expected_failures(self, horizon_s)
             for i, source in enumerate(self.failures)
         }
-        actions = {i: _checkpoints(policy, work_s) for i, policy in enumerate(self.policies)}
+        actions = {i: _checkpoints(policy, self) for i, policy in enumerate(self.policies)}
         busiest = max(actions, key=lambda i: sum(actions[i].values()))
         n_failures, n_actions = sum(failures.values()), sum(actions[busiest].values())
         total = n_failures + n_actions
@@ -531,14 +518,47 @@ class Scenario(Section):
         return [p.label for p in self.policies]
 
 
-def _checkpoints(policy, work_s: float) -> dict[str, float]:
+def job_mtbf_s(scenario: Scenario) -> float:
+    """Expected time between failures seen by the job, seconds (inf without failures).
+
+    The sources' rates add up; a scheduled or replayed source contributes its count over
+    its time window. Used for Young/Daly intervals and CPR's interval choice.
+    """
+    rate = sum(source.rate_per_s(scenario) for source in scenario.failures)
+    return math.inf if rate == 0 else 1 / rate
+
+
+def victims_per_failure(scenario: Scenario, role: str) -> float:
+    """Expected nodes of ``role`` taken by one job failure (rate-weighted over sources)."""
+    rates = [source.rate_per_s(scenario) for source in scenario.failures]
+    if not sum(rates):
+        return 0.0
+    taken = [s.victims(scenario, role) for s in scenario.failures]
+    return sum(r * v for r, v in zip(rates, taken, strict=True)) / sum(rates)
+
+
+def _checkpoints(policy, scenario: Scenario) -> dict[str, float]:
     """Actions a policy takes in a failure-free run, per field: every policy field named
-    ``*interval`` holding a duration is compute time between two of its actions."""
+    ``*interval`` holding a duration is compute time between two of its actions; a target
+    portion of lost samples (``target_pls``, or ``target_accuracy_loss`` / ``pls_slope``)
+    sets an interval by CPR's rule (1), 2·N·M·PLS/m (N embedding PS, M the job's MTBF, m
+    PS lost per failure); a composed policy's parts count as the policy's own."""
+    work_s = scenario.job.work_s
     found = {}
     for name in type(policy).model_fields:
         value = getattr(policy, name)
         if name.endswith("interval") and isinstance(value, float) and value > 0:
             found[name] = work_s / value
+        elif name in ("target_pls", "target_accuracy_loss") and value is not None:
+            target = value if name == "target_pls" else value / policy.pls_slope
+            lost = victims_per_failure(scenario, "emb_ps")
+            mtbf_s = job_mtbf_s(scenario)
+            if lost > 0 and math.isfinite(mtbf_s):
+                found[name] = work_s * lost / (2.0 * scenario.cluster.emb_ps * mtbf_s * target)
+        elif name == "parts":
+            for i, part in enumerate(value):
+                inner = _checkpoints(part.policy, scenario)
+                found.update({f"parts.{i}.policy.{k}": n for k, n in inner.items()})
     return found
 
 
@@ -567,7 +587,9 @@ def complete_schema() -> None:
         return
     namespace = {
         "PolicyConfig": registry.discriminated(registry.POLICY_PARAMS),
-        "FailureSourceConfig": registry.discriminated(registry.FAILURE_SOURCES),
+        "FailureSourceConfig": registry.discriminated(
+            registry.FAILURE_SOURCES, registry.FAILURE_SOURCE_VALIDATORS
+        ),
     }
     registry.close()
     Scenario.model_rebuild(_types_namespace=namespace)

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ftsim.scenario.notices import register_no_effect
+from ftsim.trainer.config import MAX_ZIPF_EXPONENT
+
 
 class PopularityParams(BaseModel):
     """The popularity parameter of a policy's section (a mixin of its ``Params``)."""
@@ -29,8 +32,18 @@ class PopularityParams(BaseModel):
     popularity_exponent: float = Field(
         1.05,
         ge=0,
+        le=MAX_ZIPF_EXPONENT,
         description="Zipf exponent of row popularity if the trainer has no synthetic data",
     )
+
+    def popularity_unused(self, scenario) -> str | None:
+        """Why ``popularity_exponent`` has no effect in ``scenario`` (None: it has one)."""
+        data = scenario.trainer.data if scenario.trainer is not None else None
+        if data is not None and data.kind == "synthetic":
+            return (
+                "the trainer's synthetic data sets the row popularity (trainer.data.zipf_exponent)"
+            )
+        return None
 
     def row_popularity(self, scenario) -> ZipfGroups:
         """The job's tables by popularity (:func:`row_popularity` with this exponent)."""
@@ -221,3 +234,6 @@ def sampled_buffer(
         entries=window * per_batch,
         window=window,
     )
+
+
+register_no_effect(PopularityParams, "popularity_exponent", lambda p, s: p.popularity_unused(s))
