@@ -117,6 +117,7 @@ def references(name: str, reps: int, extra: list[str]) -> pd.DataFrame:
     """Per replication: the constant predictor's eval log loss and (synthetic data) the
     teacher's optimum, from the data each replication trains on."""
     from ftsim.cosim.replay import trainer_config
+    from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
     from ftsim.scenario.loader import load_scenario
     from ftsim.trainer.trainer import make_data
 

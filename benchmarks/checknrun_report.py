@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ftsim.experiments.tdist import mean_ci
+from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
 from ftsim.policies.checknrun import CheckNRun
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.cluster import StateLayout
@@ -90,7 +91,7 @@ def cycle(overrides: list[str]) -> dict[str, float]:
     and capacity reductions and its mean share of rows per differential checkpoint."""
     scenario = load_scenario(SCENARIO, ["trainer=null", *overrides])
     params = scenario.policies[2]
-    policy = CheckNRun(params, scenario, StateLayout(scenario), np.random.default_rng(0))
+    policy = CheckNRun(params, scenario, StateLayout(scenario))
     kept = policy._cycle(policy.interval_s)
     dense = policy.layout.dense_bytes
     written = sum(sum(k.shard_bytes) for k in kept) + len(kept) * dense

@@ -74,6 +74,7 @@ def main() -> None:
     if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         run_dir = Path(sys.argv[1])
     else:
+        from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
         from ftsim.scenario.loader import load_scenario
 
         path = ROOT / "scenarios" / "cpr_pls.yaml"

@@ -58,6 +58,16 @@ def _engine():
     """``(load_scenario, simulate)`` of whichever ftsim is importable: this layout, or the
     flat one of commits before the package was split (for ``--compare``)."""
     try:
+        from ftsim.experiments.runner import simulate
+        from ftsim.scenario.loader import load_scenario
+    except ImportError:
+        return _engine_before_catalog()
+    return load_scenario, simulate
+
+
+def _engine_before_catalog():
+    """The engine of commits before the policy catalog (``simulate`` in the engine)."""
+    try:
         from ftsim.scenario.loader import load_scenario
         from ftsim.sim.engine import simulate
     except ImportError:  # the flat layout

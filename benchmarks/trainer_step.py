@@ -42,6 +42,7 @@ from pathlib import Path
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from ftsim.cosim.replay import trainer_config
+from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
 from ftsim.scenario.loader import load_scenario
 from ftsim.trainer import Trainer
 from ftsim.trainer.embeddings import SegmentSum

@@ -339,6 +339,7 @@ def _scenario_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args):
+    from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
     from ftsim.scenario.loader import load_scenario
     from ftsim.sim.failures import source_notes
 
@@ -731,7 +732,7 @@ def _cmd_show_config(args, argv) -> int:
 
 
 def _cmd_show_policies(args, argv) -> int:
-    from ftsim.policies.registry import policy_classes
+    from ftsim.policies.catalog import policy_classes
 
     for kind, cls in policy_classes().items():
         doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
@@ -768,6 +769,7 @@ def _cmd_show_presets(args, argv) -> int:
 
 
 def _cmd_show_reference(args, argv) -> int:
+    from ftsim.policies import catalog  # noqa: F401 (the kinds the reference describes)
     from ftsim.scenario.reference import scenario_reference
 
     sys.stdout.write(scenario_reference())

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from ftsim.policies import catalog  # noqa: F401 (every policy kind, before scenarios load)
 from ftsim.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from ftsim.cli import main
 from ftsim.cosim.replay import cosimulate, run_models, trainer_config
+from ftsim.experiments.runner import simulate
 from ftsim.policies.checknrun import (
     CheckNRunSide,
     DiffCheckpoint,
@@ -18,7 +19,6 @@ from ftsim.policies.checknrun import (
     quantize,
 )
 from ftsim.scenario.loader import ScenarioError
-from ftsim.sim.engine import simulate
 from ftsim.sim.failures import job_mtbf_s
 from ftsim.sim.theory import daly_interval_s
 from ftsim.trainer import Trainer

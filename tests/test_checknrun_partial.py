@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import cosimulate, run_models, trainer_config
+from ftsim.experiments.runner import simulate
 from ftsim.policies.checknrun import (
     DiffCheckpoint,
     RestoreChain,
     RestoreChainShards,
 )
 from ftsim.scenario.loader import ScenarioError
-from ftsim.sim.engine import simulate
 from ftsim.trainer import Trainer
 from tests.conftest import scenario
 from tests.test_checknrun import BITMAP_B, ROW_B, D, E, N, _touched, checknrun_side

@@ -12,8 +12,8 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ftsim.experiments.runner import build_simulation, simulate
 from ftsim.sim.cluster import ClusterNetwork, StateLayout, lone_transfer_s, transfer_time_s
-from ftsim.sim.engine import Simulation, simulate
 from tests.conftest import scenario
 
 NIC = 1.25e9
@@ -84,7 +84,7 @@ def test_checkfreq_persist_in_a_run_takes_what_the_share_leaves():
     for share in (0.0, 0.75):
         s = scenario("smoke", *fast, no_failures, f"cluster.background.ps_nic_share={share}")
         sim = simulate(s, 2, 0)  # checkfreq
-        spans = [p.end_s - p.start_s for p in sim.timeline if p.kind == "persist"]
+        spans = [p.end_s - p.start_s for p in sim.timeline if p.category == "persist"]
         assert len(spans) == sim.policy.n_checkpoints > 10
         persists[share] = spans
     # PS shards are the last to finish: 2.56e8 B at the NIC (or a quarter of it)
@@ -129,7 +129,7 @@ def test_lone_transfer_with_unequal_caps_matches_the_network():
 
 def test_every_replication_has_its_own_network():
     s = scenario("smoke")
-    a, b = Simulation(s, 0, 0), Simulation(s, 0, 1)
+    a, b = build_simulation(s, 0, 0), build_simulation(s, 0, 1)
     assert a.net.net is not b.net.net
     assert math.isfinite(a.run().wall_s)
 

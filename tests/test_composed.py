@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import PolicyModel, trainer_config
+from ftsim.experiments.runner import simulate
 from ftsim.policies import composed as composed_module
 from ftsim.policies.composed import Composed, PartEvent
 from ftsim.scenario.loader import ScenarioError
 from ftsim.sim.accounting import PART_CATEGORIES
-from ftsim.sim.engine import simulate
 from ftsim.trainer import Trainer
 from tests.conftest import SCENARIOS, scenario
 from tests.test_cosim import SMALL_TRAINER

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import PolicyModel, cosimulate, run_models, trainer_config
+from ftsim.experiments.runner import simulate
 from ftsim.policies.events import RestoreAll, RestoreShards
 from ftsim.scenario.loader import load_scenario
-from ftsim.sim.engine import simulate
 from ftsim.trainer import Trainer
 from tests.conftest import SCENARIOS
 

@@ -6,7 +6,7 @@ import weakref
 import pytest
 
 from ftsim.cosim import replay
-from ftsim.sim.engine import simulate
+from ftsim.experiments.runner import simulate
 from ftsim.trainer import Trainer
 from tests.conftest import scenario
 from tests.test_cosim import SMALL_TRAINER

@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import PolicyModel, trainer_config
-from ftsim.policies.cpr import (
+from ftsim.experiments.runner import build_simulation
+from ftsim.sim.popularity import (
     row_popularity,
     sampled_buffer,
     top_rows_share,
     zipf_harmonic,
     zipf_sum,
 )
-from ftsim.sim.engine import Simulation
 from ftsim.trainer import Trainer
 from ftsim.trainer.config import capped_cardinalities
 from tests.conftest import scenario
@@ -82,7 +82,7 @@ def test_per_table_exponents_load_and_run():
     exponents = "[" + ", ".join(["1.0"] * 13 + ["0.5"] * 13) + "]"
     s = scenario("prod50h", f"trainer.data.zipf_exponent={exponents}")
     assert row_popularity(s, 9.0) == ((1, 33_000_000, 1.0),) * 13 + ((1, 33_000_000, 0.5),) * 13
-    assert Simulation(s, MFU, 0).run().row()["saved_share_model"] > 0
+    assert build_simulation(s, MFU, 0).run().row()["saved_share_model"] > 0
 
 
 def test_popularity_comes_from_the_trainer_data_else_from_the_policy():
@@ -90,8 +90,8 @@ def test_popularity_comes_from_the_trainer_data_else_from_the_policy():
     steeper = scenario("prod50h", "trainer.data.zipf_exponent=1.2")
     assert row_popularity(steeper, 9.0) == ((26, 33_000_000, 1.2),)
     assert row_popularity(scenario("prod50h", "trainer=null"), 0.9) == ((26, 33_000_000, 0.9),)
-    mfu = Simulation(steeper, MFU, 0).policy
-    assert mfu.saved_share > Simulation(scenario("prod50h"), MFU, 0).policy.saved_share
+    mfu = build_simulation(steeper, MFU, 0).policy
+    assert mfu.saved_share > build_simulation(scenario("prod50h"), MFU, 0).policy.saved_share
 
 
 def test_per_table_exponents_pair_with_the_job_tables_in_order():
@@ -134,7 +134,7 @@ def _measured_share(s, index: int, rep: int) -> float:
     """Train ``STEPS`` steps from scratch with the policy's trainer side attached, let it
     choose the rows of a partial save, and return the share of the steps' lookups that
     those rows carry."""
-    sim = Simulation(s, index, rep)
+    sim = build_simulation(s, index, rep)
     model = PolicyModel(sim, trainer_config(s, rep), s.trainer.steps)
     trainer = Trainer(model.cfg)
     model.follow(trainer, own=True)
@@ -149,7 +149,7 @@ def test_mfu_share_of_the_time_model_is_what_the_trainer_saves():
     # selection bias at the threshold) and each shard rounds its k up (846 rows instead of
     # the model's 836): both add less than 0.005 here; the tolerance is 0.01.
     s = _trainer_scenario()
-    predicted = Simulation(s, MFU, 0).policy.saved_share
+    predicted = build_simulation(s, MFU, 0).policy.saved_share
     assert 0.6 < predicted < 0.85
     assert _measured_share(s, MFU, 0) == pytest.approx(predicted, abs=0.01)
 
@@ -162,7 +162,7 @@ def test_ssu_share_of_the_time_model_is_what_the_trainer_saves(extra, buffer_fil
     # Which rows of the tail get sampled is random: the share varies by about 0.01 from
     # seed to seed (sd), so the mean of two seeds is within 0.02 (about 3 sd / √2).
     s = _trainer_scenario(*extra)
-    policy = Simulation(s, SSU, 0).policy
+    policy = build_simulation(s, SSU, 0).policy
     p = policy.params
     groups = row_popularity(s, p.popularity_exponent)
     held = sampled_buffer(groups, p.sampling_rate, BATCH, policy.buffer_rows * 18, STEPS)
@@ -170,3 +170,26 @@ def test_ssu_share_of_the_time_model_is_what_the_trainer_saves(extra, buffer_fil
     assert (held.window < STEPS) == buffer_fills
     measured = np.mean([_measured_share(s, SSU, rep) for rep in range(2)])
     assert measured == pytest.approx(policy.saved_share, abs=0.02)
+
+
+def _ssu_sample(s, rep: int, cfg) -> np.ndarray:
+    """The ids SSU's trainer side samples from ``STEPS`` steps of a trainer built from
+    ``cfg`` (the same batches whatever ``s``): only the side's stream differs."""
+    model = PolicyModel(build_simulation(s, SSU, rep), cfg, s.trainer.steps)
+    trainer = Trainer(cfg)
+    model.follow(trainer, own=True)
+    trainer.train(STEPS)
+    return model.side.sampler.peek()
+
+
+def test_ssu_samples_follow_the_run_seed():
+    """SSU's sampler draws from the run's seed and the replication: the same seed samples
+    the same ids, another seed (same replication, same batches) others. Before, it was
+    seeded by the replication alone, and two seeds shared their samples."""
+    seven, eight = _trainer_scenario("run.seed=7"), _trainer_scenario("run.seed=8")
+    cfg = trainer_config(seven, 0)
+    first = _ssu_sample(seven, 0, cfg)
+    assert len(first) > 0
+    np.testing.assert_array_equal(_ssu_sample(seven, 0, cfg), first)
+    assert not np.array_equal(_ssu_sample(eight, 0, cfg), first)
+    assert not np.array_equal(_ssu_sample(seven, 1, cfg), first)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ftsim.policies.cpr import distinct_rows, row_popularity, sampled_buffer
-from ftsim.sim.engine import simulate
+from ftsim.experiments.runner import simulate
+from ftsim.sim.popularity import distinct_rows, row_popularity, sampled_buffer
 from tests.conftest import scenario
 
 CPR, MFU, SSU = 1, 2, 3  # policy indices in prod50h

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftsim.cosim.replay import cosimulate, run_models
+from ftsim.experiments.runner import simulate
 from ftsim.policies.ecrm import DecodeShards, Ecrm, EcrmParams, EcrmSide
 from ftsim.scenario.loader import ScenarioError
 from ftsim.sim.accounting import CATEGORIES
-from ftsim.sim.engine import simulate
 from ftsim.stripes import StripeLayout
 from ftsim.trainer import ShardedEmbeddings, ShardingConfig, SparseOptimizerConfig, Trainer
 from ftsim.trainer.parity import ParityCode
@@ -117,7 +117,7 @@ def test_a_second_failure_during_a_rebuild_keeps_the_shard_degraded():
         + rates.charged(rates.duration(), rates.rebuilding())  # second rebuild
     )
     assert row["degraded_h"] * 3600 == pytest.approx(expected, rel=1e-9)
-    [rebuild] = [p for p in sim.timeline if p.kind == "rebuild"]
+    [rebuild] = [p for p in sim.timeline if p.category == "rebuild"]
     assert rebuild.start_s == pytest.approx(10 * 3600 + 140)
     assert rebuild.end_s == pytest.approx(10 * 3600 + 140 + rates.duration())
     assert row["recovery_s"] == pytest.approx(60 + rates.duration())
@@ -137,7 +137,7 @@ def test_two_servers_at_once_exceed_r1_and_roll_back_to_the_checkpoint():
     # Rollback to the fall-back checkpoint taken after 24 h of compute: the compute done
     # between the end of that save and the failure (at the parity-slowed rate) is lost,
     # decodable rows included (a rollback moves the whole model back).
-    saved_at = next(p.end_s for p in sim.timeline if p.kind == "save")
+    saved_at = next(p.end_s for p in sim.timeline if p.category == "save")
     lost_s = (30 * 3600 - saved_at) / (1 + sim.policy.parity_slowdown)
     assert row["lost_h"] == pytest.approx(lost_s / 3600)
     assert row["load_h"] == pytest.approx(sim.layout.full_load_s() / 3600)

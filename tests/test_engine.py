@@ -6,11 +6,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ftsim.experiments.runner import simulate
+from ftsim.policies.catalog import policy_classes
 from ftsim.policies.cpr import CprMfu
-from ftsim.policies.registry import policy_classes
 from ftsim.sim.accounting import CATEGORIES
 from ftsim.sim.cluster import transfer_time_s
-from ftsim.sim.engine import Simulation, simulate
+from ftsim.sim.engine import Simulation
 from tests.conftest import scenario
 
 IDENTITY_TOL = 1e-9
@@ -193,10 +194,10 @@ def test_accounting_check_fails_when_a_phase_is_charged_half(name, monkeypatch):
     assert_accounting(_accounting_example(name))
     charge = Simulation._charge
 
-    def half_of_saves(self, category, start, detail, part=None):
+    def half_of_saves(self, category, start, detail, part=None, activity=None):
         if category == "save":
             start = (start + self.env.now) / 2
-        charge(self, category, start, detail, part)
+        charge(self, category, start, detail, part, activity)
 
     monkeypatch.setattr(Simulation, "_charge", half_of_saves)
     row = _accounting_example(name)
@@ -235,7 +236,7 @@ def test_failure_during_recovery_restarts_it():
     assert row["n_failures"] == 2
     assert row["reschedule_h"] == pytest.approx(15 / 60, rel=1e-9)
     assert row["load_h"] == pytest.approx(sim.policy.load_s / 3600, rel=1e-9)
-    kinds = [p.kind for p in sim.timeline]
+    kinds = [p.category for p in sim.timeline]
     assert kinds.count("reschedule") == 2 and kinds.count("load") == 1
 
 
@@ -335,7 +336,7 @@ def test_cost_grows_with_events_not_iterations():
     slow = simulate(scenario("prod50h", "job.iteration_time=1 s"), 0, 0)
     # The same number of SimPy events: a 1000x longer iteration changes nothing.
     assert next(fast.env._eid) == next(slow.env._eid)
-    assert [p.kind for p in fast.timeline] == [p.kind for p in slow.timeline]
+    assert [p.category for p in fast.timeline] == [p.category for p in slow.timeline]
     assert math.isclose(fast.wall_s, slow.wall_s)
 
 

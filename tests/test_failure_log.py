@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from ftsim.cli import main
+from ftsim.experiments.runner import simulate
 from ftsim.scenario.loader import ScenarioError, load_scenario, read_yaml
-from ftsim.sim.engine import simulate
 from ftsim.sim.failure_log import read_failure_log
 from ftsim.sim.failures import failure_sequence, job_mtbf_s, source_notes
 from ftsim.sim.rng import Purpose, stream
@@ -82,7 +82,7 @@ def test_the_log_is_replayed_in_time_order_from_its_first_failure(tmp_path):
 def test_the_engine_replaces_a_node_after_its_logged_repair_time(tmp_path):
     logged = simulate(log_scenario(tmp_path), 0, 0)
     assert [f.reschedule_s for f in logged.failures_seen] == [360.0, 1800.0, 2160.0, 1200.0]
-    first = [p for p in logged.timeline if p.kind == "reschedule"][0]
+    first = [p for p in logged.timeline if p.category == "reschedule"][0]
     assert (first.start_s, first.end_s) == (0.0, 360.0)
     drawn = simulate(log_scenario(tmp_path, reschedule="cluster"), 0, 0)
     reschedule = drawn.scenario.cluster.reschedule  # exponential, mean 2 min

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ftsim.policies.cpr import distinct_rows
+from ftsim.experiments.runner import simulate
 from ftsim.scenario.loader import ScenarioError, load_scenario, read_yaml, validate_scenario
-from ftsim.sim.engine import simulate
 from ftsim.sim.failure_log import LogError, read_failure_log
+from ftsim.sim.popularity import distinct_rows
 from tests.conftest import SCENARIOS, scenario
 
 NAMES = ["prod50h", "smoke", "composed", "checknrun", "swift_logging", "ecrm_vs_checkpoint"]

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from ftsim.experiments import runner
-from ftsim.sim.engine import simulate
+from ftsim.experiments.runner import simulate
 from ftsim.sim.presets import DAY_S
 from ftsim.validation import kokolis
 from tests.conftest import scenario

@@ -17,13 +17,13 @@ import pytest
 import yaml
 from pydantic import BaseModel, PlainSerializer
 
+from ftsim.experiments.runner import simulate
 from ftsim.policies.registry import policy_classes
 from ftsim.scenario import schema
 from ftsim.scenario.loader import ScenarioError, read_yaml, validate_scenario
 from ftsim.scenario.notices import NO_EFFECT, ScenarioWarning
 from ftsim.scenario.units import format_bandwidth, format_duration
 from ftsim.sim import failures
-from ftsim.sim.engine import simulate
 from ftsim.sim.failure_log import LogError, read_failure_log
 from tests.conftest import SCENARIOS
 

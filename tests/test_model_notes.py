@@ -15,7 +15,7 @@ import math
 
 import pytest
 
-from ftsim.sim.engine import simulate
+from ftsim.experiments.runner import simulate
 from tests.conftest import scenario
 
 FULL, CPR = 0, 1  # policy indices in prod50h

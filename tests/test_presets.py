@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from ftsim.experiments.runner import simulate
 from ftsim.sim import presets
-from ftsim.sim.engine import simulate
 from ftsim.sim.failures import failure_sequence, job_mtbf_s
 from ftsim.sim.rng import Purpose, stream
 from tests.conftest import scenario

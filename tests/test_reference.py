@@ -4,14 +4,14 @@ import re
 import sys
 import types
 import typing
-from typing import Annotated, Union
 
 import pytest
 from pydantic import Field, create_model
 
 import ftsim.scenario.loader
 from ftsim.cli import main
-from ftsim.policies.registry import REGISTRY
+from ftsim.policies.catalog import policy_classes
+from ftsim.scenario import registry
 from ftsim.scenario.reference import GENERATED_BY, scenario_reference
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.failures import FailureSourceConfig
@@ -38,10 +38,10 @@ def _section(text: str, heading: str) -> str:
 
 def test_every_section_kind_and_field_is_listed_with_units():
     text = scenario_reference()
-    for kind in REGISTRY:
+    for kind, params in registry.POLICY_PARAMS.items():
         assert f"`policies[]` with `kind: {kind}`" in text
         body = _section(text, f"`policies[]` with `kind: {kind}`")
-        for name in REGISTRY[kind].Params.model_fields:
+        for name in params.model_fields:
             assert f"| `{name}` |" in body, (kind, name)
     sources = typing.get_args(typing.get_args(FailureSourceConfig)[0])
     for source in sources:
@@ -70,28 +70,26 @@ def _files(text: str) -> dict[str, str]:
 @pytest.fixture
 def doc_policy(monkeypatch):
     """The doc's policy module imported as ``ftsim.policies.reinit_shards``, with the
-    scenario schema rebuilt to accept it (as its line in ``ftsim/policies/registry.py``
-    would); the registry and the schema are restored afterwards."""
+    scenario schema rebuilt to accept it (as its line in ``ftsim/policies/catalog.py`` would,
+    importing it before the schema is completed); the registry and the schema are restored
+    afterwards."""
     code = _files(ADDING.read_text())["ftsim/policies/reinit_shards.py"]
     module = types.ModuleType("ftsim.policies.reinit_shards")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    before = dict(REGISTRY)
-    try:
-        exec(compile(code, f"{ADDING} (ftsim/policies/reinit_shards.py)", "exec"), vars(module))
-        members = tuple(cls.Params for cls in REGISTRY.values())
-        policy = Annotated[Union[members], Field(discriminator="kind")]  # noqa: UP007
-        extended = create_model(
-            "Scenario", __base__=Scenario, policies=(list[policy], Field(min_length=1))
-        )
-        monkeypatch.setattr(ftsim.scenario.loader, "Scenario", extended)
-        yield module
-    finally:
-        REGISTRY.clear()
-        REGISTRY.update(before)
+    monkeypatch.setattr(registry, "POLICY_PARAMS", dict(registry.POLICY_PARAMS))
+    monkeypatch.setattr(registry, "_closed", False)
+    exec(compile(code, f"{ADDING} (ftsim/policies/reinit_shards.py)", "exec"), vars(module))
+    policy = registry.discriminated(registry.POLICY_PARAMS)
+    extended = create_model(
+        "Scenario", __base__=Scenario, policies=(list[policy], Field(min_length=1))
+    )
+    monkeypatch.setattr(ftsim.scenario.loader, "Scenario", extended)
+    yield module
 
 
 def test_the_worked_example_and_its_tests_run_as_written(doc_policy):
-    assert REGISTRY["reinit_shards"] is doc_policy.ReinitShardsPolicy
+    assert registry.POLICY_PARAMS["reinit_shards"].policy_class is doc_policy.ReinitShardsPolicy
+    assert "reinit_shards" not in policy_classes()  # the catalog's own kinds are untouched
     code = _files(ADDING.read_text())["tests/test_reinit_shards.py"]
     namespace: dict = {"__name__": "test_reinit_shards"}
     exec(compile(code, f"{ADDING} (tests/test_reinit_shards.py)", "exec"), namespace)
@@ -102,14 +100,14 @@ def test_the_worked_example_and_its_tests_run_as_written(doc_policy):
 
 
 def test_the_doc_names_the_real_hooks_helpers_and_events(smoke):
+    from ftsim.experiments.runner import build_simulation
     from ftsim.policies.base import Policy, TrainerSide
     from ftsim.policies.events import ModelEvent
-    from ftsim.sim.engine import Simulation
 
     text = ADDING.read_text()
     for hook in re.findall(r"^\| `(\w+)\(", text, flags=re.M):
         assert hasattr(Policy, hook) or hasattr(TrainerSide, hook), hook
-    sim = Simulation(smoke, 0, 0)
+    sim = build_simulation(smoke, 0, 0)
     for helper in re.findall(r"`sim\.(\w+)", text):
         assert hasattr(sim, helper), helper
     section = text.split("## 4.")[1].split("## 5.")[0]

@@ -3,9 +3,9 @@
 import pytest
 
 from ftsim.cosim.replay import cosimulate
+from ftsim.experiments.runner import simulate
 from ftsim.policies.events import Commit, RestoreShards, Snapshot
 from ftsim.scenario.loader import load_scenario
-from ftsim.sim.engine import simulate
 from tests.conftest import SCENARIOS
 from tests.test_cosim import SETUP
 
@@ -24,7 +24,7 @@ def test_checkfreq_stalls_for_the_snapshot_and_persists_behind(index):
     snapshot_s = checkfreq.policy.writer.snapshot_s
     # the largest node holds a 24.6 GB shard: 2.46 s at 10 GB/s, against 110.7 s to write
     assert snapshot_s == pytest.approx(checkfreq.layout.shard_bytes / 10e9)
-    persists = [p for p in checkfreq.timeline if p.kind == "persist"]
+    persists = [p for p in checkfreq.timeline if p.category == "persist"]
     assert len(persists) >= checkfreq.policy.n_checkpoints > 0
     full_saves = sum(p.detail == "snapshot" for p in checkfreq.timeline)
     assert full_saves == len(persists)
@@ -41,7 +41,7 @@ def test_a_failure_during_the_persist_restores_the_previous_checkpoint():
         return _prod50h(*CHECKFREQ, *SETUP[2:], failure)
 
     late = simulate(failing(49.9), CPR, 0)  # the same run up to 49.9 h
-    second = [p for p in late.timeline if p.kind == "persist"][1]
+    second = [p for p in late.timeline if p.category == "persist"][1]
     sim = simulate(failing((second.start_s + second.end_s) / 2 / 3600), CPR, 0)
     [restore] = [e for e in sim.model_events if isinstance(e, RestoreShards)]
     snapshots = [e.key for e in sim.model_events if isinstance(e, Snapshot)]
@@ -66,11 +66,11 @@ def test_which_failures_lose_a_cpr_persist(node, trainer_failure, kept):
     """CPR's 20-h checkpoint is being persisted when ``node`` fails."""
     policy = (f"policies.{CPR}.trainer_failure={trainer_failure}", *SETUP[2:])  # 10-h interval
     free = simulate(_prod50h(*CHECKFREQ, *policy, "failures=[]"), CPR, 0)
-    second = [p for p in free.timeline if p.kind == "persist"][1]
+    second = [p for p in free.timeline if p.category == "persist"][1]
     at_s = (second.start_s + second.end_s) / 2
     failure = f"failures=[{{kind: scheduled, times: [{at_s!r} s], nodes: [[{node}]]}}]"
     sim = simulate(_prod50h(*CHECKFREQ, *policy, failure), CPR, 0)
-    [persist] = [p for p in sim.timeline if p.kind == "persist" and p.start_s == second.start_s]
+    [persist] = [p for p in sim.timeline if p.category == "persist" and p.start_s == second.start_s]
     assert persist.end_s == (second.end_s if kept else at_s)  # committed, or cut short
     commits = [e for e in sim.model_events if isinstance(e, Commit)]
     assert sim.row()["n_checkpoints"] == len(commits)
@@ -85,11 +85,11 @@ def test_which_failures_lose_an_ecrm_persist(node, kept):
     in-memory snapshot, even when the code decodes its rows) cut it short."""
     ecrm = "policies.4.save_mode=checkfreq"
     free = simulate(_prod50h(ecrm, "failures=[]"), 4, 0)
-    first = [p for p in free.timeline if p.kind == "persist"][0]
+    first = [p for p in free.timeline if p.category == "persist"][0]
     at_s = (first.start_s + first.end_s) / 2
     failure = f"failures=[{{kind: scheduled, times: [{at_s!r} s], nodes: [[{node}]]}}]"
     sim = simulate(_prod50h(ecrm, failure), 4, 0)
-    [persist] = [p for p in sim.timeline if p.kind == "persist" and p.start_s == first.start_s]
+    [persist] = [p for p in sim.timeline if p.category == "persist" and p.start_s == first.start_s]
     assert persist.end_s == (first.end_s if kept else at_s)
     commits = [e for e in sim.model_events if isinstance(e, Commit)]
     assert sim.row()["n_checkpoints"] == len(commits)
@@ -141,7 +141,7 @@ def test_a_commit_is_recorded_at_the_progress_when_its_persist_ends():
     events = sim.model_events
     snapshots = {e.key: e.progress_s for e in events if isinstance(e, Snapshot)}
     commits = [e for e in events if isinstance(e, Commit)]
-    persists = [p for p in sim.timeline if p.kind == "persist"]
+    persists = [p for p in sim.timeline if p.category == "persist"]
     assert len(commits) == len(persists) == len(snapshots) > 0
     for commit, persist in zip(commits, persists, strict=True):
         duration = persist.end_s - persist.start_s

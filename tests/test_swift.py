@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import cosimulate, run_models, trainer_config
+from ftsim.experiments.runner import simulate
 from ftsim.policies.events import Checkpoint, RestoreAll
 from ftsim.policies.swift import ReplayShards, UndoStep
-from ftsim.sim.engine import simulate
 from ftsim.trainer import Trainer
 from ftsim.trainer.update_log import UpdateLog
 from tests.conftest import scenario

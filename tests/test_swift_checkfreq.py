@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import PolicyModel, run_models, trainer_config
+from ftsim.experiments.runner import simulate
 from ftsim.policies.events import Checkpoint, Commit, RestoreAll, Snapshot
 from ftsim.policies.swift import ReplayShards
-from ftsim.sim.engine import simulate
 from ftsim.trainer import Trainer
 from ftsim.trainer.update_log import UpdateLog
 from tests.conftest import scenario
@@ -34,7 +34,7 @@ def _persists(*extra):
     """Persist phases of the failure-free run: until a failure, every run with these
     overrides has the same timeline."""
     sim = simulate(scenario("prod50h", *extra, "failures=[]", NO_TRAINER), 1, 0)
-    return [p for p in sim.timeline if p.kind == "persist"]
+    return [p for p in sim.timeline if p.category == "persist"]
 
 
 def _failing(times_s, nodes):
@@ -63,7 +63,7 @@ def test_checkfreq_stalls_for_the_snapshot_while_the_persist_shares_storage_with
     assert n == sync.row()["n_checkpoints"] == 5
     assert sim.row()["save_h"] * H == pytest.approx(n * snapshot_s, rel=1e-9)
     assert sync.row()["save_h"] * H == pytest.approx(n * policy.save_s, rel=1e-9)
-    persists = [p.end_s - p.start_s for p in sim.timeline if p.kind == "persist"]
+    persists = [p.end_s - p.start_s for p in sim.timeline if p.category == "persist"]
     assert len(persists) == len(_events(sim, Commit)) == len(_events(sim, Snapshot)) == n
     # the persist gets what the log leaves of the storage's 4 GB/s
     assert persists == [pytest.approx(policy.save_s, rel=1e-6)] * n
@@ -79,7 +79,7 @@ def test_a_snapshot_waits_for_the_previous_persist():
     sim = simulate(scenario("prod50h", CHECKFREQ, SLOW, "policies.1.log_budget=0.2",
                             "failures=[]", NO_TRAINER), 1, 0)  # fmt: skip
     waits = [p for p in sim.timeline if p.detail == "wait for persist"]
-    persists = [p for p in sim.timeline if p.kind == "persist"]
+    persists = [p for p in sim.timeline if p.category == "persist"]
     assert len(waits) == 5
     for wait in waits:
         [persist] = [p for p in persists if p.start_s < wait.start_s < p.end_s]
@@ -129,7 +129,7 @@ def test_a_trainer_failure_during_a_shard_persist_does_not_lose_it():
     kept = [e.key for e in _events(runs["trainer3"], Commit)]
     lost = [e.key for e in _events(runs["emb_ps2"], Commit)]
     assert kept[:2] == [9 * H, 18 * H] and 18 * H not in lost
-    persists = [p for p in runs["trainer3"].timeline if p.kind == "persist"]
+    persists = [p for p in runs["trainer3"].timeline if p.category == "persist"]
     [persist] = [p for p in persists if p.start_s == second.start_s]
     assert persist.end_s == second.end_s  # the replica copy crosses none of its links
     assert runs["trainer3"].row()["n_checkpoints"] == len(kept)
@@ -364,4 +364,4 @@ def test_sync_mode_records_whole_checkpoints_only():
     """``save_mode: sync`` (the default) is SWIFT as before: no snapshot, no persist."""
     sim = simulate(scenario("prod50h", SYNC, "policies.1.log_budget=0.3", NO_TRAINER), 1, 0)
     assert not _events(sim, Snapshot) and not _events(sim, Commit) and _events(sim, Checkpoint)
-    assert not [p for p in sim.timeline if p.kind == "persist"]
+    assert not [p for p in sim.timeline if p.category == "persist"]

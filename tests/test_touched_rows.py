@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from ftsim.experiments.runner import simulate
 from ftsim.scenario.loader import ScenarioError
-from ftsim.sim.engine import simulate
 from tests.conftest import scenario
 
 ZIPF = ("policies.4.unique_lookup_fraction=zipf", "policies.5.unique_lookup_fraction=zipf")

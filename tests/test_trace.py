@@ -13,9 +13,9 @@ from collections import Counter, defaultdict
 import pytest
 
 from ftsim.cli import main
+from ftsim.experiments.runner import simulate
 from ftsim.experiments.trace import endpoints
 from ftsim.sim.cluster import StateLayout
-from ftsim.sim.engine import simulate
 from tests.conftest import SCENARIOS, scenario
 
 PHASES = {"X", "i", "s", "f", "M"}
@@ -200,9 +200,7 @@ def test_each_part_of_a_composed_policy_has_its_own_track(tmp_path):
             if e["ph"] == "X" and threads[e["tid"]] == f"part {part}"
         )
         charged = sorted(
-            (round(p.start_s * 1e6), p.kind, p.detail)
-            for p in sim.timeline
-            if p.detail.startswith(f"{part}: ")
+            (round(p.start_s * 1e6), p.category, p.text) for p in sim.timeline if p.part == part
         )
         assert charged and [(t, d) for t, _, d in spans] == [(t, d) for t, _, d in charged]
         assert {name for _, name, _ in spans} <= {"save", "load", "replay", "rebuild"}
@@ -296,3 +294,47 @@ def test_only_run_folders_are_traced(tmp_path, capsys):
     (tmp_path / "manifest.json").write_text('{"command": "sweep"}')
     assert main(["trace", str(tmp_path)]) == 2
     assert "a sweep folder; trace needs a run folder" in capsys.readouterr().err
+
+
+def test_phases_carry_part_activity_and_nodes_as_fields():
+    """A phase's facts are fields, and the timeline's text is written from them: a part's
+    phases say their part (the text keeps its "<part>: " prefix), SWIFT's log replays are
+    the activity ``replay`` of a ``load``, and a rebuild in an ECRM part occupies the job's
+    nodes of the part's shards (by rows, every shard: a part's shard i is the job's)."""
+    sim = simulate(scenario("composed", "trainer.enabled=false"), 3, 0)
+    parts = {p.part for p in sim.timeline}
+    assert parts == {None, "logged", "mfu"}
+    for p in sim.timeline:
+        assert p.text == (f"{p.part}: {p.detail}" if p.part else p.detail)
+        assert p.activity == ("replay" if p.detail.startswith("replay") else p.category)
+    assert any(p.activity == "replay" and p.category == "load" for p in sim.timeline)
+    rows = {(r["kind"], r["detail"]) for r in sim.timeline_rows()}
+    assert ("load", "logged: replay logs") in rows
+
+    ecrm = simulate(scenario("composed", "trainer.enabled=false"), 2, 0)
+    trainers = ecrm.scenario.cluster.trainers
+    rebuilds = [p for p in ecrm.timeline if p.category == "rebuild"]
+    assert rebuilds
+    for p in rebuilds:
+        assert p.part == "parity"
+        assert p.nodes == tuple(trainers + int(w.removeprefix("emb_ps")) for w in p.detail.split())
+
+
+def test_the_trace_reads_the_fields_not_the_text():
+    """A phase whose text only looks like a replay, or like another part's, is traced by its
+    fields: rewriting every detail leaves the trace's span names and part tracks as they
+    were (an injected parser of the text would rename or move them)."""
+    from ftsim.experiments.trace import _PolicyTrace
+
+    def spans(sim):
+        trace = _PolicyTrace(sim)
+        return sorted(
+            (name, span.name, span.start_us)
+            for name, track in trace.job.tracks.items()
+            for span in track.spans
+        )
+
+    sim = simulate(scenario("composed", "trainer.enabled=false"), 3, 0, record_flows=True)
+    before = spans(sim)
+    sim.timeline = [p._replace(detail=f"replay mfu: {p.detail}") for p in sim.timeline]
+    assert spans(sim) == before

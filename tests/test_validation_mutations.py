@@ -54,9 +54,9 @@ def _rescheduling_not_charged(monkeypatch):
     """Time waiting for replacements passes but is charged to no category."""
     original = ftsim.sim.engine.Simulation._charge
 
-    def charge(self, category, start, detail, part=None):
+    def charge(self, category, start, detail, part=None, activity=None):
         if category != "reschedule":
-            original(self, category, start, detail, part)
+            original(self, category, start, detail, part, activity)
 
     monkeypatch.setattr(ftsim.sim.engine.Simulation, "_charge", charge)
 

@@ -17,12 +17,33 @@ from contextlib import nullcontext
 from ftsim.experiments.pool import process_pool
 from ftsim.experiments.tdist import mean_ci
 from ftsim.notices import short_duration
+from ftsim.policies import catalog  # noqa: F401 (every policy kind, before a scenario loads)
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES, OTHER_NOTE
-from ftsim.sim.engine import simulate
+from ftsim.sim.engine import Simulation
 
 ACCURACY = ("logloss_delta", "auc_delta", "pls_measured")
 """Columns measured on the trained model: their intervals are over the trained replications."""
+
+
+def build_simulation(
+    scenario: Scenario, policy_index: int, rep: int, record_flows: bool = False
+) -> Simulation:
+    """Replication ``rep`` of policy ``policy_index``, built and not yet run: the engine gets
+    the policy's runtime from its ``Params`` (``record_flows``: see :class:`Simulation`)."""
+    params = scenario.policies[policy_index]
+
+    def make_policy(layout):
+        return params.policy_class(params, scenario, layout)
+
+    return Simulation(scenario, rep, make_policy, record_flows)
+
+
+def simulate(
+    scenario: Scenario, policy_index: int, rep: int, record_flows: bool = False
+) -> Simulation:
+    """Run one replication of one policy and return the finished simulation."""
+    return build_simulation(scenario, policy_index, rep, record_flows).run()
 
 
 def simulate_replication(scenario: Scenario, policy_indices: list[int], rep: int) -> list:

@@ -39,11 +39,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftsim.experiments.runner import simulate
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES
-from ftsim.sim.engine import Simulation, simulate
+from ftsim.sim.engine import Simulation
 from ftsim.sim.network import FlowRecord
-from ftsim.sim.nodes import node_name, parse_node
+from ftsim.sim.nodes import node_name
 
 US_PER_S = 1e6
 JOB_KINDS = frozenset(CATEGORIES) | {"compute", "redo", "degraded"}
@@ -57,14 +58,6 @@ _REBUILD_CAP = re.compile(r"^rebuild\.cap\.(emb_ps\d+)@")
 
 class TraceError(Exception):
     """A run folder that cannot be traced (printed as is; exit status 2)."""
-
-
-def activity(kind: str, detail: str) -> str:
-    """The span name of a phase or transfer: its kind, except log replays (a ``load`` whose
-    detail starts with "replay") which are ``replay``."""
-    if kind == "load" and detail.startswith("replay"):
-        return "replay"
-    return kind
 
 
 def _us(seconds: float) -> int:
@@ -193,8 +186,17 @@ def _flows(sim: Simulation) -> list[tuple[FlowRecord, bool]]:
     for flow in active:
         links = tuple(link.name for link in flow.route)
         end_s = sim.wall_s
+        activity = flow.transfer.activity if flow.transfer is not None else flow.category
         record = FlowRecord(
-            flow.start_s, end_s, flow.size_B, flow.moved_B, links, flow.label, flow.category, False
+            flow.start_s,
+            end_s,
+            flow.size_B,
+            flow.moved_B,
+            links,
+            flow.label,
+            flow.category,
+            False,
+            activity,
         )
         out.append((record, True))
     return out
@@ -234,33 +236,23 @@ class _PolicyTrace:
 
     def _phases(self) -> None:
         nodes = [node_name(self.trainers, i) for i in range(self.trainers + self.emb_ps)]
-        prefixes = [(f"{part}: ", part) for part in self.sim.policy.part_names]
         for phase in self.sim.timeline:
-            name = activity(phase.kind, phase.detail)
-            args = {"detail": phase.detail} if phase.detail else {}
-            for prefix, part in prefixes:  # a composed policy's part did it: its own track
-                if phase.detail.startswith(prefix):
-                    part_name = activity(phase.kind, phase.detail.removeprefix(prefix))
-                    track = self.job.track(f"part {part}")
-                    track.span(phase.start_s, phase.end_s, part_name, phase.kind, args)
-            if phase.kind in JOB_KINDS:
-                self.job.track("phases").span(phase.start_s, phase.end_s, name, phase.kind, args)
+            name, kind = phase.activity, phase.category
+            args = {"detail": phase.text} if phase.text else {}
+            if phase.part is not None:  # a composed policy's part did it: its own track
+                track = self.job.track(f"part {phase.part}")
+                track.span(phase.start_s, phase.end_s, name, kind, args)
+            if kind in JOB_KINDS:
+                self.job.track("phases").span(phase.start_s, phase.end_s, name, kind, args)
             else:
                 track = self.job.track("background")
-                track.span(phase.start_s, phase.end_s, name, phase.kind, args)
-                for word in phase.detail.split():  # e.g. the shards a rebuild restores
-                    if _NODE.match(word) and self._exists(word):
-                        self._node(word).span(phase.start_s, phase.end_s, name, phase.kind, args)
-            if phase.kind in COMPUTE_KINDS:
+                track.span(phase.start_s, phase.end_s, name, kind, args)
+                for node in phase.nodes:  # e.g. the replacements a rebuild restores
+                    track = self._node(node_name(self.trainers, node))
+                    track.span(phase.start_s, phase.end_s, name, kind, args)
+            if kind in COMPUTE_KINDS:
                 for node in nodes:
-                    self._node(node).span(phase.start_s, phase.end_s, name, phase.kind, {})
-
-    def _exists(self, name: str) -> bool:
-        try:
-            parse_node(self.trainers, self.emb_ps, name)
-        except ValueError:
-            return False
-        return True
+                    self._node(node).span(phase.start_s, phase.end_s, name, kind, {})
 
     def _failures(self) -> None:
         for failure in self.sim.failures_seen:
@@ -285,7 +277,7 @@ class _PolicyTrace:
         def add(track: _Track, key: tuple, record: FlowRecord, in_progress: bool) -> _Span:
             found = groups.get((track.name, key))
             if found is None:
-                name = activity(record.category, record.label)
+                name = record.activity
                 args = {"label": record.label, "category": record.category}
                 span = track.span(record.start_s, record.end_s, name, record.category, args)
                 found = groups[track.name, key] = _Transfer(span)
@@ -307,8 +299,8 @@ class _PolicyTrace:
             for link in record.links:
                 spans.setdefault(link, add(self._link(link), key, record, in_progress))
             if src and dst:
-                name = activity(record.category, record.label)
-                self.arrows.append((record.start_s, spans[src], record.end_s, spans[dst], name))
+                arrow = (record.start_s, spans[src], record.end_s, spans[dst], record.activity)
+                self.arrows.append(arrow)
         for transfer in groups.values():
             args = transfer.span.args
             args["bytes"] = transfer.bytes

@@ -80,6 +80,7 @@ class RunData:
         ``trainer.sharding.n_shards`` is dropped: it is derived from ``cluster.emb_ps``, which
         the point may change (and folders written before it was resolved hold a wrong one).
         """
+        from ftsim.policies import catalog  # noqa: F401 (the kinds the scenario may name)
         from ftsim.scenario import overrides as rules
         from ftsim.scenario.loader import read_yaml, validate_scenario
 

@@ -24,32 +24,36 @@ update log, a row sampler) belong to the policy's :class:`TrainerSide`, which th
 co-simulation creates once per replication and attaches to whichever trainer carries the
 policy's state.
 
-Time is charged only through ``sim.phase(category, seconds)``, ``sim.transfer(category,
-flows)`` (bytes moved as flows on the cluster's network, ``sim.net``) and
-``sim.wait(category, event)`` (training time is charged by the simulator itself), so the
+``sim`` is a :class:`ftsim.sim.context.PolicyContext`: the simulation, or a composed part's
+view of it; a policy calls nothing else of it. Time is charged only through
+``sim.phase(category, seconds)``, ``sim.transfer(category, flows)`` (bytes moved as flows on
+the cluster's network, ``sim.net``) and ``sim.wait(category, event)`` (training time is
+charged by the simulator itself), so the
 accounting identity
 ``wall = ideal + save + load + lost + reschedule + degraded + other`` holds by
 construction. Adding a policy is one new module defining its classes, the runtime class
-decorated with :func:`~ftsim.policies.registry.register`, plus its line in
-:mod:`ftsim.policies.registry`.
+decorated with :func:`register` (which gives the scenario schema its ``Params``), plus its
+line in :mod:`ftsim.policies.registry` (name and colour) and in :mod:`ftsim.policies.catalog`
+(which imports it).
 """
 
 from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Generator
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ftsim.notices import Notice, warn_renamed
+from ftsim.scenario.registry import register_policy_params
 
 if TYPE_CHECKING:
     from ftsim.scenario.schema import Scenario
     from ftsim.sim.cluster import StateLayout
-    from ftsim.sim.engine import Simulation
+    from ftsim.sim.context import PolicyContext
     from ftsim.sim.failures import Failure
 
 Phases = Generator
@@ -91,6 +95,9 @@ class PolicyParams(BaseModel):
                 warn_renamed(f"{cls.model_fields['kind'].annotation.__args__[0]}.{old}", new)
         return data
 
+    policy_class: ClassVar[type[Policy] | None] = None
+    """The runtime class of this kind (set by :func:`register`)."""
+
     @property
     def label(self) -> str:
         return self.name or self.kind
@@ -130,8 +137,20 @@ class TrainerSide:
     """Train on a trainer of its own from step 0 (when a mechanism must see every step
     of the policy's own trajectory, e.g. an update log)."""
 
-    def __init__(self, params: PolicyParams, model) -> None:
+    def __init__(
+        self,
+        params: PolicyParams,
+        model,
+        inputs: Mapping[str, Any] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
         self.params = params
+        self.inputs: Mapping[str, Any] = inputs or {}
+        """What the time model tells the side (the policy's :meth:`Policy.side_inputs`)."""
+        self.rng = rng
+        """The side's random stream, from the run's seed and the replication
+        (:attr:`ftsim.sim.rng.Purpose.POLICY`): the trainer-side mechanisms' only source of
+        randomness (e.g. SSU's sampling)."""
         try:
             self._model = weakref.ref(model)
         except TypeError:  # None or a stand-in without weak references (unit tests)
@@ -183,23 +202,21 @@ class Policy:
         params: PolicyParams,
         scenario: Scenario,
         layout: StateLayout,
-        rng: np.random.Generator,
     ):
         self.params = params
         self.scenario = scenario
         self.layout = layout
-        self.rng = rng
         self.n_checkpoints = 0
         """Checkpoints committed so far (a result column)."""
 
-    def start(self, sim: Simulation) -> None:
+    def start(self, sim: PolicyContext) -> None:
         """Called once when the job starts."""
 
     def next_action_at(self) -> float:
         """Progress (compute seconds) at which :meth:`act` is due; ``inf`` for never."""
         return math.inf
 
-    def act(self, sim: Simulation) -> Phases:
+    def act(self, sim: PolicyContext) -> Phases:
         """Phases run when progress reaches :meth:`next_action_at`."""
         yield from ()
 
@@ -211,10 +228,10 @@ class Policy:
         """:meth:`slowdown` split over :attr:`part_names` (only asked when there are parts)."""
         return {}
 
-    def on_failure(self, sim: Simulation, failure: Failure) -> None:
+    def on_failure(self, sim: PolicyContext, failure: Failure) -> None:
         """Immediate effects of a failure, at the failure instant."""
 
-    def recover(self, sim: Simulation, failures: list[Failure]) -> Phases:
+    def recover(self, sim: PolicyContext, failures: list[Failure]) -> Phases:
         """Phases that bring the job back after ``failures``."""
         yield from ()
 
@@ -226,3 +243,18 @@ class Policy:
         """Decisions the policy took for the user when it planned (at construction), to be
         said once per run or sweep point (:func:`ftsim.notices.policy_notices`)."""
         return []
+
+    def side_inputs(self) -> dict[str, Any]:
+        """What the policy's :class:`TrainerSide` needs from the time model (e.g. SSU's
+        buffer size), handed to it when the co-simulation builds it."""
+        return {}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: make a policy runtime the one of its ``Params.kind``, and its
+    ``Params`` a section the scenario schema accepts (:mod:`ftsim.scenario.registry`)."""
+    if cls.Params.__dict__.get("policy_class") is not None:
+        raise ValueError(f"{cls.Params.__name__} registered twice")
+    cls.Params.policy_class = cls
+    register_policy_params(cls.Params)
+    return cls

@@ -33,11 +33,11 @@ dequantizing cost ``codec_bandwidth`` per PS (fp32 bytes processed), charged to 
 quantization error, measured by the co-simulation (``logloss_delta``).
 
 Time model. Row popularity is the Zipf law of ``cpr`` (the trainer data's exponent, or
-``popularity_exponent``; :func:`ftsim.policies.cpr.row_popularity`). A checkpoint at
+``popularity_exponent``; :func:`ftsim.sim.popularity.row_popularity`). A checkpoint at
 progress p whose reference (``one_shot``: the baseline, ``consecutive``: the previous
 checkpoint) was at progress r writes, per embedding PS, the expected number of distinct
 rows among B·(p − r)/t lookups of every table (B samples per iteration, t the iteration
-time; :func:`ftsim.policies.cpr.distinct_rows`) divided by E, each of
+time; :func:`ftsim.sim.popularity.distinct_rows`) divided by E, each of
 
     row bytes = values × n/(8 · bytes_per_value) [quantized] + 8 B [adaptive] + optimizer
 
@@ -85,21 +85,25 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide
-from ftsim.policies.cpr import distinct_rows, popularity_problems, row_popularity
+from ftsim.policies.base import Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
 from ftsim.policies.full import Interval, resolve_interval_s
-from ftsim.policies.registry import register
+from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import BytesPerSecond
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 from ftsim.sim.nodes import failed_shards
-from ftsim.trainer.config import MAX_ZIPF_EXPONENT
+from ftsim.sim.popularity import (
+    PopularityParams,
+    distinct_rows,
+    popularity_problems,
+    row_popularity,
+)
 
 RANGE_BYTES = 8
 """Bytes of a quantization range: offset and scale, 2 × fp32."""
 
 
-class CheckNRunParams(PolicyParams):
+class CheckNRunParams(PolicyParams, PopularityParams):
     """Parameters of ``checknrun``."""
 
     kind: Literal["checknrun"]
@@ -127,12 +131,6 @@ class CheckNRunParams(PolicyParams):
     codec_bandwidth: BytesPerSecond = Field(
         "4 GB/s",
         description="per-PS rate of (de)quantizing, fp32 bytes; assumption: a vectorised pass",
-    )
-    popularity_exponent: float = Field(
-        1.05,
-        ge=0,
-        le=MAX_ZIPF_EXPONENT,
-        description="Zipf exponent of row popularity if the trainer has no synthetic data",
     )
     recovery: Literal["full", "partial"] = Field(
         "full",
@@ -326,8 +324,8 @@ class CheckNRunSide(TrainerSide):
     the differential checkpoints the variant keeps, each a copy of its rows (quantized and
     dequantized at restore when ``quantize_bits`` is set) with the dense state in fp32."""
 
-    def __init__(self, params, model) -> None:
-        super().__init__(params, model)
+    def __init__(self, params, model, inputs=None, rng=None) -> None:
+        super().__init__(params, model, inputs, rng)
         self.since_checkpoint: np.ndarray | None = None
         """Per row: changed since the last checkpoint."""
         self.since_baseline: np.ndarray | None = None
@@ -496,8 +494,8 @@ class CheckNRun(Policy):
     Params = CheckNRunParams
     TrainerSide = CheckNRunSide
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         job = scenario.job
         self.n_shards = scenario.cluster.emb_ps
         self.partial = params.recovery == "partial"
@@ -783,3 +781,10 @@ class CheckNRun(Policy):
             "pls_model": self.lost_update_s / (self.scenario.job.work_s * self.n_shards),
             "pls_predicted": self.predicted_pls(self.interval_s) if self.partial else 0.0,
         }
+
+
+register_no_effect(
+    CheckNRunParams,
+    "quantization",
+    lambda p, s: "quantize_bits is null (no quantization)" if p.quantize_bits is None else None,
+)

@@ -8,7 +8,7 @@ differential checkpoints with partial recovery on some shards and CPR on the oth
 
 - ``{hottest: ρ}``: in every shard, the share ρ of its rows most looked up. Under the
   scenario's row popularity (a Zipf law per table, as for CPR-MFU) they carry the share
-  c = :func:`~ftsim.policies.cpr.top_rows_share` of all lookups;
+  c = :func:`~ftsim.sim.popularity.top_rows_share` of all lookups;
 - ``{shards: [...]}``: whole embedding shards (m of the E), carrying m/E of the lookups;
 - ``rest``: what no other part claims (exactly one part).
 
@@ -53,31 +53,27 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass, replace
-from importlib import import_module
-from types import SimpleNamespace
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide
-from ftsim.policies.cpr import row_popularity, top_rows_share
+# the policies a part may use, registered before composed (in the catalog's order)
+# isort: off
+from ftsim.policies import full, cpr, ecrm, swift, checknrun  # noqa: F401
+
+# isort: on
+from ftsim.policies.base import Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
-from ftsim.policies.registry import POLICIES, REGISTRY, register
 from ftsim.policies.touched import TouchedRowsParams
+from ftsim.scenario.registry import POLICY_PARAMS, discriminated
 from ftsim.sim.cluster import StateLayout
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
-from ftsim.trainer.config import MAX_ZIPF_EXPONENT
+from ftsim.sim.popularity import PopularityParams, row_popularity, top_rows_share
 
-for _info in POLICIES:  # the policies a part may use: every other registered kind
-    if _info.module != __name__:
-        import_module(_info.module)
-
-PartPolicy = Annotated[
-    Union[tuple(cls.Params for cls in REGISTRY.values())],  # noqa: UP007
-    Field(discriminator="kind"),
-]
-"""Any registered policy's parameters except ``composed`` (compositions do not nest)."""
+PartPolicy = discriminated(POLICY_PARAMS)
+"""Any registered policy's parameters except ``composed`` (compositions do not nest): the
+kinds registered before this module (it imports every other policy module first)."""
 
 
 # -- parameters ----------------------------------------------------------------------------
@@ -131,18 +127,18 @@ class Part(BaseModel):
         return self.name or self.policy.label
 
 
-class ComposedParams(PolicyParams):
+class ComposedParams(PolicyParams, PopularityParams):
     """Parameters of ``composed``."""
 
     kind: Literal["composed"]
     nested_policies: ClassVar[str | None] = "parts.*.policy"
     parts: list[Part] = Field(min_length=2, description="the parts and their policies")
-    popularity_exponent: float = Field(
-        1.05,
-        gt=0,
-        le=MAX_ZIPF_EXPONENT,
-        description="Zipf exponent of row popularity if the trainer has no synthetic data",
-    )
+
+    def popularity_unused(self, scenario) -> str | None:
+        if not self.by_rows:
+            why = "the parts split the state by shards, not by row popularity (hottest)"
+            return super().popularity_unused(scenario) or why
+        return super().popularity_unused(scenario)
 
     @property
     def by_rows(self) -> bool:
@@ -345,9 +341,6 @@ class PartNetwork:
         self._scope = scope
         self._layout = layout
 
-    def __getattr__(self, name):
-        return getattr(self._net, name)
-
     def ps_node(self, shard: int) -> int:
         return self._net.ps_node(self._scope.shards[shard])
 
@@ -381,25 +374,77 @@ class PartNetwork:
     def full_load(self) -> tuple:
         return (*self.shard_reads(range(len(self._scope.shards))), *self.dense_reads())
 
+    # the job's own: routes between nodes (already the job's numbers, from ps_node or a
+    # trainer's), the storage's streams, links, and starting and stopping flows
+
+    def from_storage(self, node: int) -> tuple:
+        return self._net.from_storage(node)
+
+    def from_node_side(self, node: int) -> tuple:
+        return self._net.from_node_side(node)
+
+    def replica_copy(self, trainer: int) -> list:
+        return self._net.replica_copy(trainer)
+
+    def stream_to_storage(self, rate_Bps: float) -> None:
+        self._net.stream_to_storage(rate_Bps)
+
+    def link(self, name: str, capacity_Bps: float):
+        return self._net.link(name, capacity_Bps)
+
+    def start(self, flows: list, category: str, label: str = "", activity=None):
+        return self._net.start(flows, category, label, activity)
+
+    def cancel(self, transfer) -> None:
+        self._net.cancel(transfer)
+
 
 class PartSimulation:
     """The simulation as one part's policy sees it: its phases are charged to the part, its
     model events wrapped in :class:`PartEvent` with the job's shard numbers, its transfers
-    made on a :class:`PartNetwork`."""
+    made on a :class:`PartNetwork` (an explicit :class:`~ftsim.sim.context.PolicyContext`:
+    what it does not change, it passes to the job's simulation member by member)."""
 
     def __init__(self, sim, scope: PartScope, layout: StateLayout):
         self._sim = sim
         self._scope = scope
         self.net = PartNetwork(sim.net, scope, layout)
 
-    def __getattr__(self, name):
-        return getattr(self._sim, name)
+    @property
+    def now(self) -> float:
+        return self._sim.now
 
-    def phase(self, category, duration_s, detail=""):
-        return self._sim.phase(category, duration_s, detail, part=self._scope.name)
+    @property
+    def progress_s(self) -> float:
+        return self._sim.progress_s
 
-    def transfer(self, category, flows, detail="", at_least_s=0.0):
-        return self._sim.transfer(category, flows, detail, at_least_s, part=self._scope.name)
+    def progress_now_s(self) -> float:
+        return self._sim.progress_now_s()
+
+    def await_replacements(self, failures):
+        return self._sim.await_replacements(failures)
+
+    def background(self, activity):
+        return self._sim.background(activity)
+
+    def event(self):
+        return self._sim.event()
+
+    def timeout(self, delay_s: float):
+        return self._sim.timeout(delay_s)
+
+    def is_active(self, process) -> bool:
+        return self._sim.is_active(process)
+
+    def replan(self) -> None:
+        self._sim.replan()
+
+    def phase(self, category, duration_s, detail="", activity=None):
+        return self._sim.phase(category, duration_s, detail, self._scope.name, activity)
+
+    def transfer(self, category, flows, detail="", at_least_s=0.0, activity=None):
+        part = self._scope.name
+        return self._sim.transfer(category, flows, detail, at_least_s, part, activity)
 
     def wait(self, category, event, detail=""):
         return self._sim.wait(category, event, detail, part=self._scope.name)
@@ -407,8 +452,8 @@ class PartSimulation:
     def rollback_to(self, progress_s: float) -> None:
         self._sim.rollback_to(progress_s, part=self._scope.name)
 
-    def record(self, start_s, end_s, kind, detail=""):
-        self._sim.record(start_s, end_s, kind, f"{self._scope.name}: {detail}")
+    def record(self, start_s, end_s, category, detail="", nodes=()):
+        self._sim.record(start_s, end_s, category, detail, self._scope.name, nodes)
 
     def model_event(self, event_type, **fields) -> None:
         if "shards" in fields:
@@ -427,14 +472,13 @@ class Composed(Policy):
 
     Params = ComposedParams
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         self.scopes, scaled, self.layouts = _shared(scenario, params)
         self.part_names = tuple(s.name for s in self.scopes)
-        streams = rng.spawn(len(self.scopes))  # one stream per part, from the policy's
         self.parts: list[Policy] = [
-            REGISTRY[alone.policies[0].kind](alone.policies[0], alone, part_layout, part_rng)
-            for alone, part_layout, part_rng in zip(scaled, self.layouts, streams, strict=True)
+            alone.policies[0].policy_class(alone.policies[0], alone, part_layout)
+            for alone, part_layout in zip(scaled, self.layouts, strict=True)
         ]
         self._views: list[PartSimulation] | None = None
         self._trainers = scenario.cluster.trainers
@@ -468,6 +512,15 @@ class Composed(Policy):
 
     def slowdown_by_part(self) -> dict[str, dict[str, float]]:
         return {s.name: part.slowdown() for s, part in zip(self.scopes, self.parts, strict=True)}
+
+    def side_inputs(self):
+        """Per part: its scope, its policy's trainer side and that side's inputs."""
+        return {
+            "parts": [
+                (scope, type(part).TrainerSide, part.side_inputs())
+                for scope, part in zip(self.scopes, self.parts, strict=True)
+            ]
+        }
 
     def _local(self, failure, scope: PartScope):
         """``failure`` as part ``scope`` sees it (its own node numbers), or None."""
@@ -560,10 +613,9 @@ class PartModel:
     and CheckFreq snapshots; the job's checkpoints; lost lookups counted only on its rows and
     added to the job's."""
 
-    def __init__(self, parent, scope: PartScope, policy: Policy, params: PolicyParams):
+    def __init__(self, parent, scope: PartScope, side: type[TrainerSide], params, inputs, rng):
         self._parent = weakref.ref(parent)
         self.scope = scope
-        self.sim = SimpleNamespace(policy=policy, rep=parent.sim.rep)
         self.cfg, self.steps, self.work_s = parent.cfg, parent.steps, parent.work_s
         mine = [
             e.inner
@@ -576,7 +628,7 @@ class PartModel:
         self.pending_saves: dict = {}
         self._lost = 0
         self._hot: tuple[int, np.ndarray] | None = None
-        self.side = type(policy).TrainerSide(params, self)
+        self.side = side(params, self, inputs, rng)
 
     @property
     def checkpoints(self) -> dict:
@@ -626,13 +678,14 @@ class PartModel:
 class ComposedSide(TrainerSide):
     """Every part's trainer side, each on its own :class:`PartModel`."""
 
-    def __init__(self, params: ComposedParams, model) -> None:
-        super().__init__(params, model)
-        policy: Composed = model.sim.policy
+    def __init__(self, params: ComposedParams, model, inputs=None, rng=None) -> None:
+        super().__init__(params, model, inputs, rng)
+        parts = self.inputs["parts"]
+        streams = rng.spawn(len(parts)) if rng is not None else [None] * len(parts)
         self.parts = [
-            PartModel(model, scope, part, part_params.policy)
-            for scope, part, part_params in zip(
-                policy.scopes, policy.parts, params.parts, strict=True
+            PartModel(model, scope, side, part_params.policy, part_inputs, part_rng)
+            for (scope, side, part_inputs), part_params, part_rng in zip(
+                parts, params.parts, streams, strict=True
             )
         ]
         self.own_from_start = any(sub.side.own_from_start for sub in self.parts)

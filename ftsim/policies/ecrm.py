@@ -56,9 +56,8 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ftsim.policies.base import Policy, TrainerSide
+from ftsim.policies.base import Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll
-from ftsim.policies.registry import register
 from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
@@ -164,8 +163,8 @@ class EcrmSide(TrainerSide):
     """ECRM on the trainer: a real parity code of the rows and their optimizer state, kept
     current from every step's updates on the policy's own trainer."""
 
-    def __init__(self, params, model) -> None:
-        super().__init__(params, model)
+    def __init__(self, params, model, inputs=None, rng=None) -> None:
+        super().__init__(params, model, inputs, rng)
         self.parity = None
         self.decode_error = 0.0
         """Largest relative error of decoded rows and state against the lost ones."""
@@ -242,8 +241,8 @@ class Ecrm(Policy):
     Params = EcrmParams
     TrainerSide = EcrmSide
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         job, cluster = scenario.job, scenario.cluster
         self.n_shards = cluster.emb_ps
         self.stripes = params.stripes(self.n_shards)
@@ -382,7 +381,7 @@ class Ecrm(Policy):
         self.lost_update_s += sum(undecodable.values()) * (sim.progress_s - self.committed_s)
         self._reload += [(x, share * self.layout.shard_bytes) for x, share in undecodable.items()]
         rebuild = {x: 1.0 - share for x, share in undecodable.items()}
-        self._reloaded = sim.env.event()  # recover() fires it once the rows are back
+        self._reloaded = sim.event()  # recover() fires it once the rows are back
         self._take_over(sim, failure, rebuild, self._reloaded)
 
     def _take_over(self, sim, failure, shares: dict[int, float], after) -> None:
@@ -402,7 +401,7 @@ class Ecrm(Policy):
                 self._owner.pop(shard, None)
         mine = {shard: share for shard, share in shares.items() if share > 0}
         if mine:
-            sim.env.process(self._rebuild(sim, failure, generation, mine, after))
+            sim.background(self._rebuild(sim, failure, generation, mine, after))
         self._update(sim)
 
     def _owned(self, generation: int, shards) -> set[int]:
@@ -414,8 +413,8 @@ class Ecrm(Policy):
         rebuild the decodable rows range by range; ends the degraded state only of the
         shards it still owns (a later failure may have taken some, or all, over)."""
         ready = failure.time_s + failure.reschedule_s
-        if ready > sim.env.now:
-            yield sim.env.timeout(ready - sim.env.now)
+        if ready > sim.now:
+            yield sim.timeout(ready - sim.now)
         if after is not None and not after.processed:
             yield after
         mine = self._owned(generation, shares)
@@ -425,15 +424,17 @@ class Ecrm(Policy):
         self._pause_frac.update(dict.fromkeys(mine, self.pause_s / planned))
         self.rebuilding |= mine
         self._update(sim)
-        start = sim.env.now
+        start = sim.now
         yield sim.net.start(self._rebuild_flows(sim, mine, shares), "rebuild", "rebuild")
         if self.pause_s:
-            yield sim.env.timeout(self.pause_s)
+            yield sim.timeout(self.pause_s)
         mine = self._owned(generation, shares)
         if not mine:
             return
-        sim.record(start, sim.env.now, "rebuild", " ".join(f"emb_ps{s}" for s in sorted(mine)))
-        self.recovery_s.append(sim.env.now - failure.time_s)
+        detail = " ".join(f"emb_ps{s}" for s in sorted(mine))
+        nodes = tuple(sim.net.ps_node(s) for s in sorted(mine))
+        sim.record(start, sim.now, "rebuild", detail, nodes=nodes)
+        self.recovery_s.append(sim.now - failure.time_s)
         for shard in mine:
             del self.degraded[shard], self._owner[shard]
             self.rebuilding.discard(shard)
@@ -451,7 +452,7 @@ class Ecrm(Policy):
         flows = []
         for x in sorted(shards):
             # named by its share: ECRM variants of one scenario share its links
-            limit = net.net.link(f"rebuild.cap.emb_ps{x}@{share!r}", cap)
+            limit = net.link(f"rebuild.cap.emb_ps{x}@{share!r}", cap)
             size = self.params.k * shares[x] * self.layout.shard_bytes
             flows.append((size, (limit, *net.from_node_side(net.ps_node(x)))))
         return flows

@@ -24,46 +24,16 @@ and the stall cost δ (:mod:`ftsim.sim.theory`).
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BeforeValidator, Field, PlainSerializer
+from pydantic import Field
 
-from ftsim.policies.base import Policy
+from ftsim.policies.base import Policy, register
 from ftsim.policies.events import RestoreAll
-from ftsim.policies.registry import register
 from ftsim.policies.saving import CheckpointWriter, SavingParams
-from ftsim.scenario.units import UnitError, format_duration, parse_duration_s
+from ftsim.scenario.intervals import Interval
 from ftsim.sim.failures import job_mtbf_s
 from ftsim.sim.theory import daly_interval_s, young_interval_s
-
-INTERVAL_RULES = ("young", "daly")
-
-
-def _interval(value):
-    if isinstance(value, str) and value.strip() in INTERVAL_RULES:
-        return value.strip()
-    expected = f"expected a duration such as '30 min', or one of {', '.join(INTERVAL_RULES)}"
-    if isinstance(value, float) and math.isnan(value):  # YAML's .nan
-        raise ValueError(f"is not a number (NaN); {expected}")
-    if isinstance(value, float) and math.isinf(value):
-        raise ValueError(f"is infinite; {expected}")
-    if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(expected)
-    try:
-        seconds = parse_duration_s(value)
-    except UnitError:
-        raise ValueError(expected) from None
-    if seconds <= 0:
-        raise ValueError("must be positive")
-    return seconds
-
-
-Interval = Annotated[
-    float | str,
-    BeforeValidator(_interval),
-    PlainSerializer(lambda v: v if isinstance(v, str) else format_duration(v), return_type=str),
-]
-"""Checkpoint interval in compute seconds, or the name of an optimum rule."""
 
 
 class FullParams(SavingParams):
@@ -94,8 +64,8 @@ class FullCheckpoint(Policy):
 
     Params = FullParams
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         self.save_s = layout.full_save_s()
         self.load_s = layout.full_load_s()
         self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))

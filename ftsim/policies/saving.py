@@ -24,6 +24,7 @@ from pydantic import Field
 
 from ftsim.policies.base import PolicyParams
 from ftsim.policies.events import Checkpoint, Commit, Snapshot
+from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import BytesPerSecond
 
 
@@ -87,14 +88,14 @@ class CheckpointWriter:
         yield from sim.phase("save", snapshot_s, "snapshot")
         sim.model_event(Snapshot, key=progress_s)
         persist = self._persist_behind(sim, flows, progress_s, committed, detail)
-        self._persist = sim.env.process(persist)
+        self._persist = sim.background(persist)
 
     @property
     def persisting(self) -> bool:
         return self._persist is not None and self._persist.is_alive
 
     def _persist_behind(self, sim, flows, progress_s: float, committed, detail: str):
-        start = sim.env.now
+        start = sim.now
         if self.params.persist_slowdown:
             sim.replan()
         transfer = sim.net.start(flows, "persist", f"persist {detail}")
@@ -104,8 +105,8 @@ class CheckpointWriter:
             sim.model_event(Commit, key=progress_s)
         except simpy.Interrupt:
             sim.net.cancel(transfer)
-        sim.record(start, sim.env.now, "persist")
-        if self._persist is sim.env.active_process:
+        sim.record(start, sim.now, "persist")
+        if sim.is_active(self._persist):
             self._persist = None
         if self.params.persist_slowdown:
             sim.replan()
@@ -131,3 +132,11 @@ class CheckpointWriter:
     def slowdown(self) -> dict[str, float]:
         """Training slowdown while a persist runs (``persist_slowdown``, charged to other)."""
         return {"other": self.params.persist_slowdown} if self.persisting else {}
+
+
+for _name in ("snapshot_bandwidth", "persist_slowdown"):
+    register_no_effect(
+        SavingParams,
+        _name,
+        lambda p, s: "save_mode is sync (no snapshot)" if p.save_mode == "sync" else None,
+    )

@@ -81,11 +81,11 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ftsim.policies.base import Policy, TrainerSide
+from ftsim.policies.base import Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll
-from ftsim.policies.registry import register
 from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
+from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import Seconds
 from ftsim.sim.cluster import transfer_time_s
 from ftsim.sim.nodes import any_trainer, failed_shards
@@ -198,8 +198,8 @@ class SwiftSide(TrainerSide):
     then a replay starts from the previous bases with the log since them.
     """
 
-    def __init__(self, params, model) -> None:
-        super().__init__(params, model)
+    def __init__(self, params, model, inputs=None, rng=None) -> None:
+        super().__init__(params, model, inputs, rng)
         self.own_from_start = not model.lazy
         self.log = None
         self.undoer = None
@@ -272,8 +272,8 @@ class Swift(Policy):
     Params = SwiftParams
     TrainerSide = SwiftSide
 
-    def __init__(self, params, scenario, layout, rng):
-        super().__init__(params, scenario, layout, rng)
+    def __init__(self, params, scenario, layout):
+        super().__init__(params, scenario, layout)
         job, cluster = scenario.job, scenario.cluster
         self.n_shards = cluster.emb_ps
         self.iteration_s = job.iteration_s
@@ -348,9 +348,9 @@ class Swift(Policy):
                 node = sim.net.ps_node((shard + j) % self.n_shards)
                 flows.append((size, sim.net.from_storage(node)))
         apply_s = max(logged_s.values()) * self.params.replay_compute_frac / machines
-        start = sim.env.now
-        yield from sim.transfer("load", flows, detail, at_least_s=apply_s)
-        self.replay_s.append(sim.env.now - start)
+        start = sim.now
+        yield from sim.transfer("load", flows, detail, at_least_s=apply_s, activity="replay")
+        self.replay_s.append(sim.now - start)
 
     def replay_time_s(self, logged_s: list[float]) -> float:
         """Seconds to replay the logs of shards with ``logged_s`` compute seconds of logged
@@ -479,7 +479,7 @@ class Swift(Policy):
             yield from sim.transfer("load", sim.net.shard_reads(pending), "reload checkpoints")
             yield from self.replay(sim, dict(sorted(self._pending.items())), "replay logs")
             self._pending.clear()
-        self.recovery_s.append(sim.env.now - start)
+        self.recovery_s.append(sim.now - start)
 
     def result_columns(self):
         work = self.scenario.job.work_s
@@ -496,3 +496,10 @@ class Swift(Policy):
             "rollbacks": self.n_rollbacks,
             "pls_model": self.lost_update_s / (work * self.n_shards),
         }
+
+
+register_no_effect(
+    SwiftParams,
+    "unlogged",
+    lambda p, s: "log_budget is 1: every update is logged" if p.log_budget >= 1 else None,
+)

@@ -4,10 +4,10 @@ iteration updates (ECRM's parity updates, SWIFT's update log).
 An iteration makes ``samples × lookups per sample`` embedding lookups; popular rows recur
 within a batch, so fewer distinct rows are updated, U of them. ``unique_lookup_fraction`` is
 U over the lookups: a number (an assumption), or ``zipf``, derived from the job's row
-popularity, the Zipf model of CPR-MFU and Check-N-Run (:func:`ftsim.policies.cpr.
+popularity, the Zipf model of CPR-MFU and Check-N-Run (:func:`ftsim.sim.popularity.
 row_popularity`: the synthetic trainer data's exponent(s), else ``popularity_exponent``), as
 the expected distinct rows among one iteration's lookups of every table
-(:func:`ftsim.policies.cpr.distinct_rows`). On prod50h (Zipf 1.05, 20,480 samples, 33 M-row
+(:func:`ftsim.sim.popularity.distinct_rows`). On prod50h (Zipf 1.05, 20,480 samples, 33 M-row
 tables) that is 0.49.
 """
 
@@ -18,11 +18,15 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ftsim.policies.base import PolicyParams
-from ftsim.policies.cpr import distinct_rows, popularity_problems, row_popularity
-from ftsim.trainer.config import MAX_ZIPF_EXPONENT
+from ftsim.sim.popularity import (
+    PopularityParams,
+    distinct_rows,
+    popularity_problems,
+    row_popularity,
+)
 
 
-class TouchedRowsParams(PolicyParams):
+class TouchedRowsParams(PolicyParams, PopularityParams):
     """Parameters of a policy whose traffic follows the rows an iteration touches."""
 
     unique_lookup_fraction: Annotated[float, Field(gt=0, le=1)] | Literal["zipf"] = Field(
@@ -30,13 +34,14 @@ class TouchedRowsParams(PolicyParams):
         description="touched rows per lookup in an iteration: a number in (0, 1] "
         "(assumption), or zipf (expected distinct rows from the job's row popularity)",
     )
-    popularity_exponent: float = Field(
-        1.05,
-        ge=0,
-        le=MAX_ZIPF_EXPONENT,
-        description="Zipf exponent of row popularity if the trainer has no synthetic data "
-        "(unique_lookup_fraction: zipf)",
-    )
+
+    def popularity_unused(self, scenario) -> str | None:
+        if self.unique_lookup_fraction != "zipf":
+            return (
+                super().popularity_unused(scenario)
+                or "unique_lookup_fraction is a number, not zipf"
+            )
+        return super().popularity_unused(scenario)
 
     def unique_fraction(self, scenario) -> float:
         """``unique_lookup_fraction`` as a number (derived for ``zipf``)."""

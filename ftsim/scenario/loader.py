@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from ftsim.scenario import overrides as rules
 from ftsim.scenario.files import TextFileError, read_text
+from ftsim.scenario.registry import RegistryError
 from ftsim.scenario.schema import Scenario
 
 
@@ -265,7 +266,10 @@ def load_scenario(
 def validate_scenario(data: dict, path: Path, *, warn: bool = True) -> Scenario:
     """Validate a scenario mapping read from ``path``; with ``warn``, each value that is valid
     but probably not meant is issued as a :class:`~ftsim.scenario.notices.ScenarioWarning`
-    (a sweep warns about its base scenario, not about every point)."""
+    (a sweep warns about its base scenario, not about every point). The policy and
+    failure-source kinds must be registered: import :mod:`ftsim.policies.catalog` first."""
+    if not Scenario.__pydantic_complete__:
+        raise RegistryError("the scenario schema has no kinds yet: import ftsim.policies.catalog")
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": path.parent})
     except ValidationError as exc:

@@ -19,14 +19,7 @@ from typing import Annotated
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticUndefined
 
-from ftsim.policies.checknrun import CheckNRunParams
-from ftsim.policies.composed import ComposedParams
-from ftsim.policies.cpr import CprParams
-from ftsim.policies.saving import SavingParams
-from ftsim.policies.swift import SwiftParams
-from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.schema import Distribution, Scenario
-from ftsim.sim.failures import FailureLogFailures, ScheduledFailures
 
 
 class ScenarioWarning(UserWarning):
@@ -40,52 +33,10 @@ class ScenarioWarning(UserWarning):
         return f"{self.file}: {self.path}: warning: {self.message}"
 
 
-def _synthetic_popularity(scenario: Scenario) -> bool:
-    data = scenario.trainer.data if scenario.trainer is not None else None
-    return data is not None and data.kind == "synthetic"
-
-
-def _popularity(params, scenario: Scenario) -> str | None:
-    if _synthetic_popularity(scenario):
-        return "the trainer's synthetic data sets the row popularity (trainer.data.zipf_exponent)"
-    if isinstance(params, TouchedRowsParams) and params.unique_lookup_fraction != "zipf":
-        return "unique_lookup_fraction is a number, not zipf"
-    if isinstance(params, ComposedParams) and not params.by_rows:
-        return "the parts split the state by shards, not by row popularity (hottest)"
-    return None
-
-
 NoEffect = Callable[[BaseModel, Scenario], str | None]
 """Why a field of a section has no effect there (None when it has one)."""
 
 NO_EFFECT: list[tuple[type[BaseModel], str, NoEffect]] = [
-    (
-        CheckNRunParams,
-        "quantization",
-        lambda p, s: "quantize_bits is null (no quantization)" if p.quantize_bits is None else None,
-    ),
-    (CheckNRunParams, "popularity_exponent", _popularity),
-    (CprParams, "popularity_exponent", _popularity),
-    (TouchedRowsParams, "popularity_exponent", _popularity),
-    (ComposedParams, "popularity_exponent", _popularity),
-    (
-        CprParams,
-        "pls_slope",
-        lambda p, s: None if p.target_accuracy_loss is not None else "no target_accuracy_loss",
-    ),
-    *(
-        (
-            SavingParams,
-            name,
-            lambda p, s: "save_mode is sync (no snapshot)" if p.save_mode == "sync" else None,
-        )
-        for name in ("snapshot_bandwidth", "persist_slowdown")
-    ),
-    (
-        SwiftParams,
-        "unlogged",
-        lambda p, s: "log_budget is 1: every update is logged" if p.log_budget >= 1 else None,
-    ),
     (Distribution, "cv", lambda p, s: None if p.kind == "lognormal" else f"kind is {p.kind}"),
     (
         Distribution,
@@ -96,25 +47,16 @@ NO_EFFECT: list[tuple[type[BaseModel], str, NoEffect]] = [
         (Distribution, name, lambda p, s: None if p.kind == "uniform" else f"kind is {p.kind}")
         for name in ("low", "high")
     ),
-    *(
-        (ScheduledFailures, name, lambda p, s: "times are given" if p.times is not None else None)
-        for name in ("spacing", "start", "end")
-    ),
-    *(
-        (
-            ScheduledFailures,
-            name,
-            lambda p, s: "nodes names the victims" if p.nodes is not None else None,
-        )
-        for name in ("role", "nodes_per_failure")
-    ),
-    *(
-        (FailureLogFailures, name, lambda p, s: "nodes maps the log's nodes" if p.nodes else None)
-        for name in ("mapping", "role")
-    ),
 ]
 """Fields that have no effect in some context, with the reason; a field warns only when the
-scenario sets it (a default never warns)."""
+scenario sets it (a default never warns). The modules defining policy and failure-source
+sections add theirs (:func:`register_no_effect`): this package imports neither."""
+
+
+def register_no_effect(cls: type[BaseModel], name: str, why: NoEffect) -> None:
+    """Field ``name`` of section ``cls`` has no effect when ``why(section, scenario)`` says
+    why (None: it has one)."""
+    NO_EFFECT.append((cls, name, why))
 
 
 def scenario_warnings(scenario: Scenario) -> list[tuple[str, str]]:

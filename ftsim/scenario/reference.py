@@ -37,7 +37,7 @@ class _Quantity:
 
 def _quantities() -> dict[object, _Quantity]:
     """Validator function → how to describe the type and format a default."""
-    from ftsim.policies.full import Interval
+    from ftsim.scenario.intervals import Interval
     from ftsim.scenario.schema import Count
     from ftsim.scenario.units import format_bytes
 
@@ -260,9 +260,7 @@ def _field_rows(section: _Section) -> list[str]:
 
 
 def _policy_note(model: type[BaseModel]) -> str:
-    from ftsim.policies.registry import policy_classes
-
-    cls = policy_classes().get(_kind_of(model))
+    cls = getattr(model, "policy_class", None)
     if cls is None:
         return ""
     module = sys.modules[cls.__module__]
@@ -281,9 +279,13 @@ def _heading(section: _Section) -> str:
 
 
 def scenario_reference() -> str:
-    """The scenario reference, Markdown, ending with a newline."""
-    from ftsim.policies.base import PolicyParams
+    """The scenario reference, Markdown, ending with a newline (of the kinds registered:
+    import :mod:`ftsim.policies.catalog` first)."""
+    from ftsim.scenario.registry import RegistryError
     from ftsim.scenario.schema import Scenario
+
+    if not Scenario.__pydantic_complete__:
+        raise RegistryError("the scenario schema has no kinds yet: import ftsim.policies.catalog")
 
     sections = _sections(Scenario)
     out = [
@@ -315,10 +317,9 @@ def scenario_reference() -> str:
         doc = _doc(section.model)
         if doc:
             out += [doc, ""]
-        if issubclass(section.model, PolicyParams):
-            note = _policy_note(section.model)
-            if note:
-                out += [note, ""]
+        note = _policy_note(section.model)
+        if note:
+            out += [note, ""]
         out += _field_rows(section)
     return "\n".join(out) + "\n"
 

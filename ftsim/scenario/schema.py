@@ -5,6 +5,11 @@ network, checkpoint storage, rescheduling), ``failures`` (failure processes), ``
 (fault-tolerance strategies to compare, each selected by ``kind`` through the policy
 registry) and ``run`` (seed, replications, output). Every model forbids unknown keys.
 Quantities carry units (see :mod:`ftsim.scenario.quantities`); inside, all numbers are SI.
+
+``policies:`` and ``failures:`` entries are any kind registered in
+:mod:`ftsim.scenario.registry` (``PolicyConfig`` and ``FailureSourceConfig`` below are names
+the schema resolves only then): :func:`complete_schema` builds them into :class:`Scenario`
+once the modules defining the kinds are imported (:mod:`ftsim.policies.catalog` does both).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 from statistics import NormalDist
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import (
@@ -25,17 +30,10 @@ from pydantic import (
     model_validator,
 )
 
-from ftsim.policies.registry import policy_classes
+from ftsim.scenario import registry
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.scenario.units import format_duration
-from ftsim.sim.failures import FailureSourceConfig
 from ftsim.trainer.config import ShardingConfig, TrainerConfig
-
-PolicyConfig = Annotated[
-    Union[tuple(cls.Params for cls in policy_classes().values())],  # noqa: UP007
-    Field(discriminator="kind"),
-]
-"""Any registered policy's parameters, selected by ``kind``."""
 
 MAX_COUNT = 2**63 - 1
 """Largest count accepted anywhere (a 64-bit integer): ``rows: 1e308`` is a typo, not a model."""
@@ -409,10 +407,10 @@ class Scenario(Section):
     description: str = Field("", description="free text, kept in the results")
     job: Job = Field(description="the model and the amount of work")
     cluster: Cluster = Field(description="nodes, network, storage, rescheduling")
-    failures: list[FailureSourceConfig] = Field(
+    failures: list[FailureSourceConfig] = Field(  # noqa: F821 (see complete_schema)
         default_factory=list, description="failure processes, merged (none: no failures)"
     )
-    policies: list[PolicyConfig] = Field(
+    policies: list[PolicyConfig] = Field(  # noqa: F821 (see complete_schema)
         min_length=1, description="fault-tolerance policies to compare, each by kind"
     )
     run: Run = Run()
@@ -521,14 +519,31 @@ class Scenario(Section):
         return [p.label for p in self.policies]
 
 
+def job_mtbf_s(scenario: Scenario) -> float:
+    """Expected time between failures seen by the job, seconds (inf without failures).
+
+    The sources' rates add up; a scheduled or replayed source contributes its count over
+    its time window. Used for Young/Daly intervals and CPR's interval choice.
+    """
+    rate = sum(source.rate_per_s(scenario) for source in scenario.failures)
+    return math.inf if rate == 0 else 1 / rate
+
+
+def victims_per_failure(scenario: Scenario, role: str) -> float:
+    """Expected nodes of ``role`` taken by one job failure (rate-weighted over sources)."""
+    rates = [source.rate_per_s(scenario) for source in scenario.failures]
+    if not sum(rates):
+        return 0.0
+    taken = [s.victims(scenario, role) for s in scenario.failures]
+    return sum(r * v for r, v in zip(rates, taken, strict=True)) / sum(rates)
+
+
 def _checkpoints(policy, scenario: Scenario) -> dict[str, float]:
     """Actions a policy takes in a failure-free run, per field: every policy field named
     ``*interval`` holding a duration is compute time between two of its actions; a target
     portion of lost samples (``target_pls``, or ``target_accuracy_loss`` / ``pls_slope``)
     sets an interval by CPR's rule (1), 2·N·M·PLS/m (N embedding PS, M the job's MTBF, m
     PS lost per failure); a composed policy's parts count as the policy's own."""
-    from ftsim.sim.failures import job_mtbf_s, victims_per_failure
-
     work_s = scenario.job.work_s
     found = {}
     for name in type(policy).model_fields:
@@ -564,3 +579,18 @@ def _non_finite(value, path: str) -> Iterator[tuple[str, str]]:
         yield path, f"must be a finite number (got {value})"
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
         yield path, f"must be at most {MAX_COUNT:.3g}"
+
+
+def complete_schema() -> None:
+    """Build the registered policy and failure-source kinds into :class:`Scenario` (once; the
+    kinds are fixed from then on). Until then a scenario cannot be validated."""
+    if Scenario.__pydantic_complete__:
+        return
+    namespace = {
+        "PolicyConfig": registry.discriminated(registry.POLICY_PARAMS),
+        "FailureSourceConfig": registry.discriminated(
+            registry.FAILURE_SOURCES, registry.FAILURE_SOURCE_VALIDATORS
+        ),
+    }
+    registry.close()
+    Scenario.model_rebuild(_types_namespace=namespace)

@@ -370,9 +370,20 @@ class ClusterNetwork:
         aggregate write bandwidth from now on; negative to end it."""
         self.net.reserve_rate(self._storage_write, rate_Bps)
 
-    def start(self, flows: list, category: str, label: str = "") -> Transfer:
-        """Start these flows now; the event fires when all are done."""
-        return self.net.transfer(flows, label, category)
+    def start(
+        self, flows: list, category: str, label: str = "", activity: str | None = None
+    ) -> Transfer:
+        """Start these flows now; the event fires when all are done. ``activity``: what
+        they do, in their records (default: the category)."""
+        transfer = self.net.transfer(flows, label, category)
+        if activity is not None:
+            transfer.activity = activity
+        return transfer
+
+    def link(self, name: str, capacity_Bps: float) -> Link:
+        """The link ``name`` of capacity ``capacity_Bps``, made on first use (e.g. a cap on
+        the share of a NIC a background activity may take)."""
+        return self.net.link(name, capacity_Bps)
 
     def cancel(self, transfer: Transfer) -> None:
         """Stop a transfer's flows (e.g. interrupted by a failure)."""

@@ -30,18 +30,21 @@ unchanged by it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import simpy
 
-from ftsim.policies.events import ModelEvent
-from ftsim.policies.registry import policy_classes
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES, PART_CATEGORIES
 from ftsim.sim.cluster import ClusterNetwork, StateLayout
 from ftsim.sim.failures import Failure, failure_sequence
 from ftsim.sim.nodes import node_name
 from ftsim.sim.rng import LazyStream, Purpose, stream
+
+PolicyFactory = Callable[[StateLayout], Any]
+"""Builds one replication's policy runtime for the cluster's state layout (given by the
+runner: the engine knows no policy kinds)."""
 
 _SLOWDOWN_CATEGORIES = ("degraded", "other")
 _PROGRESS_EPS_S = 1e-9
@@ -52,22 +55,41 @@ class Replan:
     """Interrupt cause: the training rate changed (a background activity started/ended)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Phase:
-    """One interval of the timeline: [start_s, end_s) spent in ``kind``."""
+class Phase(NamedTuple):
+    """One interval of the timeline: [start_s, end_s) spent in ``category`` (a breakdown
+    category, a compute kind, or a background activity such as ``persist``), every fact a
+    field of its own (nothing is parsed back out of ``detail``). A named tuple: immutable,
+    and made several times per checkpoint, at half the cost of a frozen dataclass."""
 
     start_s: float
     end_s: float
-    kind: str
+    category: str
+    activity: str
+    """What was done: the category, unless the policy names it (a log ``replay`` is
+    charged to ``load``)."""
+    part: str | None = None
+    """The part of a composed policy that did it (None: the policy as a whole)."""
+    nodes: tuple[int, ...] = ()
+    """Nodes a background activity occupies (e.g. the replacements a rebuild restores)."""
     detail: str = ""
+    """Free text for people (the timeline's ``detail`` column, after the part's name)."""
+
+    @property
+    def text(self) -> str:
+        """The ``detail`` column of ``timeline.csv``: ``"<part>: <detail>"`` for a part."""
+        return f"{self.part}: {self.detail}" if self.part is not None else self.detail
 
 
 class Simulation:
     """One replication of one policy: build, run, collect."""
 
-    def __init__(self, scenario: Scenario, policy_index: int, rep: int, record_flows: bool = False):
-        """``record_flows``: keep every finished flow in ``sim.net.net.records`` (for trace
-        export, ``ftsim trace``); it changes no result, only costs memory."""
+    def __init__(
+        self, scenario: Scenario, rep: int, make_policy: PolicyFactory, record_flows: bool = False
+    ):
+        """``make_policy``: the policy's runtime for this replication, from the state layout
+        (:func:`ftsim.experiments.runner.build_simulation` gives it). ``record_flows``: keep
+        every finished flow in ``sim.net.net.records`` (for trace export, ``ftsim trace``);
+        it changes no result, only costs memory."""
         self.scenario = scenario
         self.rep = rep
         self.env = simpy.Environment()
@@ -75,10 +97,7 @@ class Simulation:
         self.layout = StateLayout(scenario)
         self.net = ClusterNetwork(self.env, scenario, self.layout, record=record_flows)
         """The cluster's links: every transfer a policy makes is a set of flows on it."""
-        params = scenario.policies[policy_index]
-        self.policy = policy_classes()[params.kind](
-            params, scenario, self.layout, LazyStream(scenario.run.seed, rep, Purpose.POLICY)
-        )
+        self.policy = make_policy(self.layout)
         self.progress_s = 0.0
         """Compute seconds of training that the current model state reflects."""
         self.computed_s = 0.0
@@ -92,7 +111,8 @@ class Simulation:
         """Seconds per category charged to each part of a composed policy."""
         self.timeline: list[Phase] = []
         self.failures_seen: list[Failure] = []
-        self.model_events: list[ModelEvent] = []
+        self.model_events: list = []
+        """What the policy did to the model (:mod:`ftsim.policies.events`), in order."""
         self._unrecovered: list[Failure] = []
         self._computing: tuple[float, float, float] | None = None
         """While computing: (wall start s, progress at start s, wall seconds per compute s)."""
@@ -100,11 +120,42 @@ class Simulation:
         self.completed = False
         """Whether training finished before ``run.max_wall_factor`` × the failure-free time."""
 
-    # -- building blocks for policies -------------------------------------------------
+    # -- building blocks for policies (ftsim.sim.context.PolicyContext) ----------------
 
-    def phase(self, category: str, duration_s: float, detail: str = "", part: str | None = None):
+    @property
+    def now(self) -> float:
+        """Wall-clock seconds since the job started."""
+        return self.env.now
+
+    def background(self, activity) -> simpy.Process:
+        """Run the generator ``activity`` beside the job (a persist, a rebuild); it may be
+        interrupted with ``process.interrupt()``."""
+        return self.env.process(activity)
+
+    def event(self) -> simpy.Event:
+        """An event a policy fires itself (``event.succeed()``), e.g. rows reloaded."""
+        return self.env.event()
+
+    def timeout(self, delay_s: float) -> simpy.Timeout:
+        """An event ``delay_s`` from now (for background activities: the job's own time is
+        charged through phases)."""
+        return self.env.timeout(delay_s)
+
+    def is_active(self, process: simpy.Process | None) -> bool:
+        """Whether ``process`` is the one running now (a background activity ending)."""
+        return process is not None and process is self.env.active_process
+
+    def phase(
+        self,
+        category: str,
+        duration_s: float,
+        detail: str = "",
+        part: str | None = None,
+        activity: str | None = None,
+    ):
         """Spend ``duration_s`` in ``category`` (``save``/``load``/``reschedule``/...), on
-        behalf of ``part`` of a composed policy if given.
+        behalf of ``part`` of a composed policy if given, doing ``activity`` (default: the
+        category).
 
         If a failure interrupts it, the time already spent is still charged.
         """
@@ -113,7 +164,7 @@ class Simulation:
             if duration_s > 0:
                 yield self.env.timeout(duration_s)
         finally:
-            self._charge(category, start, detail, part)
+            self._charge(category, start, detail, part, activity)
 
     def transfer(
         self,
@@ -122,14 +173,16 @@ class Simulation:
         detail: str = "",
         at_least_s: float = 0.0,
         part: str | None = None,
+        activity: str | None = None,
     ):
         """Move ``flows`` (from ``sim.net``: e.g. ``sim.net.full_save()``) through the network
         while training stalls, charged to ``category``. The flows share links with whatever
         else is moving; if a failure interrupts the transfer, its flows are cancelled and
         the time already spent stays charged. ``at_least_s``: work that overlaps the bytes
-        (e.g. applying a log while reading it) and makes the phase last at least that long."""
+        (e.g. applying a log while reading it) and makes the phase last at least that long.
+        ``activity``: what the phase and its flows do (default: the category)."""
         start = self.env.now
-        transfer = self.net.start(flows, category, detail)
+        transfer = self.net.start(flows, category, detail, activity)
         at_least = self.env.timeout(at_least_s) if at_least_s > 0 else None
         try:
             yield transfer
@@ -139,7 +192,7 @@ class Simulation:
             self.net.cancel(transfer)
             raise
         finally:
-            self._charge(category, start, detail, part)
+            self._charge(category, start, detail, part, activity)
 
     def await_replacements(self, failures: list[Failure]):
         """Reschedule phase: until the last failed node's replacement is ready (each failure's
@@ -176,25 +229,40 @@ class Simulation:
         start, progress, factor = self._computing
         return progress + (self.env.now - start) / factor
 
-    def model_event(self, event_type: type[ModelEvent], **fields) -> None:
+    def model_event(self, event_type: type, **fields) -> None:
         """Record what the policy does to the model now, at the current training progress
         (an event of :mod:`ftsim.policies.events` or a policy's own subclass)."""
         self.model_events.append(event_type(self.progress_now_s(), **fields))
 
-    def record(self, start_s: float, end_s: float, kind: str, detail: str = "") -> None:
-        """Add an interval to the timeline (for background activities)."""
-        self.timeline.append(Phase(start_s, end_s, kind, detail))
+    def record(
+        self,
+        start_s: float,
+        end_s: float,
+        category: str,
+        detail: str = "",
+        part: str | None = None,
+        nodes: tuple[int, ...] = (),
+    ) -> None:
+        """Add an interval to the timeline (for background activities, on ``nodes``)."""
+        self.timeline.append(Phase(start_s, end_s, category, category, part, nodes, detail))
 
     # -- the job -----------------------------------------------------------------------
 
-    def _charge(self, category: str, start: float, detail: str, part: str | None = None) -> None:
+    def _charge(
+        self,
+        category: str,
+        start: float,
+        detail: str,
+        part: str | None = None,
+        activity: str | None = None,
+    ) -> None:
         elapsed = self.env.now - start
         self.charged[category] += elapsed
         if part is not None:
             self.charged_parts[part][category] += elapsed
-            detail = f"{part}: {detail}"
         if elapsed > 0:
-            self.timeline.append(Phase(start, self.env.now, category, detail))
+            phase = Phase(start, self.env.now, category, activity or category, part, (), detail)
+            self.timeline.append(phase)
 
     def _compute(self, target_s: float):
         extras = self.policy.slowdown()
@@ -218,10 +286,10 @@ class Simulation:
             redo_end = start + (min(self.progress_s, self.reached_s) - begin_s) * factor
             redo_end = min(max(redo_end, start), self.env.now)
             if redo_end > start:  # re-executing work that a rollback discarded
-                self.timeline.append(Phase(start, redo_end, "redo"))
+                self.timeline.append(Phase(start, redo_end, "redo", "redo"))
             if self.env.now > redo_end:
                 kind = "degraded" if extras.get("degraded") else "compute"
-                self.timeline.append(Phase(redo_end, self.env.now, kind))
+                self.timeline.append(Phase(redo_end, self.env.now, kind, kind))
             self.reached_s = max(self.reached_s, self.progress_s)
 
     def _run_job(self):
@@ -321,8 +389,8 @@ class Simulation:
                 "policy": self.policy.params.label,
                 "start_h": p.start_s / 3600,
                 "end_h": p.end_s / 3600,
-                "kind": p.kind,
-                "detail": p.detail,
+                "kind": p.category,
+                "detail": p.text,
             }
             for p in self.timeline
         ]
@@ -339,11 +407,3 @@ class Simulation:
         ]
         rows.sort(key=lambda r: (r["start_h"], r["end_h"]))
         return rows
-
-
-def simulate(
-    scenario: Scenario, policy_index: int, rep: int, record_flows: bool = False
-) -> Simulation:
-    """Run one replication of one policy and return the finished simulation
-    (``record_flows``: see :class:`Simulation`)."""
-    return Simulation(scenario, policy_index, rep, record_flows).run()

@@ -52,7 +52,10 @@ from pydantic import (
 )
 
 from ftsim.scenario.files import TextFileError, read_text
+from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import Seconds
+from ftsim.scenario.registry import register_failure_sources
+from ftsim.scenario.schema import job_mtbf_s, victims_per_failure  # noqa: F401 (re-exported)
 from ftsim.scenario.units import format_duration
 from ftsim.sim import failure_log, presets
 from ftsim.sim.nodes import Role, parse_node, role_range
@@ -821,6 +824,23 @@ FailureSourceConfig = Annotated[
     Field(discriminator="kind"),
     BeforeValidator(preset_shorthand),
 ]
+register_failure_sources(FailureSourceConfig)
+for _name in ("spacing", "start", "end"):
+    register_no_effect(
+        ScheduledFailures,
+        _name,
+        lambda p, s: "times are given" if p.times is not None else None,
+    )
+for _name in ("role", "nodes_per_failure"):
+    register_no_effect(
+        ScheduledFailures,
+        _name,
+        lambda p, s: "nodes names the victims" if p.nodes is not None else None,
+    )
+for _name in ("mapping", "role"):
+    register_no_effect(
+        FailureLogFailures, _name, lambda p, s: "nodes maps the log's nodes" if p.nodes else None
+    )
 
 
 def failure_sequence(
@@ -831,22 +851,3 @@ def failure_sequence(
         *(s.events(rng, scenario) for s, rng in zip(sources, streams, strict=True)),
         key=lambda f: f.time_s,
     )
-
-
-def job_mtbf_s(scenario: Scenario) -> float:
-    """Expected time between failures seen by the job, seconds (inf without failures).
-
-    The sources' rates add up; a scheduled or replayed source contributes its count over
-    its time window. Used for Young/Daly intervals and CPR's interval choice.
-    """
-    rate = sum(source.rate_per_s(scenario) for source in scenario.failures)
-    return math.inf if rate == 0 else 1 / rate
-
-
-def victims_per_failure(scenario: Scenario, role: str) -> float:
-    """Expected nodes of ``role`` taken by one job failure (rate-weighted over sources)."""
-    rates = [source.rate_per_s(scenario) for source in scenario.failures]
-    if not sum(rates):
-        return 0.0
-    taken = [s.victims(scenario, role) for s in scenario.failures]
-    return sum(r * v for r, v in zip(rates, taken, strict=True)) / sum(rates)

@@ -333,6 +333,8 @@ class FlowRecord:
     label: str
     category: str
     cancelled: bool
+    activity: str
+    """What the flow's transfer does (its category unless named, e.g. a log ``replay``)."""
 
 
 def bytes_by_category(records: Iterable[FlowRecord]) -> dict[str, float]:
@@ -365,6 +367,8 @@ class Transfer(simpy.Event):
         self.specs: tuple[tuple[float, tuple[Link, ...]], ...] = specs
         self.label = label
         self.category = category
+        self.activity = category
+        """What the transfer does (set by its starter; default: the category)."""
         self.start_s = network.env.now
         self.pending = len(specs)
         """Flows whose last byte has not arrived yet."""
@@ -959,6 +963,7 @@ class Network:
                     flow.label,
                     flow.category,
                     flow.cancelled,
+                    flow.transfer.activity if flow.transfer is not None else flow.category,
                 )
             )
 

@@ -6,8 +6,8 @@ independent of one another and of the policy being simulated, so two policies ru
 the same seed and replication see the same failures and rescheduling delays (common random
 numbers), and adding a failure source does not change the draws of the others.
 :class:`LazyStream` makes its generator only when first drawn from: making one costs about
-20 µs, a few per cent of a replication, and some purposes often draw nothing (a policy
-without random choices, constant rescheduling delays).
+20 µs, a few per cent of a replication, and rescheduling delays often draw nothing (a
+constant delay).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ class Purpose(IntEnum):
     RESCHEDULE = 1
     """Rescheduling delays, one draw per failure in time order."""
     POLICY = 2
-    """Random choices of a policy (e.g. SSU sampling)."""
+    """Random choices of a policy's trainer-side mechanisms (SSU's sampling); the time
+    model draws nothing here."""
     TRAINER = 3
     """The embedded trainer's data and initialisation."""
 

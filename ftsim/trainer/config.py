@@ -193,10 +193,6 @@ class HooksConfig(_Strict):
     """Cheap always-on bookkeeping for the CPR strategies."""
 
     mfu_counters: bool = Field(True, description="Count uses of every embedding row (CPR-MFU).")
-    ssu_fraction: float = Field(
-        0.0, ge=0, le=1, description="Fraction of touched rows sampled per batch (CPR-SSU); 0=off."
-    )
-    ssu_capacity: int = Field(65_536, ge=1, description="Bound of the SSU buffer (row ids).")
 
 
 class TrainerConfig(_Strict):

@@ -19,7 +19,7 @@ from ftsim.trainer.embeddings import RowData, SegmentSum, ShardedEmbeddings, Spa
 from ftsim.trainer.metrics import auc, log_loss
 from ftsim.trainer.model import DenseDLRM, bce_with_logits, sigmoid
 from ftsim.trainer.optim import DenseOptimizer
-from ftsim.trainer.usage import UseCounter, UseSampler
+from ftsim.trainer.usage import UseCounter
 
 UpdateListener = Callable[[SparseUpdate], None]
 _EVAL_CHUNK = 4096  # samples per forward pass in evaluate()
@@ -53,8 +53,8 @@ class Trainer:
     """Trains a DLRM on a deterministic batch stream; exposes state by shard for FT policies.
 
     Public state: ``step`` (batches trained so far), ``model`` (dense part), ``embeddings``
-    (sharded tables), ``data`` (batch source), ``mfu`` (:class:`UseCounter` or None),
-    ``ssu`` (:class:`UseSampler` or None).
+    (sharded tables), ``data`` (batch source), ``mfu`` (:class:`UseCounter` or None). CPR-SSU's
+    sampler belongs to its policy's trainer side, which listens to the updates.
     """
 
     def __init__(self, cfg: TrainerConfig) -> None:
@@ -78,11 +78,6 @@ class Trainer:
         self.dense_optimizer = DenseOptimizer(cfg.optimizer.dense, self.model.params)
         self.step = 0
         self.mfu = UseCounter(self.embeddings.n_rows) if cfg.hooks.mfu_counters else None
-        self.ssu = (
-            UseSampler(cfg.hooks.ssu_fraction, cfg.hooks.ssu_capacity, cfg.model.seed)
-            if cfg.hooks.ssu_fraction > 0
-            else None
-        )
         self._listeners: list[UpdateListener] = []
         self._work: dict[int, tuple[np.ndarray, SegmentSum]] = {}
         self._eval_set: Batch | None = None
@@ -116,8 +111,6 @@ class Trainer:
             emb.apply_gradients(rows, grad, record=False)
         if self.mfu is not None:
             self.mfu.add(rows, counts)
-        if self.ssu is not None:
-            self.ssu.observe(self.step, rows, counts)
         self.step += 1
         if self._listeners:
             for fn in self._listeners:

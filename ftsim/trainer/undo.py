@@ -228,9 +228,8 @@ class Undoer:
     (:func:`undo_dense_step`; ``sgd``, ``momentum``, ``adam``), embedding rows either by
     writing back their pre-step values and state (``sparse="rows"``: exact, any sparse rule)
     or by the arithmetic inverse (``sparse="arithmetic"``: ``sgd``, ``momentum``), MFU
-    counts, and ``trainer.step``. The SSU sample buffer is not reverted (its overwritten
-    entries are gone); ``hooks.ssu_fraction`` should be 0 when undo is used. Only one step
-    can be undone (SWIFT loses at most one iteration).
+    counts, and ``trainer.step``. Only one step can be undone (SWIFT loses at most one
+    iteration).
     """
 
     def __init__(self, trainer: Trainer, sparse: Literal["rows", "arithmetic"] = "rows") -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ftsim.experiments.runner import simulate
 from ftsim.experiments.tdist import mean_ci
 from ftsim.scenario.loader import load_scenario
-from ftsim.sim.engine import simulate
 from ftsim.sim.failures import job_mtbf_s
 from ftsim.sim.theory import daly_interval_s, daly_wall_s
 

@@ -437,8 +437,8 @@ def exact_recovery(ctx: Context) -> Check:
     embedding row and its optimizer state, step) must be bit-identical to the failure-free
     model's."""
     from ftsim.cosim.replay import run_models
+    from ftsim.experiments.runner import simulate
     from ftsim.policies.events import RestoreAll
-    from ftsim.sim.engine import simulate
 
     scenario = _load("prod50h", *EXACT_SETUP)
     sim = simulate(scenario, 0, 0)
@@ -487,7 +487,7 @@ def exact_recovery_ecrm_swift(ctx: Context) -> Check:
     policy is trained here (``share_prefix: false``): a run would not train SWIFT at all,
     since its full log makes its recovery exact by construction."""
     from ftsim.cosim.replay import run_models
-    from ftsim.sim.engine import simulate
+    from ftsim.experiments.runner import simulate
 
     scenario = _load("prod50h", *SINGLE_SHARD_FAILURES, "trainer.share_prefix=false")
     labels = scenario.policy_labels
@@ -528,7 +528,7 @@ def pls_prediction(ctx: Context) -> Check:
     stationary argument behind the formula holds, the PLS measured by `cpr` (updates of
     failed shards lost since their last save, over all updates) must equal the prediction
     on average within 10%."""
-    from ftsim.sim.engine import simulate
+    from ftsim.experiments.runner import simulate
 
     scenario = _load("prod50h", *PLS_SETUP)
     index = scenario.policy_labels.index("cpr")

@@ -25,7 +25,6 @@ def small_config(
     placement: str = "row_round_robin",
     dtype: str = "float32",
     batch_size: int = 64,
-    ssu_fraction: float = 0.0,
     seed: int = 0,
 ) -> TrainerConfig:
     """A tiny DLRM (5 tables, dim 4) on synthetic data: fast enough for unit tests."""
@@ -37,7 +36,6 @@ def small_config(
             sparse=SparseOptimizerConfig(kind=sparse, lr=lr),
         ),
         sharding=ShardingConfig(n_shards=3, placement=placement),
-        hooks={"ssu_fraction": ssu_fraction, "ssu_capacity": 200},
         batch_size=batch_size,
         eval_samples=512,
     )

@@ -147,8 +147,7 @@ def test_use_sampler_bounded_and_deterministic():
 
 
 def test_trainer_hooks_fed(make_config):
-    tr = Trainer(make_config(ssu_fraction=0.5))
+    tr = Trainer(make_config())
     tr.train(3)
     total = sum(len(tr.data.batch(i)) for i in range(3)) * 5
     assert tr.mfu.counts.sum() == total
-    assert 0 < len(tr.ssu.peek()) <= 200
