@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ftsim.experiments.tdist import mean_ci
+from ftsim.experiments.stats import mean_ci
 from ftsim.policies.checknrun import CheckNRun
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.cluster import StateLayout

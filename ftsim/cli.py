@@ -17,7 +17,6 @@ import os
 import shlex
 import sys
 import typing
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ftsim.experiments.folders import FolderError
@@ -49,13 +48,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args, argv: list[str]) -> int:
     """Run the command; known kinds of bad input become one-line messages and exit 2."""
+    from ftsim.experiments.study import StudyError
     from ftsim.scenario.loader import ScenarioError
 
     try:
         return args.handler(args, argv)
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
-    except (UsageError, FolderError) as exc:
+    except (UsageError, FolderError, StudyError) as exc:
         print(f"ftsim: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         print("ftsim: interrupted", file=sys.stderr)
@@ -259,111 +259,50 @@ def _overrides(args) -> list[str]:
 
 
 def _selected_policies(scenario, names: list[str]) -> list[int]:
-    labels = scenario.policy_labels
-    unknown = [n for n in names if n not in labels]
-    if unknown:
-        raise UsageError(
-            f"--policy: no policy named {', '.join(map(repr, unknown))} in the scenario "
-            f"(it has: {', '.join(labels)})"
-        )
-    return [i for i, label in enumerate(labels) if not names or label in names]
+    from ftsim.experiments.study import select_policies
+
+    return select_policies(scenario, names)
 
 
 def _cmd_run(args, argv) -> int:
-    from ftsim.experiments.folders import prepare_output, result_checksums
-    from ftsim.experiments.output import (
-        git_commit,
-        versions,
-        write_csv,
-        write_csv_and_parquet,
-        write_json,
-    )
-    from ftsim.experiments.pool import default_jobs
-    from ftsim.experiments.runner import format_summary, run_scenario, summarize
-    from ftsim.scenario.loader import config_hash
+    from ftsim.experiments import study
+    from ftsim.experiments.progress import Progress
+    from ftsim.experiments.tables import run_table
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    scenario = _load(args)
-    indices = _selected_policies(scenario, args.policy)
-    ran = _as_run(scenario, indices)
-    digest = config_hash(ran)  # the same when run again from the folder's scenario.yaml
-    started = datetime.now(UTC)
-    out = args.output or (
-        Path(scenario.run.output) / scenario.name / f"{started:%Y%m%dT%H%M%SZ}_{digest}"
-    )
-    created = not out.exists()
-    prepare_output(out, "run", args.force)
-    progress = _run_progress(scenario, len(indices), args.quiet)
+    plan = study.plan(args.scenario, _overrides(args), policies=args.policy, command="run")
+    progress = Progress("run", args.quiet)
     try:
-        rows, timeline = run_scenario(
-            scenario, indices, progress=progress, jobs=args.jobs or default_jobs()
+        outcome = study.execute(
+            plan,
+            args.output,
+            force=args.force,
+            jobs=args.jobs,
+            argv=["ftsim", *argv],
+            progress=progress,
+            say=None if args.quiet else _say,
         )
-    except BaseException as exc:  # nothing is written before the end: leave no folder
-        if created:
-            out.rmdir()
-        if not isinstance(exc, KeyboardInterrupt):
-            raise
-        print(f"ftsim: interrupted; nothing was written to {out}", file=sys.stderr)
+    except study.StudyInterrupted as stop:
+        print(f"ftsim: interrupted; nothing was written to {stop.folder}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         progress.close()
-    summary = summarize(rows)
-    write_csv_and_parquet(out / "runs", rows)
-    write_csv(out / "timeline.csv", timeline)
-    write_csv(out / "summary.csv", summary)
-    _write_resolved(out / "scenario.yaml", ran)
-    write_json(
-        out / "manifest.json",
-        {
-            "command": "run",
-            "scenario": scenario.name,
-            "scenario_file": str(args.scenario),
-            "config_hash": digest,
-            "seed": scenario.run.seed,
-            "replications": scenario.run.replications,
-            "policies": [scenario.policy_labels[i] for i in indices],
-            "argv": ["ftsim", *argv],
-            "git_commit": git_commit(),
-            "versions": versions(),
-            "started_utc": started.isoformat(),
-            "finished_utc": datetime.now(UTC).isoformat(),
-            "files": result_checksums(out),
-        },
-    )
     if not args.quiet:
-        print(format_summary(summary))
-        print(f"results: {out}")
-    return _unfinished_status(summary)
+        print(run_table(outcome.summary))
+        print(f"results: {outcome.folder}")
+    return _unfinished_status(outcome.summary)
 
 
-def _run_progress(scenario, n_policies: int, quiet: bool):
-    """Progress of ``run``: the timing simulations, then the trained replications."""
-    from ftsim.experiments.progress import Progress, Stage
-    from ftsim.experiments.runner import trained_replications
-
-    timing = Stage("timing", scenario.run.replications * n_policies, "simulations")
-    trained = len(trained_replications(scenario))
-    training = Stage("co-simulation", trained, "replications", each=True)
-    return Progress([timing, training], quiet)
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
-def _as_run(scenario, indices: list[int]):
-    """The resolved scenario restricted to the policies that ran (``--policy``), so that
-    ``run`` on the saved scenario.yaml reproduces runs.csv; a sweep reference that did not
-    run falls back to the default (the first policy)."""
-    policies = [scenario.policies[i] for i in indices]
-    sweep = scenario.sweep
-    if sweep and sweep.reference not in {None, *(p.label for p in policies)}:
-        sweep = sweep.model_copy(update={"reference": None})
-    return scenario.model_copy(update={"policies": policies, "sweep": sweep})
-
-
-def _unfinished_status(summary: list[dict], point_columns: list[str] = ()) -> int:
+def _unfinished_status(summary, point_columns: list[str] = ()) -> int:
     """Warn on standard error about unfinished replications: exit status 3 if any, else 0."""
-    from ftsim.experiments.runner import unfinished_warnings
+    from ftsim.experiments.tables import unfinished_warnings
 
-    warnings = unfinished_warnings(summary, point_columns)
+    warnings = unfinished_warnings(summary.to_dict("records"), point_columns)
     for line in warnings:
         print(line, file=sys.stderr)
     return EXIT_UNFINISHED if warnings else 0
@@ -392,97 +331,50 @@ def _check_sweep_options(args) -> None:
 
 
 def _cmd_sweep(args, argv) -> int:
-    from ftsim.experiments import sweep
-    from ftsim.experiments.folders import result_checksums
-    from ftsim.experiments.progress import Progress, Stage
-    from ftsim.experiments.store import RunStore
+    from ftsim.experiments import study
+    from ftsim.experiments.progress import Progress
+    from ftsim.experiments.tables import sweep_table
 
     _check_sweep_options(args)
-    plan = sweep.plan_sweep(
+    plan = study.plan(
         args.scenario,
         _overrides(args),
         args.grid,
-        lambda scenario: _selected_policies(scenario, args.policy),
-        args.reference,
-        args.target_halfwidth,
-        args.max_reps,
+        args.policy,
+        reference=args.reference,
+        target_halfwidth=args.target_halfwidth,
+        max_reps=args.max_reps,
     )
-    if args.dask_address:
-        sweep.check_dask_scheduler(args.dask_address)
-    started = datetime.now(UTC)
-    total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
-    if args.resume:
-        store = RunStore.resume(args.resume, plan.config_hash)
-        if store.discarded:
-            print(
-                f"ftsim: {len(store.discarded)} shard file(s) in {store.shards} are not "
-                "recorded in SHA256SUMS or fail their checksum (truncated or edited?); "
-                "their tasks are computed again",
-                file=sys.stderr,
-            )
-    else:
-        out = args.output or (
-            Path(plan.base.run.output)
-            / plan.base.name
-            / f"{started:%Y%m%dT%H%M%SZ}_{plan.config_hash}_sweep"
-        )
-        store = RunStore.create(
-            out, sweep.manifest(plan, ["ftsim", *argv], started.isoformat()), args.force
-        )
-    _write_resolved(store.root / "scenario.yaml", plan.base)
-    jobs = args.jobs
-    if args.executor == "process" or args.dask_address is None:
-        jobs, note = sweep.local_workers(plan, args.jobs, args.batch)
-        if note:
-            print(f"ftsim: {note}", file=sys.stderr)
-    progress = Progress([Stage("sweep", total, "replications")], args.quiet)
+    progress = Progress("sweep", args.quiet)
     try:
-        computed, reused = sweep.run_sweep(
+        outcome = study.execute(
             plan,
-            store,
+            args.resume or args.output,
+            force=args.force,
+            resume=args.resume is not None,
             executor=args.executor,
-            jobs=jobs,
+            jobs=args.jobs,
             dask_address=args.dask_address,
             batch=args.batch,
-            progress=lambda steps: progress("sweep", steps),
+            argv=["ftsim", *argv],
+            progress=progress,
+            say=_say,
         )
-    except KeyboardInterrupt:
-        _report_interrupted_sweep(store, sweep.n_tasks(plan, args.batch), total, argv)
+    except study.StudyInterrupted as stop:
+        print(
+            f"ftsim: interrupted; {stop.kept_tasks} of {stop.tasks} tasks ({stop.kept_reps} "
+            f"of {stop.reps} replications) are saved in {stop.folder}",
+            file=sys.stderr,
+        )
+        print(f"ftsim: continue with: {resume_command(argv, stop.folder)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         progress.close()
-    summary = sweep.finish(plan, store)
-    session = {
-        "argv": ["ftsim", *argv],
-        "started_utc": started.isoformat(),
-        "finished_utc": datetime.now(UTC).isoformat(),
-        "computed_reps": computed,
-        "reused_reps": reused,
-    }
-    store.update_manifest(
-        finished_utc=session["finished_utc"],
-        sessions=[*store.manifest()["sessions"], session],
-        files=result_checksums(store.root),
-    )
     if not args.quiet:
-        from ftsim.experiments.stats import format_table
-
-        print(format_table(summary, plan.columns))
-    print(f"computed {computed}, reused {reused} (replications)")
-    print(f"results: {store.root}")
-    return _unfinished_status(summary.to_dict("records"), plan.columns)
-
-
-def _report_interrupted_sweep(store, tasks: int, total: int, argv: list[str]) -> None:
-    """What a Ctrl-C'd sweep kept, and the command that continues it."""
-    done = [key for key in store.done() if (store.shards / f"{key.name}.csv").exists()]
-    reps = sum(len(key.reps) for key in done)
-    print(
-        f"ftsim: interrupted; {len(done)} of {tasks} tasks ({reps} of {total} replications) "
-        f"are saved in {store.root}",
-        file=sys.stderr,
-    )
-    print(f"ftsim: continue with: {resume_command(argv, store.root)}", file=sys.stderr)
+        print(sweep_table(outcome.summary, plan.columns))
+    print(f"computed {outcome.computed}, reused {outcome.reused} (replications)")
+    print(f"results: {outcome.folder}")
+    return _unfinished_status(outcome.summary, plan.columns)
 
 
 def resume_command(argv: list[str], folder: Path) -> str:
@@ -542,14 +434,6 @@ def _cmd_trace(args, argv) -> int:
     print(f"trace: {out} ({len(trace['traceEvents'])} events; {labels}; replication {args.rep})")
     print("open it in the Perfetto UI (ui.perfetto.dev: Open trace file) or chrome://tracing")
     return 0
-
-
-def _write_resolved(path: Path, scenario) -> None:
-    import yaml
-
-    from ftsim.experiments.output import atomic_write_text
-
-    atomic_write_text(path, yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
 
 
 def _cmd_show_config(args, argv) -> int:

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ from ftsim.experiments.folders import MANIFEST, FolderError, prepare_output, sha
 from ftsim.experiments.output import atomic_write_text, csv_text, write_json
 
 SHARDS = "shards"
+RUN_STAGING = ".run-shards"
+"""Where a run stages its shards inside its folder until the merged results are written."""
 CHECKSUMS = "SHA256SUMS"
 """File in ``shards/``: a line ``<sha256>  <shard file name>`` per shard written (the last
 line for a name counts)."""
@@ -60,11 +63,16 @@ class TaskKey:
 
 
 class RunStore:
-    """A sweep's run folder: ``manifest.json``, ``shards/`` and the merged results."""
+    """A run folder: ``manifest.json``, the shards of finished tasks and the merged results.
 
-    def __init__(self, root: Path):
+    A sweep keeps its shards in ``shards/`` (it can be resumed); a run, which cannot, stages
+    them in a hidden folder (:data:`RUN_STAGING`) removed once the merged results are
+    written, or after an interruption, so that a run folder holds only finished results.
+    """
+
+    def __init__(self, root: Path, shards: Path | None = None):
         self.root = Path(root)
-        self.shards = self.root / SHARDS
+        self.shards = Path(shards) if shards is not None else self.root / SHARDS
         self._checksums: dict[str, str] = {}
         """Shard files known to be complete: name → SHA-256 (as in ``SHA256SUMS``)."""
         self.discarded: list[str] = []
@@ -79,6 +87,20 @@ class RunStore:
         store.shards.mkdir(exist_ok=True)
         write_json(store.root / MANIFEST, manifest)
         return store
+
+    @classmethod
+    def staged(cls, root: Path, force: bool = False) -> RunStore:
+        """A run's folder (see :func:`prepare_output`) with its shards staged in
+        :data:`RUN_STAGING`; nothing else is written until :meth:`discard_shards`."""
+        prepare_output(root, "run", force)
+        store = cls(root, Path(root) / RUN_STAGING)
+        store.discard_shards()  # left by a run killed before it could clean up
+        store.shards.mkdir()
+        return store
+
+    def discard_shards(self) -> None:
+        """Remove the shard folder (a run's, once merged or abandoned)."""
+        shutil.rmtree(self.shards, ignore_errors=True)
 
     @classmethod
     def resume(cls, root: Path, config_hash: str) -> RunStore:

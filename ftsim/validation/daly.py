@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ftsim.experiments.tdist import mean_ci
+from ftsim.experiments.stats import mean_ci
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.engine import simulate
 from ftsim.sim.failures import job_mtbf_s
