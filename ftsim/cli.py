@@ -259,7 +259,7 @@ def _overrides(args) -> list[str]:
 
 
 def _selected_policies(scenario, names: list[str]) -> list[int]:
-    from ftsim.experiments.study import select_policies
+    from ftsim.experiments.sweep import select_policies
 
     return select_policies(scenario, names)
 

@@ -64,19 +64,6 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def select_policies(scenario: Scenario, names: Sequence[str]) -> list[int]:
-    """Indices of the policies labelled ``names`` (all when empty), in scenario order;
-    StudyError naming the unknown ones."""
-    labels = scenario.policy_labels
-    unknown = [n for n in names if n not in labels]
-    if unknown:
-        raise StudyError(
-            f"--policy: no policy named {', '.join(map(repr, unknown))} in the scenario "
-            f"(it has: {', '.join(labels)})"
-        )
-    return [i for i, label in enumerate(labels) if not names or label in names]
-
-
 def plan(
     scenario: Path | str | Scenario,
     overrides: Sequence[str] = (),
@@ -96,7 +83,7 @@ def plan(
         scenario,
         list(overrides),
         grid,
-        lambda base: select_policies(base, list(policies)),
+        list(policies),
         reference,
         target_halfwidth,
         max_reps,

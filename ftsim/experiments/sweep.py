@@ -26,7 +26,7 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -227,7 +227,7 @@ def plan_sweep(
     scenario: Path | str | Scenario,
     overrides: Sequence[str],
     grid: Sequence[str] | Mapping[str, object],
-    select_policies: Callable[[Scenario], list[int]],
+    policies: Sequence[str] | None = None,
     reference: str | None = None,
     target_halfwidth: float | None = None,
     max_reps: int = 1000,
@@ -239,7 +239,7 @@ def plan_sweep(
     file would be). ``grid`` holds ``--grid`` texts (``key=v1,v2``) or maps keys to lists
     of values, plus optionally ``"zip"`` mapping keys to co-varying lists (as in a
     scenario's ``sweep:`` section); either adds to or replaces the scenario's own entries.
-    ``select_policies`` maps the base scenario to the indices of the policies to run.
+    ``policies``: the labels of the policies to run (None or empty: all).
     ``command`` "run" plans a run: one point, the scenario's ``sweep:`` section ignored.
     Raises ScenarioError listing every problem of every point (each problem once, with the
     first point it occurs at).
@@ -256,13 +256,13 @@ def plan_sweep(
     if problems:
         raise ScenarioError(path, problems)
     base = validate_scenario(data, path)
-    policies = select_policies(base)
-    labels = [base.policy_labels[i] for i in policies]
+    indices = select_policies(base, policies or [])
+    labels = [base.policy_labels[i] for i in indices]
     chosen = (base.sweep.reference if base.sweep else None) or labels[0]
     if command == "run":
         point = Point(0, {}, base)
         reference = chosen if chosen in labels else labels[0]
-        return Plan(path, base, [point], policies, reference, command="run")
+        return Plan(path, base, [point], indices, reference, command="run")
     if chosen not in labels:
         raise ScenarioError(path, [("sweep.reference", f"{chosen!r} is not among {labels}")])
     count = n_points(base.sweep)
@@ -275,9 +275,24 @@ def plan_sweep(
     numeric = [
         key
         for key in columns
-        if any(si_value(p.scenario, key, q) is not None for p in points for q in policies)
+        if any(si_value(p.scenario, key, q) is not None for p in points for q in indices)
     ]
-    return Plan(path, base, points, policies, chosen, target_halfwidth, max_reps, columns, numeric)
+    return Plan(path, base, points, indices, chosen, target_halfwidth, max_reps, columns, numeric)
+
+
+def select_policies(scenario: Scenario, labels: Sequence[str]) -> list[int]:
+    """Indices of the policies labelled ``labels`` (all when empty), in scenario order;
+    StudyError naming the unknown ones."""
+    from ftsim.experiments.study import StudyError
+
+    known = scenario.policy_labels
+    unknown = [n for n in labels if n not in known]
+    if unknown:
+        raise StudyError(
+            f"--policy: no policy named {', '.join(map(repr, unknown))} in the scenario "
+            f"(it has: {', '.join(known)})"
+        )
+    return [i for i, label in enumerate(known) if not labels or label in labels]
 
 
 def _scenario_data(
