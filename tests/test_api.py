@@ -3,6 +3,7 @@ files and rows, its located errors, one summary format, numeric ``<key>_si`` col
 
 import subprocess
 import sys
+import tempfile
 
 import pandas as pd
 import pytest
@@ -44,11 +45,12 @@ def test_run_gives_the_command_lines_runs_csv(tmp_path):
     assert results.scenario.name == "prod50h" and results.columns == []
 
 
-def test_a_loaded_scenario_and_a_temporary_folder(tmp_path):
+def test_a_loaded_scenario_and_a_temporary_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the temporary folder goes here
     by_path = ftsim.run(SMOKE, reps=2, out=tmp_path / "a")
     loaded = ftsim.load_scenario(SMOKE, {"run.replications": 2})
     by_object = ftsim.run(loaded)
-    assert by_object.folder.is_dir() and by_object.folder.name.startswith("ftsim-smoke-")
+    assert by_object.folder.parent == tmp_path and by_object.folder.name.startswith("ftsim-smoke-")
     pd.testing.assert_frame_equal(by_object.runs, by_path.runs)
 
 

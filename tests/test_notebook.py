@@ -9,11 +9,12 @@ from tests.conftest import ROOT
 NOTEBOOK = ROOT / "docs" / "examples" / "study.ipynb"
 
 
-def test_the_example_notebook_runs(monkeypatch):
+def test_the_example_notebook_runs(monkeypatch, tmp_path):
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebook's results folders go here
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(
         notebook,
