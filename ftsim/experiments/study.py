@@ -163,6 +163,8 @@ def execute(
             progress=progress,
         )
         summary = sweep.finish(plan, store)
+        for line in sweep.short_of_target(plan, summary):
+            say(f"ftsim: {line}")
     except BaseException as exc:
         if run:  # a run keeps nothing of an unfinished attempt
             store.discard_shards()
