@@ -173,10 +173,12 @@ class Results:
 
     @cached_property
     def scenario(self) -> Scenario:
-        """The resolved scenario (``scenario.yaml``: a sweep's base scenario)."""
-        from ftsim.scenario.loader import load_scenario as load
+        """The resolved scenario (``scenario.yaml``: a sweep's base scenario). No warnings:
+        the file spells out every default, and the run was warned about when it started."""
+        from ftsim.scenario.loader import read_yaml, validate_scenario
 
-        return load(self.folder / "scenario.yaml")
+        path = self.folder / "scenario.yaml"
+        return validate_scenario(read_yaml(path), path, warn=False)
 
     def plot(self, *args, **options) -> list[tuple[str, str]]:
         """Draw the figures this folder supports into ``folder / "plots"``, as ``ftsim plot``

@@ -4,6 +4,7 @@ files and rows, its located errors, one summary format, numeric ``<key>_si`` col
 import subprocess
 import sys
 import tempfile
+import warnings
 
 import pandas as pd
 import pytest
@@ -49,7 +50,10 @@ def test_a_loaded_scenario_and_a_temporary_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the temporary folder goes here
     by_path = ftsim.run(SMOKE, reps=2, out=tmp_path / "a")
     loaded = ftsim.load_scenario(SMOKE, {"run.replications": 2})
-    by_object = ftsim.run(loaded)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # its dump spells out defaults: no "has no effect"
+        by_object = ftsim.run(loaded)
+        assert ftsim.load(by_object.folder).scenario.name == "smoke"
     assert by_object.folder.parent == tmp_path and by_object.folder.name.startswith("ftsim-smoke-")
     pd.testing.assert_frame_equal(by_object.runs, by_path.runs)
 

@@ -255,7 +255,8 @@ def plan_sweep(
                 section["reference"] = reference
     if problems:
         raise ScenarioError(path, problems)
-    base = validate_scenario(data, path)
+    # a loaded scenario was warned about when it was loaded; its dump spells out every default
+    base = validate_scenario(data, path, warn=not isinstance(scenario, Scenario))
     indices = select_policies(base, policies or [])
     labels = [base.policy_labels[i] for i in indices]
     chosen = (base.sweep.reference if base.sweep else None) or labels[0]
