@@ -1,26 +1,37 @@
-"""The ``ftsim`` command line: ``run``, ``sweep``, ``plot``, ``trace``, ``validate``, ``show``.
+"""The ``ftsim`` command line: ``run``, ``sweep``, ``advise``, ``plot``, ``trace``, ``validate``,
+``show``.
 
-Exit status: 0 on success; 1 when ``validate`` has a failed check; 2 on invalid input (a
+Exit status: 0 on success; 1 when ``validate`` has a failed check, or when ``advise`` finds
+no setting of any policy within the limits; 2 on invalid input (a
 bad scenario, an unknown policy name, an unusable folder), printed as located one-line
 errors on standard error, never a traceback: scenario problems as ``FILE: dotted.path:
 what is wrong``, others as ``ftsim: ...``; 3 when ``run`` or ``sweep`` finished but some
 replication did not finish training within ``run.max_wall_factor`` × the failure-free time;
 130 on Ctrl-C, after saying what was kept; 141 when the output is piped into a reader that
-stops early (``| head``), quietly, as if killed by SIGPIPE. Unexpected exceptions are bugs
-and keep their traceback.
+stops early (``| head``), quietly, as if killed by SIGPIPE. SIGTERM and SIGHUP are handled as
+Ctrl-C (what was kept is said), with exit status 128 + the signal's number: 143 and 129.
+A result that cannot be written (a full disk, a read-only file system) is one line naming
+the path and the reason, exit status 2, with no half-written folder left. On a terminal
+that cannot show a character (an ASCII locale), an ASCII look-alike is printed instead.
+Unexpected exceptions are bugs and keep their traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shlex
 import sys
 import typing
 import warnings
+from datetime import UTC, datetime
 from pathlib import Path
 
+from ftsim import console
+from ftsim.experiments import interrupts
 from ftsim.experiments.folders import FolderError
+from ftsim.experiments.output import OutputError
 
 EXIT_USAGE = 2
 EXIT_UNFINISHED = 3
@@ -35,26 +46,45 @@ class UsageError(Exception):
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
-    args = _parser().parse_args(argv)
-    try:
-        with warnings.catch_warnings():
-            warnings.showwarning = _show_warning
-            status = _dispatch(args, argv)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Standard output was closed by its reader: point it at /dev/null so that the
-        # interpreter's final flush does not fail again, and end like a SIGPIPE'd tool.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
-    return status
+    with console.ascii_fallbacks():
+        try:
+            with interrupts.handled():
+                args = _parser().parse_args(argv)
+                with warnings.catch_warnings():
+                    warnings.showwarning = _show_warning
+                    status = _dispatch(args, argv)
+                sys.stdout.flush()
+        except BrokenPipeError:
+            # Standard output was closed by its reader: point it at /dev/null so that the
+            # interpreter's final flush does not fail again, and end like a SIGPIPE'd tool.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_BROKEN_PIPE
+        except KeyboardInterrupt:  # a signal before or after the command did its work
+            return interrupts.exit_status()
+        except OSError as exc:
+            # Every file ftsim writes is named by OutputError: an OSError without a file
+            # name that says the disk is full comes from standard output redirected to it.
+            if exc.filename is not None or exc.errno not in _FULL_DISK:
+                raise
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            print(f"ftsim: {exc.strerror.lower()} writing standard output", file=sys.stderr)
+            return EXIT_USAGE
+        return interrupts.exit_status() if status == EXIT_INTERRUPTED else status
+
+
+_FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A scenario's warning as its located line on standard error (others as Python's)."""
+    """A scenario's warning as its located line on standard error, a notice (a decision
+    taken for the user, a deprecated name) as ``ftsim: warning: …``; others as Python's."""
+    from ftsim.notices import Notice
     from ftsim.scenario.notices import ScenarioWarning
 
     if issubclass(category, ScenarioWarning):
         print(message, file=sys.stderr)
+    elif issubclass(category, Notice):
+        print(f"ftsim: warning: {message}", file=sys.stderr)
     else:
         (file or sys.stderr).write(
             warnings.formatwarning(message, category, filename, lineno, line)
@@ -63,14 +93,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def _dispatch(args, argv: list[str]) -> int:
     """Run the command; known kinds of bad input become one-line messages and exit 2."""
-    from ftsim.experiments.study import StudyError
     from ftsim.scenario.loader import ScenarioError
 
     try:
         return args.handler(args, argv)
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
-    except (UsageError, FolderError, StudyError) as exc:
+    except (UsageError, FolderError, OutputError) as exc:
         print(f"ftsim: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         print("ftsim: interrupted", file=sys.stderr)
@@ -107,7 +136,12 @@ def _parser() -> argparse.ArgumentParser:
     _scenario_options(run)
     run.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
     _force_option(run)
-    run.add_argument("--policy", action="append", default=[], help="only this policy (repeatable)")
+    run.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        help="only this policy (repeatable; selected before --set applies)",
+    )
     run.add_argument("--jobs", type=int, help="parallel worker processes (default: the CPU count)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     run.set_defaults(handler=_cmd_run)
@@ -131,6 +165,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     presets.set_defaults(handler=_cmd_show_presets)
     _sweep_parser(commands)
+    _advise_parser(commands)
     _plot_parser(commands)
     _trace_parser(commands)
     _validate_parser(commands)
@@ -148,11 +183,15 @@ def _sweep_parser(commands) -> None:
         action="append",
         default=[],
         metavar="KEY=V1,V2,...",
-        help="sweep a field over values, e.g. --grid 'policies.*.interval=15 min,1 h' "
-        "(repeatable; adds to or replaces the scenario's sweep.grid)",
+        help="sweep a field over values, e.g. --grid 'policies.*.interval=15 min,1 h' (* sets "
+        "every selected policy that has the field; repeatable; adds to or replaces the "
+        "scenario's sweep.grid)",
     )
     sweep.add_argument(
-        "--policy", action="append", default=[], help="only this policy (repeatable)"
+        "--policy",
+        action="append",
+        default=[],
+        help="only this policy (repeatable; selected before --set and --grid apply)",
     )
     sweep.add_argument("--reference", help="policy for paired differences (default: first)")
     sweep.add_argument("--jobs", type=int, help="parallel workers (default: the CPU count)")
@@ -172,6 +211,49 @@ def _sweep_parser(commands) -> None:
     _force_option(sweep)
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     sweep.set_defaults(handler=_cmd_sweep)
+
+
+def _advise_parser(commands) -> None:
+    advise = commands.add_parser(
+        "advise",
+        help="the cheapest setting of each policy within a PLS and a memory limit, searched "
+        "with the simulator",
+    )
+    advise.add_argument("scenario", type=Path)
+    advise.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field, as for run (repeatable)",
+    )
+    advise.add_argument("--seed", type=int, help="same as --set run.seed=N")
+    advise.add_argument(
+        "--reps", type=int, help="replications per candidate (default: the scenario's)"
+    )
+    advise.set_defaults(no_trainer=False)  # always timing only
+    advise.add_argument(
+        "--max-pls", type=float, help="limit on the mean PLS (the time model's pls_model)"
+    )
+    advise.add_argument(
+        "--max-memory-overhead",
+        type=float,
+        metavar="F",
+        help="limit on the extra memory per embedding PS, as a share of its shard",
+    )
+    advise.add_argument(
+        "--policy", action="append", default=[], help="only this policy (repeatable)"
+    )
+    advise.add_argument(
+        "--jobs", type=int, help="parallel worker processes (default: the CPU count)"
+    )
+    advise.add_argument(
+        "-o", "--output", type=Path, help="folder for candidates.csv and the frontier figure"
+    )
+    _force_option(advise)
+    advise.add_argument("-q", "--quiet", action="store_true", help="no table")
+    advise.set_defaults(handler=_cmd_advise)
 
 
 def _plot_parser(commands) -> None:
@@ -260,7 +342,7 @@ def _load(args):
     from ftsim.scenario.loader import load_scenario
     from ftsim.sim.failures import source_notes
 
-    scenario = load_scenario(args.scenario, _overrides(args))
+    scenario = load_scenario(args.scenario, _overrides(args), getattr(args, "policy", None))
     if not getattr(args, "quiet", False):
         for line in source_notes(scenario):  # e.g. the rows a failure log skipped
             print(line, file=sys.stderr)
@@ -280,9 +362,14 @@ def _overrides(args) -> list[str]:
 
 
 def _selected_policies(scenario, names: list[str]) -> list[int]:
-    from ftsim.experiments.sweep import select_policies
-
-    return select_policies(scenario, names)
+    labels = scenario.policy_labels
+    unknown = [n for n in names if n not in labels]
+    if unknown:
+        raise UsageError(
+            f"--policy: no policy named {', '.join(map(repr, unknown))} in the scenario "
+            f"(it has: {', '.join(labels)})"
+        )
+    return [i for i, label in enumerate(labels) if not names or label in names]
 
 
 def _cmd_run(args, argv) -> int:
@@ -305,7 +392,8 @@ def _cmd_run(args, argv) -> int:
             say=None if args.quiet else _say,
         )
     except study.StudyInterrupted as stop:
-        print(f"ftsim: interrupted; nothing was written to {stop.folder}", file=sys.stderr)
+        kept = "the results were written" if stop.committed else "nothing was written"
+        print(f"ftsim: interrupted; {kept} to {stop.folder}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         progress.close()
@@ -396,6 +484,57 @@ def _cmd_sweep(args, argv) -> int:
     print(f"computed {outcome.computed}, reused {outcome.reused} (replications)")
     print(f"results: {outcome.folder}")
     return _unfinished_status(outcome.summary, plan.columns)
+
+
+def _cmd_advise(args, argv) -> int:
+    """Exit status 0 with a recommendation, 1 when no setting of any policy meets the
+    limits (said on standard output)."""
+    import math
+
+    from ftsim.experiments.advise import advise, write
+    from ftsim.experiments.folders import prepare_output, sha256_of
+    from ftsim.experiments.output import write_json
+    from ftsim.experiments.pool import default_jobs
+
+    limit = args.max_pls
+    if limit is not None and not (0 < limit < 1):
+        raise UsageError(f"--max-pls must be between 0 and 1 (got {limit})")
+    memory = args.max_memory_overhead
+    if memory is not None and not (math.isfinite(memory) and memory >= 0):
+        raise UsageError(f"--max-memory-overhead must be a share >= 0 (got {memory})")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    overrides = _overrides(args)
+    started = datetime.now(UTC)
+    advice = advise(
+        args.scenario,
+        overrides,
+        max_pls=limit,
+        max_memory_overhead=memory,
+        policies=args.policy or None,
+        jobs=args.jobs or default_jobs(),
+    )
+    out = args.output or (
+        Path(advice.output) / advice.scenario / f"{started:%Y%m%dT%H%M%SZ}_advise"
+    )
+    prepare_output(out, "advise", args.force)
+    files = write(advice, out)
+    write_json(
+        out / "manifest.json",
+        {
+            "command": "advise",
+            "scenario": advice.scenario,
+            "scenario_file": str(args.scenario),
+            "argv": ["ftsim", *argv],
+            "started_utc": started.isoformat(),
+            "finished_utc": datetime.now(UTC).isoformat(),
+            "files": {path.name: sha256_of(path) for path in files},
+        },
+    )
+    if not args.quiet:
+        print(advice.text())
+    print(f"results: {out} ({', '.join(f.name for f in files)})")
+    return 0 if advice.recommendation is not None else 1
 
 
 def resume_command(argv: list[str], folder: Path) -> str:

@@ -125,8 +125,12 @@ def test_target_pls_chooses_the_interval_as_cpr_does():
 
 
 def test_interval_rules_are_located_errors():
+    both = "policies.6={kind: checknrun, recovery: partial, interval: 1 h, target_pls: 0.05}"
     with pytest.raises(ScenarioError, match=r"policies\.6: .*not both"):
-        scenario("checknrun", "policies.6.target_pls=0.05")
+        scenario("checknrun", both)
+    # an override of one of the two replaces the one the file gave
+    chosen = scenario("checknrun", "policies.6.target_pls=0.05").policies[6]
+    assert (chosen.interval, chosen.target_pls) == (None, 0.05)
     with pytest.raises(ScenarioError, match=r"policies\.5: .*target_pls needs recovery: partial"):
         scenario("checknrun", "policies.5.interval=null", "policies.5.target_pls=0.05")
     with pytest.raises(ScenarioError, match=r"policies\.6: .*give interval or target_pls"):

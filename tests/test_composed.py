@@ -110,7 +110,7 @@ def test_parity_for_the_hot_rows_keeps_their_updates():
     rows' updates), by the share of lookups the hot rows carry. (One failure before any
     save, with the parity traffic hidden behind compute: both runs reach it at the same
     progress.)"""
-    ecrm = "{kind: ecrm, fallback: partial, checkpoint_interval: 10 h, parity_overlap: 1}"
+    ecrm = "{kind: ecrm, fallback: partial, interval: 10 h, parity_overlap: 1}"
     parts = _two("hot", "{hottest: 0.05}", ecrm)
     s = _cpr_and(parts, "times: [5 h], nodes: [[emb_ps1]]")
     plain, mix = (simulate(s, i, 0).row() for i in range(2))
@@ -128,7 +128,7 @@ def test_parity_for_the_hot_rows_keeps_their_updates():
 
 
 def _hot_parity_cold_checkpoint():
-    ecrm = "{kind: ecrm, fallback: partial, checkpoint_interval: 10 h}"
+    ecrm = "{kind: ecrm, fallback: partial, interval: 10 h}"
     parts = _two("hot", "{hottest: 0.2}", ecrm)
     return _cpr_and(parts, "times: [25 h], nodes: [[emb_ps1]]", SMALL_TRAINER)
 

@@ -81,7 +81,7 @@ POLICY_CONFIGS = {
     ),
     "ecrm": st.sampled_from([(1, 1), (2, 1), (3, 1), (1, 2), (2, 2)]).flatmap(
         lambda kr: st.builds(
-            "{{kind: ecrm, k: {}, r: {}, checkpoint_interval: {} min, fallback: {},"
+            "{{kind: ecrm, k: {}, r: {}, interval: {} min, fallback: {},"
             " parity_overlap: {}}}".format,
             st.just(kr[0]),
             st.just(kr[1]),
@@ -91,7 +91,7 @@ POLICY_CONFIGS = {
         )
     ),
     "swift": st.builds(
-        "{{kind: swift, checkpoint_interval: {} min, log_budget: {}, replay_machines: {}}}".format,
+        "{{kind: swift, interval: {} min, log_budget: {}, replay_machines: {}}}".format,
         _minutes,
         st.floats(0, 1),
         st.integers(1, 4),
@@ -108,7 +108,7 @@ POLICY_CONFIGS = {
     "composed": st.one_of(
         st.builds(
             "{{kind: composed, parts: [{{scope: {{hottest: {}}}, policy: {{kind: ecrm, k: 1,"
-            " r: 1, checkpoint_interval: {} min, fallback: partial}}}}, {{scope: rest,"
+            " r: 1, interval: {} min, fallback: partial}}}}, {{scope: rest,"
             " policy: {{kind: cpr, interval: {} min, fallback: false,"
             " trainer_failure: replica}}}}]}}".format,
             st.floats(0.01, 0.5),
@@ -117,7 +117,7 @@ POLICY_CONFIGS = {
         ),
         st.builds(
             "{{kind: composed, parts: [{{scope: {{shards: [0]}}, policy: {{kind: swift,"
-            " checkpoint_interval: {} min}}}}, {{scope: rest, policy: {{kind: cpr_mfu, interval:"
+            " interval: {} min}}}}, {{scope: rest, policy: {{kind: cpr_mfu, interval:"
             " {} min, partial_interval: {} min, fallback: false, trainer_failure: replica}}}}],"
             " popularity_exponent: 1.2}}".format,
             _minutes,
@@ -166,11 +166,11 @@ ACCOUNTING_EXAMPLES = {
     "cpr": "{kind: cpr, interval: 30 min}",
     "cpr_mfu": "{kind: cpr_mfu, interval: 30 min, partial_interval: 10 min}",
     "cpr_ssu": "{kind: cpr_ssu, interval: 30 min, partial_interval: 10 min}",
-    "ecrm": "{kind: ecrm, k: 2, r: 1, checkpoint_interval: 30 min, fallback: rollback}",
-    "swift": "{kind: swift, checkpoint_interval: 30 min}",
+    "ecrm": "{kind: ecrm, k: 2, r: 1, interval: 30 min, fallback: rollback}",
+    "swift": "{kind: swift, interval: 30 min}",
     "checknrun": "{kind: checknrun, interval: 30 min, quantize_bits: 4}",
     "composed": "{kind: composed, parts: [{scope: {shards: [1]}, dense: true, policy: {kind:"
-    " swift, checkpoint_interval: 30 min}}, {scope: rest, policy: {kind: cpr, interval: 30 min,"
+    " swift, interval: 30 min}}, {scope: rest, policy: {kind: cpr, interval: 30 min,"
     " fallback: false, trainer_failure: replica}}]}",
 }
 """One policy of every kind (and CheckFreq) on smoke."""

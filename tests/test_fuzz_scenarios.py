@@ -183,8 +183,8 @@ def test_two_ecrm_variants_with_different_rebuild_shares_share_a_scenario():
     ("override", "where"),
     [
         ("policies.2.partial_interval=0", "policies.2.partial_interval"),  # divided by it
-        ("policies.4.checkpoint_interval=0 s", "policies.4.checkpoint_interval"),
-        ("policies.5.checkpoint_interval=0", "policies.5.checkpoint_interval"),
+        ("policies.4.interval=0 s", "policies.4.interval"),
+        ("policies.5.interval=0", "policies.5.interval"),
     ],
 )
 def test_zero_intervals_are_refused(override, where):

@@ -336,7 +336,7 @@ SOURCE_CASES = {
             None,
             {"kind": "scheduled", "times": ["1 h"], "nodes": [["emb_ps0"]], name: value},
         )
-        for name, value in (("role", "trainer"), ("nodes_per_failure", 1))
+        for name, value in (("role", "trainer"), ("nodes_per_failure", 2))
     },
     ("FailureLogFailures", "mapping"): None,
     ("FailureLogFailures", "role"): None,
@@ -395,20 +395,24 @@ def test_popularity_exponent_without_effect_when_the_trainer_sets_it():
 
 
 def test_a_sweep_over_a_context_does_not_warn_about_its_template():
-    """swift_logging sweeps log_budget: unlogged has an effect at some points."""
+    """swift_logging sweeps log_budget: unlogged: drop has an effect at some points."""
     data = read_yaml(SCENARIOS / "swift_logging.yaml")
     assert not loads_with_warnings(data)
     data.pop("sweep")
-    assert "policies.0.unlogged: has no effect: log_budget is 1: every update is logged" in (
+    assert "policies.1.unlogged: has no effect: log_budget is 1: every update is logged" in (
         loads_with_warnings(data)
     )
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in SCENARIOS.glob("*.yaml")))
-def test_the_committed_scenarios_have_no_warnings(name):
+def test_the_committed_scenarios_have_no_warnings_nor_their_resolved_copies(name):
+    """A resolved scenario (a run folder's scenario.yaml) spells out every default: a
+    default or null value is not one the author gave, and warns about nothing."""
+    path = SCENARIOS / f"{name}.yaml"
     with warnings.catch_warnings():
         warnings.simplefilter("error", ScenarioWarning)
-        validate_scenario(read_yaml(SCENARIOS / f"{name}.yaml"), SCENARIOS / f"{name}.yaml")
+        resolved = validate_scenario(read_yaml(path), path).model_dump(mode="json")
+        validate_scenario(resolved, path)
 
 
 # -- failures after the horizon; no failures at all ---------------------------------------------

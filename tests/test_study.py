@@ -5,7 +5,7 @@ import pytest
 
 from ftsim.cli import EXIT_INTERRUPTED, main
 from ftsim.experiments import study, sweep
-from ftsim.experiments.store import RUN_STAGING
+from ftsim.experiments.output import STAGING_PREFIX
 from tests.conftest import SCENARIOS
 
 SMOKE = str(SCENARIOS / "smoke.yaml")
@@ -55,10 +55,9 @@ def test_an_interrupted_run_into_an_earlier_run_keeps_the_earlier_files(tmp_path
 def test_a_run_replaces_an_earlier_run_and_leaves_no_shards(tmp_path):
     out = tmp_path / "run"
     assert main(["run", SMOKE, "--reps", "2", "-q", "-o", str(out)]) == 0
-    (out / RUN_STAGING).mkdir()  # as left by a run killed with SIGKILL
-    (out / RUN_STAGING / "p00000-q000-r0000000-0000002.csv").write_text("junk\n")
-    assert main(["run", SMOKE, "--reps", "3", "-q", "-o", str(out)]) == 0
-    assert not (out / RUN_STAGING).exists()
+    assert main(["run", SMOKE, "--reps", "3", "-q", "-o", str(out), "--force"]) == 0
+    assert not [p for p in out.iterdir() if p.name.startswith(STAGING_PREFIX)]
+    assert not (out / "shards").exists()
     assert len((out / "runs.csv").read_text().splitlines()) == 1 + 3 * 3
 
 
@@ -79,6 +78,6 @@ def test_trained_replications_are_tasks_of_their_own(command):
 def test_a_run_plan_has_one_point_without_point_columns():
     plan = study.plan(SMOKE, ["run.replications=2"], command="run", policies=["checkfreq"])
     assert len(plan.points) == 1 and plan.columns == []
-    assert plan.row_cells(plan.points[0], 2) == {} and plan.timeline_cells(plan.points[0]) == {}
-    assert plan.resolved.policy_labels == ["checkfreq"]
+    assert plan.row_cells(plan.points[0], 0) == {} and plan.timeline_cells(plan.points[0]) == {}
+    assert plan.base.policy_labels == ["checkfreq"]
     assert plan.reference == "checkfreq"

@@ -89,7 +89,8 @@ def test_bad_grid_value_is_located_and_exits_2(capsys):
 def test_unknown_grid_key_suggests_the_closest_and_exits_2(capsys):
     assert main(["sweep", str(SMOKE), "--grid", "policies.*.intervall=1 h", "-q"]) == 2
     err = capsys.readouterr().err
-    assert "unknown key 'intervall'; did you mean 'interval'?" in err
+    assert "sweep: policies.*.intervall: no selected policy has a field 'intervall'" in err
+    assert "did you mean 'interval'?" in err
     assert main(["sweep", str(SMOKE), "--grid", "policies.9.interval=1 h", "-q"]) == 2
     assert "no list entry '9'" in capsys.readouterr().err
 

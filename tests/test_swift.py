@@ -19,7 +19,7 @@ FAILURES = (
     "failures=[{kind: scheduled, times: [5 h, 20 h, 33 h],"
     " nodes: [[emb_ps1, emb_ps2], [trainer3], [emb_ps2]]}]"
 )
-SWIFT = "policies=[{kind: full}, {kind: swift, checkpoint_interval: 9 h}]"
+SWIFT = "policies=[{kind: full}, {kind: swift, interval: 9 h}]"
 AT_5H = "failures=[{kind: scheduled, times: [5 h], nodes: [[emb_ps1, emb_ps2]]}]"
 """One failure of two shards before the first checkpoint: at progress 5 h exactly."""
 H = 3600.0

@@ -18,8 +18,8 @@ from tests.trainer.conftest import small_config
 from tests.trainer.test_update_log import StepRecorder, corrupt_shard, model_state
 
 H = 3600.0
-SYNC = "policies=[{kind: full}, {kind: swift, checkpoint_interval: 9 h}]"
-CHECKFREQ = "policies=[{kind: full}, {kind: swift, checkpoint_interval: 9 h, save_mode: checkfreq}]"
+SYNC = "policies=[{kind: full}, {kind: swift, interval: 9 h}]"
+CHECKFREQ = "policies=[{kind: full}, {kind: swift, interval: 9 h, save_mode: checkfreq}]"
 SLOW = "cluster.storage.write_bandwidth_per_node=2 MB/s"
 """Each node writes to storage at 2 MB/s: a shard's persist takes 3.4 h, a dense one 80 s
 (room for a failure in the middle, and for trainer steps between snapshot and failure)."""

@@ -3,10 +3,13 @@
 Nothing on disk is lost by accident:
 
 - ``run -o DIR`` and ``sweep -o DIR`` write into a new or empty folder, or into the earlier
-  output of the same command (recognized by the ``command`` of its ``manifest.json``); any
-  other non-empty folder needs ``--force``. A folder holding a sweep is only ever
-  continued, with ``--resume``. Whether the folder can be written is checked before
-  anything is simulated, so a read-only or mistyped path fails at once.
+  output of the same command (recognized by the ``command`` of its ``manifest.json``) and,
+  for ``run``, of the same configuration (its ``config_hash``); any other non-empty folder
+  needs ``--force``. A folder holding a sweep is only ever continued, with ``--resume``.
+  Whether the folder can be written is checked before anything is simulated, so a
+  read-only or mistyped path fails at once. ftsim's own hidden entries (names starting
+  with ``.ftsim``: the lock of :mod:`ftsim.experiments.lock`, a staging folder) do not
+  count as content.
 - ``plot`` checks the structure of ``runs.csv`` and ``timeline.csv`` before drawing, so a
   truncated, garbled or foreign file is reported by name instead of crashing a figure.
   The manifest records the SHA-256 of both; a file that no longer matches is plotted as
@@ -45,14 +48,18 @@ class FolderError(Exception):
 # -- writing -------------------------------------------------------------------------------
 
 
-def prepare_output(folder: Path, command: str, force: bool = False) -> None:
+def prepare_output(
+    folder: Path, command: str, force: bool = False, config_hash: str | None = None
+) -> None:
     """Check that ``command`` (``run`` or ``sweep``) may write its results into ``folder``
-    and create it; FolderError saying why not."""
+    and create it; FolderError saying why not. With ``config_hash``, earlier output of the
+    same command is replaced only if it has that configuration (or with ``force``)."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise FolderError(f"{folder}: is a file, not a folder")
-    if folder.is_dir() and any(folder.iterdir()):
-        found = manifest_command(folder)
+    if folder.is_dir() and any(not p.name.startswith(".ftsim") for p in folder.iterdir()):
+        manifest = _manifest_or_none(folder)
+        found = manifest.get("command")
         if found == "sweep":
             raise FolderError(
                 f"{folder} already holds a sweep; continue it with --resume {folder}, "
@@ -63,6 +70,13 @@ def prepare_output(folder: Path, command: str, force: bool = False) -> None:
                 f"{folder}: the folder is not empty and holds no earlier output of "
                 f"'ftsim {command}' ({MANIFEST}); choose another folder, or pass --force to "
                 "write into it (files of the same names are replaced)"
+            )
+        earlier = manifest.get("config_hash")
+        if found == command and config_hash and earlier != config_hash and not force:
+            raise FolderError(
+                f"{folder} holds the results of another {command} (scenario "
+                f"{manifest.get('scenario')!r}, config hash {earlier}; this one: "
+                f"{config_hash}); choose another folder, or pass --force to replace them"
             )
     make_writable_folder(folder)
 
@@ -81,13 +95,13 @@ def make_writable_folder(folder: Path) -> None:
         raise FolderError(f"{folder}: cannot write in this folder ({exc.strerror})") from None
 
 
-def manifest_command(folder: Path) -> str | None:
-    """The ``command`` that wrote ``folder`` per its manifest; None without a valid one."""
+def _manifest_or_none(folder: Path) -> dict:
+    """``folder``'s manifest, or an empty mapping without a valid one."""
     try:
-        manifest = json.loads((Path(folder) / MANIFEST).read_text())
+        manifest = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    return manifest.get("command") if isinstance(manifest, dict) else None
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
 
 
 def sha256_of(path: Path) -> str:

@@ -1,7 +1,13 @@
-"""Writing results: atomic files (temp file + rename), tidy CSV and Parquet, manifests.
+"""Writing results: atomic files (temp file + rename), staged folders, tidy CSV and Parquet,
+manifests; the one place where a failed write becomes an error message.
 
 A reader never sees a half-written file: each file is written to a temporary name in the
-same folder, flushed to disk, then renamed over the target.
+same folder, flushed to disk, then renamed over the target. A folder of results is written
+into a hidden staging folder inside it and moved into place at the end, the manifest last
+(:class:`StagedFolder`), so a full disk or an interrupt leaves the earlier folder as it was.
+Every write goes through :func:`writing`, which turns an ``OSError`` (no space left, a
+read-only file system, no permission) into an :class:`OutputError` naming the path and
+the reason: one located line, exit status 2.
 """
 
 from __future__ import annotations
@@ -11,32 +17,108 @@ import io
 import json
 import os
 import platform
+import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
+
+from ftsim.experiments import interrupts
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 DEPENDENCIES = ("simpy", "numpy", "scipy", "pandas", "matplotlib", "pyyaml", "pydantic", "pyarrow")
 
+STAGING_PREFIX = ".ftsim-staging-"
+"""Name prefix of the hidden folder a :class:`StagedFolder` is written in (inside it)."""
+LAST = "manifest.json"
+"""The file a staged folder receives last: a folder has it only once it is complete."""
+
+
+class OutputError(Exception):
+    """A result that could not be written: ``REASON writing PATH`` (printed as is, exit 2)."""
+
+    def __init__(self, reason: str, path: str | Path, note: str = ""):
+        super().__init__(f"{reason} writing {path}{'; ' if note else ''}{note}")
+        self.reason = reason
+        self.path = path
+
+
+@contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """The one error path of writes: an ``OSError`` inside the block becomes an
+    :class:`OutputError` naming ``path`` (what the user asked for, not a temporary name)
+    and the reason, e.g. ``no space left on device writing results/run``."""
+    try:
+        yield
+    except OSError as exc:
+        reason = (exc.strerror or str(exc) or type(exc).__name__).lower()
+        raise OutputError(reason, path) from None
+
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that the file is either the old one or complete."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file normal permissions
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give normal permissions
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+class StagedFolder:
+    """Results written as one set: ``with StagedFolder(folder) as staging:`` gives a hidden
+    staging folder inside ``folder``; when the block ends normally its files are moved over
+    those of ``folder``, :data:`LAST` last (the old one removed first), with signals
+    deferred so that the moves are never cut in half (``committed`` is then true). If the
+    block fails or is interrupted, the staging folder is removed and ``folder`` is as it
+    was: no half-written set of results, nothing earlier damaged. A failed write is
+    reported as writing ``folder`` (the staging folder is no name the user knows)."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        self.committed = False
+        self._staging: Path | None = None
+
+    def __enter__(self) -> Path:
+        with writing(self.folder):
+            self._staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=self.folder))
+        return self._staging
+
+    def __exit__(self, kind, error, traceback) -> None:
+        try:
+            if isinstance(error, OutputError):
+                raise OutputError(error.reason, self.folder) from None
+            if isinstance(error, OSError):
+                with writing(self.folder):
+                    raise error
+            if error is None:
+                self._commit()
+        finally:
+            shutil.rmtree(self._staging, ignore_errors=True)
+
+    def _commit(self) -> None:
+        names = sorted(p.name for p in self._staging.iterdir())
+        if LAST in names:
+            names.remove(LAST)
+            names.append(LAST)
+        with interrupts.deferred(), writing(self.folder):
+            if LAST in names:
+                (self.folder / LAST).unlink(missing_ok=True)
+            for name in names:
+                os.replace(self._staging / name, self.folder / name)
+            self.committed = True
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

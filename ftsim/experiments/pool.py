@@ -1,10 +1,12 @@
 """Local process pools whose workers never outlive the command that started them.
 
 Used by ``sweep`` (tasks of points × policies × replications) and by ``run --jobs`` (trained
-replications). Workers ignore Ctrl-C (the terminal sends it to the whole process group; the
-parent handles it), exit on their own if the parent is killed (:func:`_watch_parent`), and
-run BLAS on one thread (as :func:`ftsim.cosim.replay.cosimulate` does for the trainer), so
-that they share the cores instead of oversubscribing them.
+replications). Workers ignore Ctrl-C and SIGHUP (a terminal sends them to the whole process
+group; the parent handles them, see :mod:`ftsim.experiments.interrupts`) and die of SIGTERM
+(not the parent's handler, which a forked worker would inherit), exit on their own if the
+parent is killed (:func:`_watch_parent`), and run BLAS on one thread (as
+:func:`ftsim.cosim.replay.cosimulate` does for the trainer), so that they share the cores
+instead of oversubscribing them.
 """
 
 from __future__ import annotations
@@ -47,11 +49,13 @@ def process_pool(jobs: int):
 
 
 def _init_worker(parent_pid: int) -> None:
-    """Pool worker set-up: ignore SIGINT, exit when the parent process is gone, one BLAS
-    thread for the worker's lifetime."""
+    """Pool worker set-up: ignore SIGINT and SIGHUP, die of SIGTERM, exit when the parent
+    process is gone, one BLAS thread for the worker's lifetime."""
     from threadpoolctl import threadpool_limits
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     threadpool_limits(limits=1, user_api="blas")
 

@@ -232,6 +232,8 @@ def summarize(
         row = {"point": point}
         row.update({c: everything[c].iloc[0] for c in point_columns})
         row.update(policy=policy, kind=everything["kind"].iloc[0], n=len(group))
+        if "cpr_decision" in everything and isinstance(everything["cpr_decision"].iloc[0], str):
+            row["cpr_decision"] = everything["cpr_decision"].iloc[0]  # decided when planning
         row["n_unfinished"] = len(everything) - len(group)
         if "logloss_delta" in metrics:
             row["n_trained"] = int(group["logloss_delta"].notna().sum())

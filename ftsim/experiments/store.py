@@ -27,11 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftsim.experiments.folders import MANIFEST, FolderError, prepare_output, sha256_of
-from ftsim.experiments.output import atomic_write_text, csv_text, write_json
+from ftsim.experiments.output import atomic_write_text, csv_text, write_json, writing
 
 SHARDS = "shards"
-RUN_STAGING = ".run-shards"
-"""Where a run stages its shards inside its folder until the merged results are written."""
 CHECKSUMS = "SHA256SUMS"
 """File in ``shards/``: a line ``<sha256>  <shard file name>`` per shard written (the last
 line for a name counts)."""
@@ -65,14 +63,13 @@ class TaskKey:
 class RunStore:
     """A run folder: ``manifest.json``, the shards of finished tasks and the merged results.
 
-    A sweep keeps its shards in ``shards/`` (it can be resumed); a run, which cannot, stages
-    them in a hidden folder (:data:`RUN_STAGING`) removed once the merged results are
-    written, or after an interruption, so that a run folder holds only finished results.
+    A sweep keeps its shards in ``shards/`` (it can be resumed); a run, which cannot,
+    removes them once the merged results are written.
     """
 
-    def __init__(self, root: Path, shards: Path | None = None):
+    def __init__(self, root: Path):
         self.root = Path(root)
-        self.shards = Path(shards) if shards is not None else self.root / SHARDS
+        self.shards = self.root / SHARDS
         self._checksums: dict[str, str] = {}
         """Shard files known to be complete: name → SHA-256 (as in ``SHA256SUMS``)."""
         self.discarded: list[str] = []
@@ -84,22 +81,13 @@ class RunStore:
         non-empty folder that is not a sweep's (see :func:`prepare_output`)."""
         prepare_output(root, "sweep", force)
         store = cls(root)
-        store.shards.mkdir(exist_ok=True)
-        write_json(store.root / MANIFEST, manifest)
-        return store
-
-    @classmethod
-    def staged(cls, root: Path, force: bool = False) -> RunStore:
-        """A run's folder (see :func:`prepare_output`) with its shards staged in
-        :data:`RUN_STAGING`; nothing else is written until :meth:`discard_shards`."""
-        prepare_output(root, "run", force)
-        store = cls(root, Path(root) / RUN_STAGING)
-        store.discard_shards()  # left by a run killed before it could clean up
-        store.shards.mkdir()
+        write_json(store.root / MANIFEST, manifest)  # first: a folder with it can be resumed
+        with writing(store.shards):
+            store.shards.mkdir(exist_ok=True)
         return store
 
     def discard_shards(self) -> None:
-        """Remove the shard folder (a run's, once merged or abandoned)."""
+        """Remove the shard folder (a run's, once merged: it cannot be resumed)."""
         shutil.rmtree(self.shards, ignore_errors=True)
 
     @classmethod
@@ -127,14 +115,15 @@ class RunStore:
                 f"this scenario, grid and options give {config_hash}); run the same command "
                 "that started it, or start a new folder"
             )
-        store.shards.mkdir(exist_ok=True)
+        with writing(store.shards):
+            store.shards.mkdir(exist_ok=True)
         store._verify(store._recorded())
         return store
 
     def _recorded(self) -> dict[str, str]:
         """Shard name → recorded SHA-256; lines cut short by a kill are ignored."""
         try:
-            text = (self.shards / CHECKSUMS).read_text(errors="replace")
+            text = (self.shards / CHECKSUMS).read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return {}
         return {
@@ -159,7 +148,7 @@ class RunStore:
         self.discarded = sorted(present - set(good))
 
     def manifest(self) -> dict:
-        return json.loads((self.root / MANIFEST).read_text())
+        return json.loads((self.root / MANIFEST).read_text(encoding="utf-8"))
 
     def update_manifest(self, **fields) -> None:
         write_json(self.root / MANIFEST, {**self.manifest(), **fields})
@@ -175,10 +164,10 @@ class RunStore:
             texts[f"{key.name}.timeline.csv"] = csv_text(timeline)
         texts[f"{key.name}.csv"] = csv_text(rows)
         sums = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in texts.items()}
-        with open(self.shards / CHECKSUMS, "a") as handle:
-            handle.writelines(f"{digest}  {name}\n" for name, digest in sums.items())
-            handle.flush()
-            os.fsync(handle.fileno())
+        with writing(self.shards), open(self.shards / CHECKSUMS, "a", encoding="utf-8") as out:
+            out.writelines(f"{digest}  {name}\n" for name, digest in sums.items())
+            out.flush()
+            os.fsync(out.fileno())
         self._checksums.update(sums)
         for name, text in texts.items():
             atomic_write_text(self.shards / name, text)
@@ -226,5 +215,5 @@ class RunStore:
         return out
 
     def _read(self, name: str) -> list[dict]:
-        with open(self.shards / name, newline="") as handle:
+        with open(self.shards / name, newline="", encoding="utf-8") as handle:
             return list(csv.DictReader(handle))

@@ -8,17 +8,18 @@ format (:func:`ftsim.experiments.stats.summarize`), the resolved ``scenario.yaml
 ``manifest.json``. A run is a study of one point: its rows are those of a sweep of one
 point without the ``point`` column.
 
-A sweep's folder is created at once and keeps its shards (it can be resumed); a run writes
-its folder only when it has finished (its shards are staged in a hidden folder, removed at
-the end or after an interruption), so an interrupted run leaves nothing.
+The output folder is held with a lock while a study writes it. A sweep's folder is created
+at once and keeps its shards (it can be resumed); a run is staged inside its folder and
+moved into place when it has finished (:class:`ftsim.experiments.output.StagedFolder`), so
+an interrupted run leaves nothing, and an earlier run's files intact.
 
 This module imports nothing heavy until a study is planned.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,13 +40,22 @@ class StudyError(Exception):
 
 
 class StudyInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a study, after what was kept is settled: ``folder`` holds the tasks
-    finished so far (a sweep, which can be resumed) or nothing (a run, removed)."""
+    """Ctrl-C (or SIGTERM, SIGHUP) during a study, after what was kept is settled:
+    ``folder`` holds the tasks finished so far (a sweep, which can be resumed); a run's
+    folder holds its results only if they were ``committed`` before the signal."""
 
-    def __init__(self, folder: Path, kept_tasks: int, tasks: int, kept_reps: int, reps: int):
+    def __init__(
+        self,
+        folder: Path,
+        kept_tasks: int,
+        tasks: int,
+        kept_reps: int,
+        reps: int,
+        committed: bool = False,
+    ):
         super().__init__(f"interrupted: {kept_tasks} of {tasks} tasks kept in {folder}")
         self.folder, self.kept_tasks, self.tasks = folder, kept_tasks, tasks
-        self.kept_reps, self.reps = kept_reps, reps
+        self.kept_reps, self.reps, self.committed = kept_reps, reps, committed
 
 
 @dataclass
@@ -113,24 +123,68 @@ def execute(
     say: Callable[[str], None] | None = _stderr,
 ) -> Outcome:
     """Run ``plan`` into the folder ``out`` (default: :func:`default_folder`; with
-    ``resume``, the sweep folder to continue) and write its results.
+    ``resume``, the sweep folder to continue), held with a lock, and write its results.
 
     ``progress`` receives the tasks (:class:`ftsim.experiments.progress.Progress`);
     ``say`` the notes on decisions taken for the user (workers lowered, shards discarded,
-    failure-log rows skipped), None to drop them. Ctrl-C raises :class:`StudyInterrupted`
+    failure-log rows skipped), None to drop them; the plan's notices (a CPR fall-back, a
+    replaced grid key) are issued as warnings. Ctrl-C raises :class:`StudyInterrupted`
     once what was kept is settled.
     """
     from ftsim.experiments import sweep
-    from ftsim.experiments.store import RunStore
+    from ftsim.experiments.lock import locked_folder
     from ftsim.sim.failures import source_notes
 
     say = say or (lambda line: None)
     for line in source_notes(plan.base):  # e.g. the rows a failure log skipped
         say(line)
+    for notice in plan.notes:
+        warnings.warn(notice, stacklevel=2)
     if executor == "dask" and dask_address:
         sweep.check_dask_scheduler(dask_address)
     started = datetime.now(UTC)
-    run, created = plan.command == "run", False
+    out = Path(out) if out is not None else default_folder(plan, started)
+    if executor == "process" or dask_address is None:
+        jobs, note = sweep.local_workers(plan, jobs, batch)
+        if note:
+            say(f"ftsim: {note}")
+    options = dict(executor=executor, jobs=jobs, dask_address=dask_address, batch=batch)
+    with locked_folder(out, create=not resume):  # removed again if new and left empty
+        if plan.command == "run":
+            return _run_into(out, plan, force, started, argv, progress, options)
+        return _sweep_into(out, plan, force, resume, started, argv, progress, options, say)
+
+
+def _run_into(out: Path, plan, force, started, argv, progress, options) -> Outcome:
+    """A run into ``out``: its tasks' shards and results staged inside it and moved into
+    place at the end, the manifest last, or nothing at all (an error, Ctrl-C)."""
+    from ftsim.experiments import sweep
+    from ftsim.experiments.folders import prepare_output
+    from ftsim.experiments.output import StagedFolder
+    from ftsim.experiments.store import RunStore
+
+    prepare_output(out, "run", force, plan.config_hash)
+    results = StagedFolder(out)
+    try:
+        with results as staging:
+            store = RunStore(staging)
+            store.shards.mkdir()
+            computed, reused = sweep.run_sweep(plan, store, progress=progress, **options)
+            summary = sweep.finish(plan, store)
+            store.discard_shards()  # a run cannot be resumed: its folder holds the results
+            _finish_folder(plan, store, started, argv, computed, reused)
+    except KeyboardInterrupt:
+        raise StudyInterrupted(out, 0, 0, 0, 0, results.committed) from None
+    return Outcome(plan, out, summary, computed, reused)
+
+
+def _sweep_into(out: Path, plan, force, resume, started, argv, progress, options, say):
+    """A sweep into ``out``: created (or resumed) at once, each task's shard kept as it
+    finishes, then the merged results and the manifest's session."""
+    from ftsim.experiments import sweep
+    from ftsim.experiments.output import OutputError
+    from ftsim.experiments.store import RunStore
+
     if resume:
         store = RunStore.resume(out, plan.config_hash)
         if store.discarded:
@@ -140,40 +194,19 @@ def execute(
                 "their tasks are computed again"
             )
     else:
-        out = Path(out) if out is not None else default_folder(plan, started)
-        created = not out.exists()
-        if run:
-            store = RunStore.staged(out, force)
-        else:
-            store = RunStore.create(out, sweep.manifest(plan, argv, started.isoformat()), force)
-    if not run:
-        _write_resolved(store.root / "scenario.yaml", plan.resolved)
-    if executor == "process" or dask_address is None:
-        jobs, note = sweep.local_workers(plan, jobs, batch)
-        if note:
-            say(f"ftsim: {note}")
+        store = RunStore.create(out, sweep.manifest(plan, argv, started.isoformat()), force)
     try:
-        computed, reused = sweep.run_sweep(
-            plan,
-            store,
-            executor=executor,
-            jobs=jobs,
-            dask_address=dask_address,
-            batch=batch,
-            progress=progress,
-        )
+        _write_resolved(store.root / "scenario.yaml", plan.base)
+        computed, reused = sweep.run_sweep(plan, store, progress=progress, **options)
         summary = sweep.finish(plan, store)
         for line in sweep.short_of_target(plan, summary):
             say(f"ftsim: {line}")
-    except BaseException as exc:
-        if run:  # a run keeps nothing of an unfinished attempt
-            store.discard_shards()
-            if created:
-                _remove_empty(store.root)
-        if isinstance(exc, KeyboardInterrupt):
-            raise _interrupted(plan, store, batch) from None
-        raise
-    _finish_folder(plan, store, started, argv, computed, reused)
+        _finish_folder(plan, store, started, argv, computed, reused)
+    except KeyboardInterrupt:  # while computing or merging: the shards are kept
+        raise _interrupted(plan, store, options["batch"]) from None
+    except OutputError as exc:
+        note = f"the finished tasks are kept: continue with --resume {store.root}"
+        raise OutputError(exc.reason, exc.path, note) from None
     return Outcome(plan, store.root, summary, computed, reused)
 
 
@@ -192,9 +225,8 @@ def _finish_folder(plan, store: RunStore, started, argv, computed: int, reused: 
         "reused_reps": reused,
     }
     if plan.command == "run":
-        _write_resolved(store.root / "scenario.yaml", plan.resolved)
+        _write_resolved(store.root / "scenario.yaml", plan.base)
         fields = manifest(plan, argv, started.isoformat()) | {"sessions": [session]}
-        store.discard_shards()
     else:
         fields = store.manifest() | {"sessions": [*store.manifest()["sessions"], session]}
     fields.update(finished_utc=finished, files=result_checksums(store.root))
@@ -205,17 +237,9 @@ def _interrupted(plan: Plan, store: RunStore, batch: int) -> StudyInterrupted:
     from ftsim.experiments.sweep import n_tasks
 
     total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
-    if plan.command == "run":
-        return StudyInterrupted(store.root, 0, n_tasks(plan, batch), 0, total)
     done = [key for key in store.done() if (store.shards / f"{key.name}.csv").exists()]
     reps = sum(len(key.reps) for key in done)
     return StudyInterrupted(store.root, len(done), n_tasks(plan, batch), reps, total)
-
-
-def _remove_empty(folder: Path) -> None:
-    """Remove ``folder`` if nothing is left in it."""
-    with contextlib.suppress(OSError):
-        folder.rmdir()
 
 
 def _write_resolved(path: Path, scenario: Scenario) -> None:

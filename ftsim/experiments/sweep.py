@@ -40,15 +40,18 @@ from ftsim.experiments.pool import default_jobs, process_pool
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.stats import SI_SUFFIX
 from ftsim.experiments.store import RunStore, StoreError, TaskKey
+from ftsim.notices import Notice, policy_notices
 from ftsim.scenario.loader import (
+    Overrides,
     ScenarioError,
-    apply_override,
     config_hash,
+    only_run,
+    override_scenario,
     parse_yaml,
-    read_with_overrides,
-    set_path,
+    read_yaml,
     validate_scenario,
 )
+from ftsim.scenario.overrides import Target, assign, only_selected
 from ftsim.scenario.schema import Scenario, Sweep
 
 TIMELINE_REP = 0
@@ -81,30 +84,23 @@ class Plan:
     max_reps: int = 1000
     columns: list[str] = field(default_factory=list)
     """Swept keys, in grid then zip order: the point columns of the results."""
+    positions: list[int] | None = None
+    """Places in the file of the policies ``--policy`` selected (None: all): the keys of
+    the points use them (``policies.4.k``), the base scenario holds only those policies."""
+    notes: list[Notice] = field(default_factory=list)
+    """Decisions taken for the user, to say before running (a ``--grid`` key that replaced
+    one of the file's; CPR falling back to full recovery at a point)."""
     si_columns: list[str] = field(default_factory=list)
     """Swept keys whose values are numbers once validated: they get a ``<key>_si`` column."""
     command: str = "sweep"
 
     @property
-    def resolved(self) -> Scenario:
-        """The scenario written to the folder's ``scenario.yaml``: for a sweep the base
-        scenario with its ``sweep`` section; for a run the scenario restricted to the
-        policies that ran, so that ``run`` on it reproduces runs.csv (a sweep reference
-        that did not run falls back to the default, the first policy)."""
-        if self.command != "run":
-            return self.base
-        policies = [self.base.policies[i] for i in self.policies]
-        sweep = self.base.sweep
-        if sweep and sweep.reference not in {None, *(p.label for p in policies)}:
-            sweep = sweep.model_copy(update={"reference": None})
-        return self.base.model_copy(update={"policies": policies, "sweep": sweep})
-
-    @property
     def config_hash(self) -> str:
         """Hash of everything that determines the rows (not the batching or executor); for
-        a run, the hash of :attr:`resolved` (the same when run again from the folder)."""
+        a run, the hash of its scenario (the same when run again from the folder's
+        ``scenario.yaml``, which holds only the policies that ran)."""
         if self.command == "run":
-            return config_hash(self.resolved)
+            return config_hash(self.base)
         canonical = {
             "points": [
                 {
@@ -225,7 +221,7 @@ def n_points(sweep: Sweep | None) -> int:
 
 def plan_sweep(
     scenario: Path | str | Scenario,
-    overrides: Sequence[str],
+    overrides: Overrides,
     grid: Sequence[str] | Mapping[str, object],
     policies: Sequence[str] | None = None,
     reference: str | None = None,
@@ -233,37 +229,49 @@ def plan_sweep(
     max_reps: int = 1000,
     command: str = "sweep",
 ) -> Plan:
-    """Read the scenario, apply ``--set`` overrides and the grid, validate every point.
+    """Read the scenario, select ``policies`` (by label; None: all), apply ``--set``
+    overrides and the grid, validate every point.
 
     ``scenario`` is a file or a loaded scenario (its resolved fields are read back as a
     file would be). ``grid`` holds ``--grid`` texts (``key=v1,v2``) or maps keys to lists
     of values, plus optionally ``"zip"`` mapping keys to co-varying lists (as in a
-    scenario's ``sweep:`` section); either adds to or replaces the scenario's own entries.
-    ``policies``: the labels of the policies to run (None or empty: all).
-    ``command`` "run" plans a run: one point, the scenario's ``sweep:`` section ignored.
-    Raises ScenarioError listing every problem of every point (each problem once, with the
-    first point it occurs at).
+    scenario's ``sweep:`` section). A grid key that sets what a key of the file's
+    ``sweep:`` section sets (the same field of a policy, or another member of its
+    exclusive group: ``interval`` for ``target_pls``) replaces it, with a note in
+    :attr:`Plan.notes`; two keys of the same origin that do so are an error. ``command``
+    "run" plans a run: one point, the scenario's ``sweep:`` section not expanded. Raises
+    ScenarioError listing every problem of every point (each problem once, with the first
+    point it occurs at).
     """
-    path, data, problems = _scenario_data(scenario, overrides)
+    path, data = _scenario_data(scenario)
+    data, selected = override_scenario(data, path, overrides, policies)
+    notes: list[Notice] = []
     if command != "run":
         if data.get("sweep") is None:
             data["sweep"] = {}
         section = data["sweep"]
         if isinstance(section, dict):  # otherwise validation reports it
-            _add_grid(section, grid, path)
+            given, zipped = _grid_entries(grid, path)
+            plain = {k: v for k, v in data.items() if k != "sweep"}
+            notes = _replaced_keys(plain, section, given | zipped, selected)
+            for name, entries in (("grid", given), ("zip", zipped)):
+                if entries and section.get(name) is None:
+                    section[name] = {}
+                if isinstance(section.get(name), dict):  # otherwise validation reports it
+                    section[name].update(entries)
             if reference is not None:
                 section["reference"] = reference
-    if problems:
-        raise ScenarioError(path, problems)
     # a loaded scenario was warned about when it was loaded; its dump spells out every default
-    base = validate_scenario(data, path, warn=not isinstance(scenario, Scenario))
-    indices = select_policies(base, policies or [])
-    labels = [base.policy_labels[i] for i in indices]
+    warn = not isinstance(scenario, Scenario)
+    selection = only_run if command == "run" else only_selected
+    base = validate_scenario(selection(data, selected), path, warn=warn)
+    labels = base.policy_labels
+    indices = list(range(len(labels)))
     chosen = (base.sweep.reference if base.sweep else None) or labels[0]
     if command == "run":
-        point = Point(0, {}, base)
-        reference = chosen if chosen in labels else labels[0]
-        return Plan(path, base, [point], indices, reference, command="run")
+        notes = policy_notices(base)
+        return Plan(path, base, [Point(0, {}, base)], indices, chosen, positions=selected,
+                    notes=notes, command="run")  # fmt: skip
     if chosen not in labels:
         raise ScenarioError(path, [("sweep.reference", f"{chosen!r} is not among {labels}")])
     count = n_points(base.sweep)
@@ -271,85 +279,100 @@ def plan_sweep(
         message = f"{count:,} points, more than {MAX_POINTS:,}: sweep fewer values at once"
         raise ScenarioError(path, [("sweep", message)])
     plain = {k: v for k, v in data.items() if k != "sweep"}
-    points = _points(plain, expand(base.sweep), path)
+    points = _points(plain, expand(base.sweep), path, selected)
+    for point in points:
+        where = ", ".join(f"{k}={_cell(v)}" for k, v in point.values.items())
+        notes += policy_notices(point.scenario, f"point {point.index} ({where})")
     columns = list(points[0].values)
     numeric = [
         key
         for key in columns
         if any(si_value(p.scenario, key, q) is not None for p in points for q in indices)
     ]
-    return Plan(path, base, points, indices, chosen, target_halfwidth, max_reps, columns, numeric)
+    return Plan(
+        path, base, points, indices, chosen, target_halfwidth, max_reps, columns, selected,
+        notes, numeric,
+    )  # fmt: skip
 
 
-def select_policies(scenario: Scenario, labels: Sequence[str]) -> list[int]:
-    """Indices of the policies labelled ``labels`` (all when empty), in scenario order;
-    StudyError naming the unknown ones."""
-    from ftsim.experiments.study import StudyError
-
-    known = scenario.policy_labels
-    unknown = [n for n in labels if n not in known]
-    if unknown:
-        raise StudyError(
-            f"--policy: no policy named {', '.join(map(repr, unknown))} in the scenario "
-            f"(it has: {', '.join(known)})"
-        )
-    return [i for i, label in enumerate(known) if not labels or label in labels]
-
-
-def _scenario_data(
-    scenario: Path | str | Scenario, overrides: Sequence[str]
-) -> tuple[Path, dict, list]:
-    """The path errors are reported against, the scenario as a mapping read from YAML with
-    the ``--set`` overrides applied, and the overrides' problems.
+def _scenario_data(scenario: Path | str | Scenario) -> tuple[Path, dict]:
+    """The path errors are reported against and the scenario as a mapping read from YAML.
 
     A loaded scenario is dumped as its run folder's ``scenario.yaml`` is (file paths in it
     are already absolute), without ``trainer.sharding.n_shards``, which validation derives
     from ``cluster.emb_ps`` (an override or a sweep may change it)."""
     if not isinstance(scenario, Scenario):
         path = Path(scenario)
-        return path, *read_with_overrides(path, overrides)
+        return path, read_yaml(path)
     data = scenario.model_dump(mode="json")
     if isinstance(data.get("trainer"), dict):
         (data["trainer"].get("sharding") or {}).pop("n_shards", None)
-    problems = []
-    for assignment in overrides:
-        try:
-            apply_override(data, assignment)
-        except ValueError as exc:
-            problems.append(("--set", str(exc)))
-    return Path(f"<scenario {scenario.name}>"), data, problems
+    return Path(f"<scenario {scenario.name}>"), data
 
 
-def _add_grid(section: dict, grid: Sequence[str] | Mapping[str, object], path: Path) -> None:
-    """Add the grid's entries to a ``sweep:`` section (a mapping read from YAML)."""
-    if isinstance(grid, Mapping):
-        entries = {k: v for k, v in grid.items() if k != "zip"}
-        zipped = grid.get("zip") or {}
-        if not isinstance(zipped, Mapping):
-            raise ScenarioError(path, [("grid zip", "must map keys to lists of values")])
-    else:
-        entries = dict(parse_grid_option(text, path) for text in grid)
-        zipped = {}
-    for name, values in (("grid", entries), ("zip", zipped)):
-        if values:
-            if section.get(name) is None:
-                section[name] = {}
-            if isinstance(section[name], dict):  # otherwise validation reports it
-                section[name].update(copy.deepcopy(dict(values)))
+def _grid_entries(grid: Sequence[str] | Mapping[str, object], path: Path) -> tuple[dict, dict]:
+    """The grid's (grid, zip) entries: from ``--grid`` texts, or from a mapping whose
+    ``"zip"`` entry maps keys to co-varying lists."""
+    if not isinstance(grid, Mapping):
+        return dict(parse_grid_option(text, path) for text in grid), {}
+    zipped = grid.get("zip") or {}
+    if not isinstance(zipped, Mapping):
+        raise ScenarioError(path, [("grid zip", "must map keys to lists of values")])
+    entries = {k: v for k, v in grid.items() if k != "zip"}
+    return copy.deepcopy(entries), copy.deepcopy(dict(zipped))
 
 
-def _points(plain: dict, all_values: list[dict], path: Path) -> list[Point]:
+def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[Notice]:
+    """Drop from the file's ``sweep`` ``section`` (grid and zip) every key that sets what a
+    command-line ``given`` key sets (tried with their first values); the notes saying so."""
+    notes = []
+    for kind in ("grid", "zip"):
+        keys = section.get(kind)
+        if not isinstance(keys, dict):
+            continue
+        for key, values in list(keys.items()):
+            if key in given or not isinstance(values, list) or not values:
+                continue  # the same key is simply replaced; bad values: validation says
+            mine = _dry_targets(plain, key, values[0], selected)
+            for other, choices in given.items():
+                theirs = _dry_targets(plain, other, choices[0], selected)
+                clash = next((t for t in theirs for m in mine if t.clashes(m)), None)
+                if clash is not None:
+                    del keys[key]
+                    notes.append(
+                        Notice(
+                            f"--grid {other} replaces the scenario's sweep.{kind} key {key} "
+                            f"(both set {_choice(clash)})"
+                        )
+                    )
+                    break
+    return notes
+
+
+def _dry_targets(plain: dict, key: str, value, selected) -> list[Target]:
+    """What setting ``key`` to ``value`` would set (nothing if it is an error: the points
+    report it)."""
+    try:
+        return assign(copy.deepcopy(plain), key, copy.deepcopy(value), selected)
+    except ValueError:
+        return []
+
+
+def _choice(target: Target) -> str:
+    """``policies.1.interval`` or ``policies.1.(interval | target_pls | …)``."""
+    field = target.field if len(target.group) == 1 else f"({' | '.join(target.group)})"
+    return f"{target.where}.{field}" if target.where else field
+
+
+def _points(plain: dict, all_values: list[dict], path: Path, selected=None) -> list[Point]:
     points, problems = [], {}
     for index, values in enumerate(all_values):
         data = copy.deepcopy(plain)
         where = ", ".join(f"{k}={_cell(v)}" for k, v in values.items())
         try:
-            for key, value in values.items():
-                try:
-                    set_path(data, key.split("."), copy.deepcopy(value))
-                except ValueError as exc:
-                    raise ScenarioError(path, [(f"sweep {key}", str(exc))]) from None
-            points.append(Point(index, values, validate_scenario(data, path, warn=False)))
+            _set_point(data, values, path, selected)
+            scenario = validate_scenario(only_selected(data, selected), path, warn=False)
+            points.append(Point(index, values, scenario))
         except ScenarioError as exc:
             for path_, message in exc.problems:
                 problem = (_sweep_key_at(path_, message, values), message)
@@ -357,6 +380,23 @@ def _points(plain: dict, all_values: list[dict], path: Path) -> list[Point]:
     if problems:
         raise ScenarioError(path, [(p, f"{m} [{w}]") for (p, m), w in problems.items()])
     return points
+
+
+def _set_point(data: dict, values: dict, path: Path, selected) -> None:
+    """Set a point's ``values`` in ``data``; ScenarioError if a key fails or two keys set
+    the same choice of one entry (the later would silently undo the earlier)."""
+    done: list[tuple[str, Target]] = []
+    for key, value in values.items():
+        try:
+            targets = assign(data, key, copy.deepcopy(value), selected)
+        except ValueError as exc:
+            raise ScenarioError(path, [("sweep", str(exc))]) from None
+        for target in targets:
+            other = next((k for k, t in done if t.clashes(target)), None)
+            if other is not None:
+                message = f"sets {_choice(target)}, as sweep key {other} does: sweep one of them"
+                raise ScenarioError(path, [(f"sweep {key}", message)])
+        done += [(key, t) for t in targets]
 
 
 def _sweep_key_at(path: str, message: str, values: dict) -> str:
@@ -650,6 +690,7 @@ def manifest(plan: Plan, argv: list[str] | None, started: str) -> dict:
             for p in plan.points
         ],
         "policies": [plan.base.policy_labels[i] for i in plan.policies],
+        "policy_positions": plan.positions,
         "reference": plan.reference,
         "target_halfwidth": plan.target_halfwidth,
         "max_reps": plan.max_reps,

@@ -16,10 +16,11 @@ from ftsim.sim.accounting import CATEGORIES, OTHER_NOTE
 
 
 def run_table(summary) -> str:
-    """One line per policy: overhead ± CI, hours per category, failures, the time model's
-    PLS, an ``unfinished`` column when some replications did not finish, the trained
-    columns when the model trained, and a note on what ``other`` is when some policy has
-    any. ``summary`` is a summary DataFrame of one point."""
+    """One line per policy: overhead ± CI, CPR's decision with the interval it ran (when a
+    CPR policy ran), hours per category, failures, the time model's PLS, an
+    ``unfinished`` column when some replications did not finish, the trained columns when
+    the model trained, and a note on what ``other`` is when some policy has any.
+    ``summary`` is a summary DataFrame of one point."""
     records = summary.to_dict("records")
     header = [
         "policy", "overhead", "±CI95(n)", "n", *[f"{c}_h" for c in CATEGORIES], "failures",
@@ -38,6 +39,10 @@ def run_table(summary) -> str:
                 _cell(s.get("pls_model_mean", math.nan), "{:.4f}"),
             ]
         )
+    if "cpr_decision" in summary:
+        header.insert(1, "cpr_decision")
+        for line, s in zip(lines[1:], records, strict=True):
+            line.insert(1, decision_cell(s["cpr_decision"], s.get("interval_h_mean")))
     if any(s["n_unfinished"] for s in records):
         header.append("unfinished")
         for line, s in zip(lines[1:], records, strict=True):
@@ -69,7 +74,8 @@ def sweep_table(summary, point_columns: list[str]) -> str:
     paired difference and the measured PLS over the ``n_trained`` replications; an
     ``unfinished`` column when some replications did not finish."""
     records = summary.to_dict("records")
-    header = [*point_columns, "policy", "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
+    ran = _ran_columns(summary)
+    header = [*point_columns, "policy", *ran, "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
     accuracy = any(s.get("n_trained", 0) > 0 for s in records)
     if accuracy:
         header += ["n_trained", "logloss_delta", "±CI95(n_trained)", "Δ vs ref"]
@@ -79,6 +85,7 @@ def sweep_table(summary, point_columns: list[str]) -> str:
         line = [
             *[str(s[c]) for c in point_columns],
             str(s["policy"]),
+            *[cell(s) for cell in ran.values()],
             str(s["n"]),
             "unfinished" if s["n"] == 0 else _pct(s["overhead_frac_mean"]),
             _pct(s["overhead_frac_ci95_half"]),
@@ -99,7 +106,37 @@ def sweep_table(summary, point_columns: list[str]) -> str:
         header.append("unfinished")
         for line, s in zip(lines[1:], records, strict=True):
             line.append(str(int(s["n_unfinished"])))
-    return _align(lines, text_columns=len(point_columns) + 1)
+    return _align(lines, text_columns=len(point_columns) + 1 + len(ran))
+
+
+def _ran_columns(summary) -> dict:
+    """Columns saying what ran, each a function of a summary row: ``interval run`` (the
+    checkpoint interval the policy ran, which a fall-back or a target PLS makes differ from
+    a requested one) and ``cpr_decision`` with that interval (``full @ 45.8 min``)."""
+    from ftsim.notices import short_duration
+
+    columns = {}
+    if "interval_h_mean" in summary:
+        columns["interval run"] = lambda s: (
+            "-" if s["interval_h_mean"] != s["interval_h_mean"] else
+            short_duration(3600.0 * s["interval_h_mean"])
+        )  # fmt: skip
+    if "cpr_decision" in summary:
+        columns["cpr_decision"] = lambda s: decision_cell(
+            s["cpr_decision"], s.get("interval_h_mean")
+        )
+    return columns
+
+
+def decision_cell(decision: str | None, interval_h: float | None) -> str:
+    """CPR's decision with the interval it ran: ``full @ 45.8 min``; '-' for other policies."""
+    from ftsim.notices import short_duration
+
+    if not isinstance(decision, str) or not decision:
+        return "-"
+    if interval_h is None or interval_h != interval_h:
+        return decision
+    return f"{decision} @ {short_duration(3600.0 * interval_h)}"
 
 
 def unfinished_warnings(summary: Iterable[dict], point_columns: Iterable[str] = ()) -> list[str]:

@@ -80,14 +80,17 @@ class RunData:
         ``trainer.sharding.n_shards`` is dropped: it is derived from ``cluster.emb_ps``, which
         the point may change (and folders written before it was resolved hold a wrong one).
         """
-        from ftsim.scenario.loader import read_yaml, set_path, validate_scenario
+        from ftsim.scenario import overrides as rules
+        from ftsim.scenario.loader import read_yaml, validate_scenario
 
         path = self.root / "scenario.yaml"
         data = {k: v for k, v in read_yaml(path).items() if k != "sweep"}
         if isinstance(data.get("trainer"), dict):
             data["trainer"].get("sharding", {}).pop("n_shards", None)
+        positions = self.manifest.get("policy_positions")  # --policy: file indices
+        data = rules.at_file_positions(data, positions)
         for entry in self.manifest.get("points", []):
             if entry["point"] == point:
                 for key, value in entry["values"].items():
-                    set_path(data, key.split("."), copy.deepcopy(value))
-        return validate_scenario(data, path)
+                    rules.assign(data, key, copy.deepcopy(value), positions)
+        return validate_scenario(rules.only_selected(data, positions), path)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ftsim.experiments.output import atomic_write_bytes, atomic_write_text
+from ftsim.experiments.output import atomic_write_bytes, atomic_write_text, writing
 from ftsim.policies.registry import BY_KIND
 
 STYLE = Path(__file__).with_name("ftsim.mplstyle")
@@ -97,7 +97,8 @@ def save(fig, data: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     """Write ``name``.pdf, .png and .csv (the plotted numbers) atomically; close the figure."""
     import matplotlib.pyplot as plt
 
-    folder.mkdir(parents=True, exist_ok=True)
+    with writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt, metadata in (("pdf", {"CreationDate": None}), ("png", {})):
         buffer = io.BytesIO()

@@ -42,7 +42,9 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ftsim.notices import Notice, warn_renamed
 
 if TYPE_CHECKING:
     from ftsim.scenario.schema import Scenario
@@ -62,6 +64,32 @@ class PolicyParams(BaseModel):
     name: str | None = Field(
         None, pattern=r"^[A-Za-z0-9_.-]+$", description="label in results (default: kind)"
     )
+
+    exclusive_fields: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """Groups of fields of which a scenario gives one (CPR's ``interval`` / ``target_pls`` /
+    ``target_accuracy_loss``): an override of one member replaces the member the file had
+    (:mod:`ftsim.scenario.overrides`)."""
+
+    renamed_fields: ClassVar[dict[str, str]] = {}
+    """Old field name → current one, still accepted with a deprecation note."""
+
+    nested_policies: ClassVar[str | None] = None
+    """Dotted path (with ``*``) to the policies this one is made of (``composed``: its parts'):
+    a wildcard override of a field it lacks applies to them instead."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data):
+        """Accept an old field name (:attr:`renamed_fields`) with a deprecation warning."""
+        if not isinstance(data, dict):
+            return data
+        for old, new in cls.renamed_fields.items():
+            if old in data:
+                if new in data:
+                    raise ValueError(f"give {new} or its old name {old}, not both")
+                data = {(new if k == old else k): v for k, v in data.items()}
+                warn_renamed(f"{cls.model_fields['kind'].annotation.__args__[0]}.{old}", new)
+        return data
 
     @property
     def label(self) -> str:
@@ -193,3 +221,8 @@ class Policy:
     def result_columns(self) -> dict[str, float | str]:
         """Policy-specific columns of the result row."""
         return {}
+
+    def notices(self) -> list[Notice]:
+        """Decisions the policy took for the user when it planned (at construction), to be
+        said once per run or sweep point (:func:`ftsim.notices.policy_notices`)."""
+        return []

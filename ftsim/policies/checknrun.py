@@ -103,6 +103,7 @@ class CheckNRunParams(PolicyParams):
     """Parameters of ``checknrun``."""
 
     kind: Literal["checknrun"]
+    exclusive_fields: ClassVar[tuple[tuple[str, ...], ...]] = (("interval", "target_pls"),)
     interval: Interval | None = Field(
         "30 min",
         description="compute between checkpoints, or young/daly (paper: 30 min); null when "

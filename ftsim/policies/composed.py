@@ -55,7 +55,7 @@ import weakref
 from dataclasses import dataclass, replace
 from importlib import import_module
 from types import SimpleNamespace
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -135,6 +135,7 @@ class ComposedParams(PolicyParams):
     """Parameters of ``composed``."""
 
     kind: Literal["composed"]
+    nested_policies: ClassVar[str | None] = "parts.*.policy"
     parts: list[Part] = Field(min_length=2, description="the parts and their policies")
     popularity_exponent: float = Field(
         1.05,

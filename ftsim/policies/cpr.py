@@ -58,11 +58,12 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
+from ftsim.notices import CprFallback, Notice, short_duration
 from ftsim.policies.base import Policy, TrainerSide
 from ftsim.policies.events import ModelEvent, RestoreAll, RestoreShards
 from ftsim.policies.full import Interval, resolve_interval_s
@@ -79,6 +80,9 @@ class CprParams(SavingParams):
     """Parameters of ``cpr`` (vanilla partial recovery)."""
 
     kind: Literal["cpr"]
+    exclusive_fields: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("interval", "target_pls", "target_accuracy_loss"),
+    )
     interval: Interval | None = Field(None, description="compute between full saves")
     target_pls: float | None = Field(None, gt=0, lt=1, description="choose interval for this PLS")
     target_accuracy_loss: float | None = Field(
@@ -420,7 +424,9 @@ class Cpr(Policy):
         """Seconds training stalls per full checkpoint (δ of the interval rules)."""
         self.load_all_s = layout.full_load_s()
         self.load_lost_s = layout.read_s([layout.shard_bytes] * round(self.shards_per_failure))
-        self.interval_s = self._choose_interval()
+        self.interval_s = self.asked_interval_s = self._choose_interval()
+        """The interval run, and the one the parameters ask for (they differ when CPR falls
+        back to full recovery at Daly's interval)."""
         self.saving = self._partial_saving()
         job = scenario.job
         self.partial_bytes = self.saving.rows * job.mean_row_bytes if self.saving else 0.0
@@ -569,6 +575,23 @@ class Cpr(Policy):
         for trainer in sorted(n for n in failed if n < trainers):
             flows += sim.net.replica_copy(trainer)  # concurrently, over other links
         yield from sim.transfer("load", flows, f"reload {len(shards)} shard(s)")
+
+    def notices(self) -> list[Notice]:
+        """A fall-back to full recovery, which runs another interval than the one asked."""
+        if self.partial:
+            return []
+        p = self.params
+        asked = short_duration(self.asked_interval_s)
+        if p.target_pls is not None:
+            asked = f"target_pls {p.target_pls} (interval {asked})"
+        elif p.target_accuracy_loss is not None:
+            asked = f"target_accuracy_loss {p.target_accuracy_loss} (interval {asked})"
+        elif isinstance(p.interval, str):
+            asked = f"interval {p.interval} ({asked})"
+        else:
+            asked = f"interval {asked}"
+        label = p.label
+        return [CprFallback(label, asked, self.asked_interval_s, self.interval_s, self.predicted)]
 
     def result_columns(self):
         work = self.scenario.job.work_s

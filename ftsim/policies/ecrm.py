@@ -33,7 +33,7 @@ the fraction is a number or derived from row popularity, :mod:`ftsim.policies.to
   total is exact, their placement in time is not). All three are charged to ``degraded``.
 - **A failure the code cannot fully decode** (some stripe lost > r members, e.g. two servers
   at once with r = 1 under the rotating layout) falls back to the last of the rare checkpoints
-  kept every ``checkpoint_interval``. ``partial``: per row — the undecodable rows (data rows of
+  kept every ``interval``. ``partial``: per row — the undecodable rows (data rows of
   stripes that lost > r members, the fraction ``Loss.undecodable`` of each lost shard's rows,
   exact over one layout period) are reloaded from the checkpoint once the replacements are
   ready (training waits) and lose their updates since it (PLS); the decodable rows are decoded
@@ -70,6 +70,7 @@ class EcrmParams(SavingParams, TouchedRowsParams):
     """Parameters of ``ecrm``."""
 
     kind: Literal["ecrm"]
+    renamed_fields: ClassVar[dict[str, str]] = {"checkpoint_interval": "interval"}
     k: int = Field(2, ge=1, description="data rows per stripe")
     r: Literal[1, 2] = Field(1, description="parity rows per stripe (failures tolerated)")
     layout: Literal["rotating", "grouped"] = Field(
@@ -92,7 +93,7 @@ class EcrmParams(SavingParams, TouchedRowsParams):
     copy_bandwidth: BytesPerSecond = Field(
         "10 GB/s", description="in-memory copy rate of a range at a switch (assumption)"
     )
-    checkpoint_interval: Seconds = Field(
+    interval: Seconds = Field(
         "24 h", gt=0, description="compute between the rare fall-back checkpoints"
     )
     fallback: Literal["rollback", "partial"] = Field(
@@ -271,7 +272,7 @@ class Ecrm(Policy):
         self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
         self.parity_Bps = per_shard * job.mean_row_bytes * params.r / job.iteration_s
         """Parity updates each PS sends (and, on average, receives) while training, B/s."""
-        self.interval_s = params.checkpoint_interval
+        self.interval_s = params.interval
         self.committed_s = 0.0
         self.next_s = self.interval_s
         self.degraded: dict[int, float] = {}

@@ -9,7 +9,7 @@ and optimizer state from a replica over the NIC. At most the in-flight iteration
 Embedding shards have no replica. SWIFT logs the data crossing machine boundaries (for
 pipeline stages, the activations and gradients between them); ftsim's adaptation to a DLRM
 logs the sparse updates every trainer pushes to each embedding shard (asynchronously, to
-checkpoint storage), and all shards are checkpointed together every ``checkpoint_interval``.
+checkpoint storage), and all shards are checkpointed together every ``interval``.
 When a shard fails, its replacement reloads the shard's checkpoint and **replays** the log
 since then, optionally spread over ``replay_machines``. A recovered shard is durable only
 from its next checkpoint: a second failure of it reloads the checkpoint and replays the whole
@@ -99,9 +99,8 @@ class SwiftParams(SavingParams, TouchedRowsParams):
     """Parameters of ``swift``."""
 
     kind: Literal["swift"]
-    checkpoint_interval: Seconds = Field(
-        "1 h", gt=0, description="compute between shard checkpoints"
-    )
+    renamed_fields: ClassVar[dict[str, str]] = {"checkpoint_interval": "interval"}
+    interval: Seconds = Field("1 h", gt=0, description="compute between shard checkpoints")
     log_budget: float = Field(
         1.0,
         ge=0,
@@ -220,7 +219,7 @@ class SwiftSide(TrainerSide):
         model, params = self.model, self.params
         budget_steps = None  # a full log: every step, whatever the rounding of intervals
         if params.unlogged == "drop" and params.log_budget < 1:
-            interval_steps = params.checkpoint_interval / model.work_s * model.steps
+            interval_steps = params.interval / model.work_s * model.steps
             budget_steps = round(params.log_budget * interval_steps)
         self.log = UpdateLog(trainer, budget_steps=budget_steps)
         self.undoer = Undoer(trainer)
@@ -291,7 +290,7 @@ class Swift(Policy):
         self._node_write_Bps = min(
             cluster.nic_bandwidth, storage.write_bandwidth_per_node or math.inf
         )
-        self.interval_s = params.checkpoint_interval
+        self.interval_s = params.interval
         self.budget_s = params.log_budget * self.interval_s
         """Compute seconds at the start of each interval whose updates are logged."""
         self.rolls_back = params.unlogged == "recompute" and params.log_budget < 1

@@ -13,12 +13,13 @@ import json
 import types
 import typing
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ftsim.scenario import overrides as rules
 from ftsim.scenario.files import TextFileError, read_text
 from ftsim.scenario.schema import Scenario
 
@@ -214,72 +215,64 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"invalid YAML{where}: {f'{context}, ' if context else ''}{problem}"
 
 
-def apply_override(data: dict, assignment: str) -> None:
-    """Apply ``dotted.key=value`` (value read as YAML) to ``data`` in place.
-
-    List entries are addressed by index (``policies.0.interval``; the next free index
-    appends) or all at once with ``*`` (``policies.*.interval``). Raises ValueError naming
-    the problem.
-    """
-    key, sep, text = assignment.partition("=")
-    if not sep or not key.strip():
-        raise ValueError(f"--set needs dotted.key=value (got {assignment!r})")
-    parts = key.strip().split(".")
-    if "" in parts:
-        raise ValueError(f"{key.strip()}: empty key between dots (got {assignment!r})")
-    try:
-        value = parse_yaml(text)
-    except yaml.YAMLError:
-        value = text
-    set_path(data, parts, value)
+def set_path(data: dict, parts: list[str], value) -> None:
+    """Set ``value`` at the dotted path ``parts`` of the scenario mapping ``data``, by the
+    rules of :func:`ftsim.scenario.overrides.assign` (ValueError naming the problem)."""
+    rules.assign(data, ".".join(parts), value)
 
 
-def set_path(node, parts: list[str], value, done: str = "") -> None:
-    """Set ``value`` at the dotted path ``parts`` inside nested dicts and lists."""
-    part, rest = parts[0], parts[1:]
-    here = f"{done}.{part}" if done else part
-    if isinstance(node, list):
-        if part == "*":
-            indices = range(len(node))
-        elif part.isdigit() and int(part) <= len(node):
-            if int(part) == len(node):  # the next index appends an entry
-                node.append({} if rest else None)
-            indices = [int(part)]
-        else:
-            raise ValueError(f"{here}: no list entry {part!r} (the list has {len(node)})")
-        for i in indices:
-            if rest:
-                set_path(node[i], rest, value, f"{done}.{i}" if done else str(i))
-            else:
-                node[i] = value
-    elif isinstance(node, dict):
-        if not rest:
-            node[part] = value
-        else:
-            set_path(node.setdefault(part, {}), rest, value, here)
-    else:
-        raise ValueError(f"{here}: cannot set a key inside a {type(node).__name__}")
+Overrides = Sequence[str] | Mapping[str, object]
+"""``--set`` texts (``dotted.key=value``, the value read as YAML) or a mapping of dotted
+keys to values (the Python API)."""
 
 
-def read_with_overrides(path: Path, overrides: Sequence[str]) -> tuple[dict, list]:
-    """The scenario file as a mapping with ``--set`` overrides applied, and their problems."""
-    data = read_yaml(path)
-    problems = []
-    for assignment in overrides:
-        try:
-            apply_override(data, assignment)
-        except ValueError as exc:
-            problems.append(("--set", str(exc)))
-    return data, problems
-
-
-def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
-    """Read, override and validate a scenario file; ScenarioError lists every problem."""
+def read_scenario(
+    path: str | Path, overrides: Overrides = (), policies: Sequence[str] | None = None
+) -> tuple[dict, list[int] | None]:
+    """The scenario file as a mapping, old field names renamed, with the overrides applied
+    to the ``policies`` selected by label (None: all; :mod:`ftsim.scenario.overrides`), and
+    the indices of the selected policies (None: all). ScenarioError lists every problem."""
     path = Path(path)
-    data, problems = read_with_overrides(path, overrides)
+    return override_scenario(read_yaml(path), path, overrides, policies)
+
+
+def override_scenario(
+    data: dict, path: Path, overrides: Overrides = (), policies: Sequence[str] | None = None
+) -> tuple[dict, list[int] | None]:
+    """:func:`read_scenario` on a mapping already read (from ``path``, or a loaded
+    scenario's dump, reported as ``path``)."""
+    rules.rename_deprecated(data, source=f"{path}: ")
+    try:
+        selected = rules.select(data, policies)
+    except ValueError as exc:
+        raise ScenarioError(path, [("--policy", str(exc))]) from None
+    problems = rules.apply_overrides(data, overrides, selected)
     if problems:
         raise ScenarioError(path, problems)
-    return validate_scenario(data, path)
+    return data, selected
+
+
+def load_scenario(
+    path: str | Path, overrides: Overrides = (), policies: Sequence[str] | None = None
+) -> Scenario:
+    """Read, select ``policies`` (by label; None: all), override and validate a scenario
+    file; ScenarioError lists every problem. A ``sweep.reference`` naming a policy left out
+    is dropped (a run does not use it)."""
+    path = Path(path)
+    data, selected = read_scenario(path, overrides, policies)
+    return validate_scenario(only_run(data, selected), path)
+
+
+def only_run(data: dict, selected: list[int] | None) -> dict:
+    """``data`` with only the ``selected`` policies, and without a ``sweep.reference``
+    naming one left out (a run does not use it; its resolved scenario must load again)."""
+    data = rules.only_selected(data, selected)
+    sweep = data.get("sweep")
+    if selected is not None and isinstance(sweep, dict) and "reference" in sweep:
+        labels = rules.policy_labels(data) or []
+        if sweep["reference"] not in labels:
+            data["sweep"] = {k: v for k, v in sweep.items() if k != "reference"}
+    return data
 
 
 def validate_scenario(data: dict, path: Path, *, warn: bool = True) -> Scenario:

@@ -12,9 +12,12 @@ them on standard error, a Python session shows them once each).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
+from typing import Annotated
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
+from pydantic_core import PydanticUndefined
 
 from ftsim.policies.checknrun import CheckNRunParams
 from ftsim.policies.composed import ComposedParams
@@ -151,11 +154,33 @@ def _warnings(scenario: Scenario) -> list[tuple[str, str]]:
         found += [(f"failures.{i}.{path}", message) for path, message in source.warnings(scenario)]
     for path, section in _sections(scenario, ""):
         for cls, name, why in NO_EFFECT:
-            if isinstance(section, cls) and name in section.model_fields_set:
+            if isinstance(section, cls) and _set_apart_from_default(section, name):
                 reason = why(section, scenario)
                 if reason:
                     found.append((f"{path}.{name}" if path else name, f"has no effect: {reason}"))
     return list(dict.fromkeys(found))
+
+
+def _set_apart_from_default(section: BaseModel, name: str) -> bool:
+    """Whether the scenario gives field ``name`` of ``section`` a value of its own: set, not
+    null and not the default (a resolved scenario, as saved in a run folder, spells out
+    every default)."""
+    if name not in section.model_fields_set:
+        return False
+    value = getattr(section, name)
+    return value is not None and value != _default(type(section), name)
+
+
+@functools.cache
+def _default(model: type[BaseModel], name: str):
+    """The validated default of field ``name`` of ``model`` (``"10 GB/s"`` as 1e10)."""
+    field = model.model_fields[name]
+    if field.is_required():
+        return PydanticUndefined
+    annotated = (
+        Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+    )
+    return TypeAdapter(annotated).validate_python(field.get_default(call_default_factory=True))
 
 
 def _sections(value, path: str) -> Iterator[tuple[str, BaseModel]]:

@@ -342,9 +342,10 @@ class Run(Section):
 class Sweep(Section):
     """Points of a sweep: ``grid`` is a cartesian product, ``zip`` lists co-vary.
 
-    Keys are dotted paths as for ``--set`` (``policies.*.interval`` sets every policy's
-    interval); values are lists of what that field accepts. Each point is validated as a
-    whole scenario.
+    Keys are dotted paths as for ``--set`` (``policies.*.interval`` sets the interval of
+    every selected policy that has one, a composed policy's parts included; see
+    :mod:`ftsim.scenario.overrides`); values are lists of what that field accepts. Each
+    point is validated as a whole scenario.
     """
 
     grid: dict[str, list] = Field(

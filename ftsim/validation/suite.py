@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ftsim.experiments.output import OutputError
 from ftsim.validation.daly import DALY_SCENARIO
 
 SCENARIOS = DALY_SCENARIO.parent
@@ -709,6 +710,8 @@ def run_checks(
         try:
             result = function(ctx)
             checks = result if isinstance(result, list) else [result]
+        except OutputError:  # a figure that cannot be written (a full disk) stops the run
+            raise
         except Exception as exc:  # a crashing check is reported, not fatal
             last = traceback.extract_tb(exc.__traceback__)[-1]
             where = f"{Path(last.filename).name}:{last.lineno}"

@@ -1,0 +1,412 @@
+"""``ftsim advise``: the cheapest setting of each policy under an accuracy and a memory limit.
+
+For each policy of a scenario the search tries settings of its knobs (:func:`knobs`: the
+checkpoint interval of every kind, CPR-MFU/SSU's ``fraction``, ECRM's ``k``, SWIFT's
+``log_budget``, Check-N-Run's ``quantize_bits``) with the simulator, timing only:
+
+1. a coarse grid (the cartesian product of every knob's coarse values);
+2. refinement around the cheapest setting that meets the limits: for each numeric knob in
+   turn, the midpoints (geometric for durations) between its value and its nearest tried
+   neighbours, the other knobs fixed; ``rounds`` times;
+
+and picks the setting of lowest mean overhead among those that meet the limits. Every
+candidate is simulated on the same replications (the same seed: common random numbers), so
+candidates differ by their settings, not by their failures.
+
+The limits: ``max_pls`` bounds the mean of the time model's ``pls_model`` (the portion of
+lost samples it counts: updates of failed shards since they were last saved; no model is
+trained, so this is not the measured ``pls_measured``); a policy without the column loses no
+updates (PLS 0). ``max_memory_overhead`` bounds the extra memory per embedding PS as a share
+of its shard (the sum of the row's ``*_mem_frac`` columns: CPR's use tracker, ECRM's
+parity). A candidate with an unfinished replication meets no limit.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+import math
+import warnings
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ftsim.experiments.pool import process_pool
+from ftsim.experiments.runner import simulate_reps
+from ftsim.experiments.stats import mean_ci
+from ftsim.notices import Notice, short_duration
+from ftsim.scenario import overrides as rules
+from ftsim.scenario.loader import Overrides, ScenarioError, read_scenario, validate_scenario
+from ftsim.scenario.schema import Scenario
+
+MEMORY_SUFFIX = "_mem_frac"
+"""Result columns holding memory per embedding PS as a share of its shard."""
+
+COARSE_INTERVALS = 7
+"""Coarse grid of checkpoint intervals: this many, geometric, from ``MIN_INTERVAL_S`` to
+the job's training time (at most ``MAX_INTERVAL_S``)."""
+MIN_INTERVAL_S = 600.0
+MAX_INTERVAL_S = 48 * 3600.0
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A policy field searched: its coarse values and how to refine between them."""
+
+    field: str
+    """The field's dotted key below the policy (``interval``)."""
+    values: tuple
+    """Coarse values (SI numbers; None for an option such as no quantization)."""
+    refine: str | None = None
+    """``geometric`` or ``linear`` midpoints between tried values; None: a fixed choice."""
+    integer: bool = False
+    lowest: float = 0.0
+    highest: float = math.inf
+    """Bounds of the values tried beyond the coarse grid."""
+
+    @property
+    def column(self) -> str:
+        """The knob's column in the candidates table (with the unit: ``interval_s``)."""
+        return "interval_s" if self.field == "interval" else self.field
+
+    def text(self, value) -> str:
+        """The value as a ``--set`` would write it."""
+        if value is None:
+            return "null"
+        if self.field == "interval":
+            return f"{value:.6g} s"
+        return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+    def show(self, value) -> str:
+        """The value for people: ``interval 45.8 min``."""
+        if self.field == "interval":
+            return f"interval {short_duration(value)}"
+        return f"{self.field} {'none' if value is None else f'{value:.3g}'}"
+
+
+def interval_grid(work_s: float) -> tuple[float, ...]:
+    """Geometric intervals from 10 min to the training time (at most 48 h), seconds."""
+    top = max(min(work_s, MAX_INTERVAL_S), 2 * MIN_INTERVAL_S)
+    ratio = (top / MIN_INTERVAL_S) ** (1 / (COARSE_INTERVALS - 1))
+    return tuple(MIN_INTERVAL_S * ratio**i for i in range(COARSE_INTERVALS))
+
+
+def knobs(policy, scenario: Scenario) -> list[Knob]:
+    """The knobs searched for ``policy`` (its Params): the checkpoint interval (a composed
+    policy's sets every part's, by the wildcard rule) and its kind's main trade-off."""
+    work = scenario.job.work_s
+    found = [Knob("interval", interval_grid(work), "geometric", lowest=60.0, highest=work)]
+    extra = {
+        "cpr_mfu": Knob("fraction", (0.01, 0.05, 0.2), "geometric", highest=1.0),
+        "cpr_ssu": Knob("fraction", (0.01, 0.05, 0.2), "geometric", highest=1.0),
+        "ecrm": Knob("k", (2, 4, 8), None, integer=True),
+        "swift": Knob("log_budget", (0.25, 0.5, 1.0), "linear"),
+        "checknrun": Knob("quantize_bits", (None, 8, 4), None, integer=True),
+    }.get(policy.kind)
+    return found + ([extra] if extra else [])
+
+
+@dataclass
+class PolicyAdvice:
+    """The search of one policy: its knobs, every candidate, and the pick (None if no
+    candidate meets the limits)."""
+
+    policy: str
+    kind: str
+    knobs: list[Knob]
+    candidates: pd.DataFrame
+    pick: pd.Series | None
+
+    def setting(self, row: pd.Series) -> str:
+        """A candidate's setting for people: ``interval 2 h, fraction 0.05``."""
+        return ", ".join(k.show(_value(row[k.column])) for k in self.knobs)
+
+
+@dataclass
+class Advice:
+    """What :func:`advise` found: per policy its pick, and the overall recommendation."""
+
+    scenario: str
+    reps: int
+    seed: int
+    max_pls: float | None
+    max_memory_overhead: float | None
+    output: str = "results"
+    """The scenario's ``run.output``: where results go by default."""
+    policies: list[PolicyAdvice] = field(default_factory=list)
+
+    @property
+    def candidates(self) -> pd.DataFrame:
+        """Every evaluated candidate of every policy (a tidy table): who, the search stage,
+        the knob values (``interval_s`` in seconds), then the measures."""
+        table = pd.concat([p.candidates for p in self.policies], ignore_index=True)
+        knobs = list(dict.fromkeys(k.column for p in self.policies for k in p.knobs))
+        first = ["policy", "kind", "stage", *knobs]
+        return table[first + [c for c in table.columns if c not in first]]
+
+    @property
+    def recommendation(self) -> PolicyAdvice | None:
+        """The policy whose pick has the lowest mean overhead (None if no policy has one)."""
+        picked = [p for p in self.policies if p.pick is not None]
+        return min(picked, key=lambda p: p.pick["overhead_mean"], default=None)
+
+    def limits(self) -> str:
+        said = []
+        if self.max_pls is not None:
+            said.append(f"pls_model <= {self.max_pls:g}")
+        if self.max_memory_overhead is not None:
+            said.append(f"memory overhead <= {self.max_memory_overhead:g} of a shard")
+        return ", ".join(said) or "none"
+
+    def text(self) -> str:
+        """The advice as a text table with a header and the recommendation."""
+        lines = [
+            f"advise {self.scenario}: timing only (PLS is the time model's pls_model), "
+            f"{self.reps} replications per candidate on the same failures (seed {self.seed}); "
+            f"limits: {self.limits()}"
+        ]
+        table = [["policy", "cheapest setting within the limits", "ran", "overhead",
+                  "±CI95(n)", "pls_model", "memory", "tried"]]  # fmt: skip
+        for p in self.policies:
+            tried = str(len(p.candidates))
+            if p.pick is None:
+                table.append([p.policy, _why_none(p, self), "-", "-", "-", "-", "-", tried])
+                continue
+            s = p.pick
+            table.append(
+                [
+                    p.policy,
+                    p.setting(s),
+                    _ran(s),
+                    f"{100 * s['overhead_mean']:.2f}%",
+                    f"{100 * s['overhead_ci95']:.2f}% ({int(s['n'])})",
+                    f"{s['pls_model_mean']:.4f}",
+                    f"{s['memory_frac']:.3g}",
+                    tried,
+                ]
+            )
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        for row in table:
+            cells = zip(row, widths, strict=True)
+            line = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(cells)]
+            lines.append("  ".join(line).rstrip())
+        best = self.recommendation
+        if best is None:
+            lines.append(f"no policy has a setting within the limits ({self.limits()})")
+        else:
+            s = best.pick
+            ran = f" (ran {_ran(s)})" if s.get("cpr_decision") == "full" else ""
+            lines.append(
+                f"recommendation: {best.policy} with {best.setting(s)}{ran}: overhead "
+                f"{100 * s['overhead_mean']:.2f}% ± {100 * s['overhead_ci95']:.2f}% "
+                f"(95% CI, n = {int(s['n'])}), pls_model {s['pls_model_mean']:.4f}"
+            )
+        return "\n".join(lines)
+
+
+def advise(
+    scenario: str | Path | Scenario,
+    overrides: Overrides = (),
+    *,
+    max_pls: float | None = None,
+    max_memory_overhead: float | None = None,
+    reps: int | None = None,
+    seed: int | None = None,
+    policies: Sequence[str] | None = None,
+    rounds: int = 2,
+    jobs: int = 1,
+) -> Advice:
+    """Search every (selected) policy's knobs for its cheapest setting within the limits
+    (module docstring). ``scenario``: a path (read with ``overrides`` as ``--set`` does) or
+    a loaded scenario; ``reps`` / ``seed``: replications per candidate (default: the
+    scenario's) and their seed; ``jobs``: worker processes that simulate candidates (the
+    results do not depend on it). ScenarioError for a bad scenario or override."""
+    path, data, selected = _read(scenario, overrides, policies)
+    data.setdefault("run", {})
+    if reps is not None:
+        data["run"]["replications"] = reps
+    if seed is not None:
+        data["run"]["seed"] = seed
+    if isinstance(data.get("trainer"), dict):
+        data["trainer"]["enabled"] = False  # timing only: PLS is the time model's
+    data.pop("sweep", None)
+    base = validate_scenario(rules.only_selected(data, selected), path)
+    run = base.run
+    advice = Advice(base.name, run.replications, run.seed, max_pls, max_memory_overhead, run.output)
+    with process_pool(jobs) if jobs > 1 else nullcontext() as pool:
+        for index, policy in enumerate(base.policies):
+            one = {**data, "policies": [rules.only_selected(data, selected)["policies"][index]]}
+            advice.policies.append(_search(one, path, policy, base, advice, rounds, pool))
+    return advice
+
+
+def _read(scenario, overrides, policies) -> tuple[Path, dict, list[int] | None]:
+    """(path, scenario mapping with the overrides, selected policies)."""
+    if isinstance(scenario, Scenario):
+        data = scenario.model_dump(mode="json")
+        path = Path(f"{scenario.name}.yaml")
+        selected = rules.select(data, policies)
+        problems = rules.apply_overrides(data, overrides, selected)
+        if problems:
+            raise ScenarioError(path, problems)
+        return path, data, selected
+    data, selected = read_scenario(scenario, overrides, policies)
+    return Path(scenario), data, selected
+
+
+def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, rounds, pool):
+    """Coarse grid, then ``rounds`` of refinement around the pick so far; candidates are
+    simulated in ``pool`` (an executor; None: here)."""
+    found = knobs(policy, base)
+    tried: dict[tuple, dict] = {}
+    limits = (advice.max_pls, advice.max_memory_overhead)
+    task = functools.partial(_evaluate, data, path, found, limits)
+
+    def evaluate(settings: list[tuple], stage: str) -> None:
+        new = [values for values in dict.fromkeys(settings) if values not in tried]
+        rows = pool.map(task, new) if pool is not None else map(task, new)
+        for values, row in zip(new, rows, strict=True):
+            tried[values] = row | {"stage": stage}
+
+    evaluate(list(itertools.product(*(k.values for k in found))), "coarse")
+    for round_ in range(rounds):
+        best = _best(tried)
+        if best is None:
+            break
+        evaluate(_neighbours(best, found, tried), f"refine {round_ + 1}")
+    table = pd.DataFrame(
+        [{"policy": policy.label, "kind": policy.kind, **row} for row in tried.values()]
+    )
+    best = _best(tried)
+    pick = table.iloc[list(tried).index(best)] if best is not None else None
+    return PolicyAdvice(policy.label, policy.kind, found, table, pick)
+
+
+def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> dict:
+    """Simulate one candidate on the scenario's replications; its row of the table.
+    ``limits``: (max PLS, max memory overhead), None for no limit."""
+    row: dict = {k.column: v for k, v in zip(found, values, strict=True)}
+    candidate = copy.deepcopy(data)
+    try:
+        for knob, value in zip(found, values, strict=True):
+            rules.assign(
+                candidate, f"policies.*.{knob.field}", value if value is None else knob.text(value)
+            )
+        scenario = validate_scenario(candidate, path)
+    except (ScenarioError, ValueError) as exc:
+        return row | {"valid": False, "problem": str(exc).splitlines()[0], "meets_limits": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Notice)  # a fall-back is in the row (cpr_decision)
+        [runs], _ = simulate_reps(scenario, [0], range(scenario.run.replications))
+    done = [r for r in runs if r.get("completed", True)]  # unfinished: no overhead
+    mean, half, n = mean_ci([r["overhead_frac"] for r in done])
+    pls = [float(r.get("pls_model", 0.0)) for r in done]
+    memory = [sum(v for k, v in r.items() if k.endswith(MEMORY_SUFFIX)) for r in done]
+    row |= {
+        "valid": True,
+        "problem": "",
+        "n": n,
+        "n_unfinished": len(runs) - n,
+        "overhead_mean": mean,
+        "overhead_ci95": half,
+        "pls_model_mean": math.fsum(pls) / n if n else math.nan,
+        "memory_frac": max(memory, default=math.nan),
+        "interval_h": runs[0].get("interval_h", math.nan),
+        "cpr_decision": runs[0].get("cpr_decision", ""),
+    }
+    row["meets_limits"] = _meets(row, *limits)
+    return row
+
+
+def _meets(row: dict, max_pls: float | None, max_memory: float | None) -> bool:
+    """Whether a candidate finished every replication within the limits."""
+    if not row["valid"] or row["n_unfinished"] or row["n"] == 0:
+        return False
+    if max_pls is not None and not row["pls_model_mean"] <= max_pls:
+        return False
+    return max_memory is None or row["memory_frac"] <= max_memory
+
+
+def _best(tried: dict[tuple, dict]) -> tuple | None:
+    """The setting of lowest mean overhead among those within the limits."""
+    feasible = [v for v, row in tried.items() if row["meets_limits"]]
+    return min(feasible, key=lambda v: tried[v]["overhead_mean"], default=None)
+
+
+def _neighbours(best: tuple, found: list[Knob], tried: dict) -> list[tuple]:
+    """Settings around ``best``, one knob at a time: halfway to its nearest tried values,
+    and one coarse step further when it is the largest or smallest tried (the optimum may
+    lie beyond the coarse grid)."""
+    out = []
+    for i, knob in enumerate(found):
+        if knob.refine is None:
+            continue
+        others = best[:i] + best[i + 1 :]
+        seen = sorted({v[i] for v in tried if v[:i] + v[i + 1 :] == others})
+        at = seen.index(best[i])
+        values = [_middle(best[i], seen[j], knob.refine) for j in (at - 1, at + 1)
+                  if 0 <= j < len(seen)]  # fmt: skip
+        if knob.refine == "geometric" and at in (0, len(seen) - 1) and len(knob.values) > 1:
+            step = knob.values[1] / knob.values[0]
+            beyond = best[i] / step if at == 0 else best[i] * step
+            if knob.lowest <= beyond <= knob.highest:
+                values.append(beyond)
+        for value in values:
+            out.append(best[:i] + (round(value) if knob.integer else value,) + best[i + 1 :])
+    return out
+
+
+def _middle(a: float, b: float, how: str) -> float:
+    return math.sqrt(a * b) if how == "geometric" else (a + b) / 2
+
+
+def _value(value):
+    """A knob's value from a table cell (NaN stands for None in a numeric column)."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _ran(s: pd.Series) -> str:
+    """What ran, when it differs from a setting: CPR's decision with its interval."""
+    decision = s.get("cpr_decision")
+    if isinstance(decision, str) and decision:
+        return f"{decision} @ {short_duration(3600.0 * s['interval_h'])}"
+    return "as set"
+
+
+def _why_none(p: PolicyAdvice, advice: Advice) -> str:
+    """Why a policy has no pick, plainly: the closest candidate to the limits."""
+    valid = p.candidates[p.candidates["valid"]]
+    if valid.empty:
+        return "no valid setting: " + str(p.candidates["problem"].iloc[0])
+    if valid["n_unfinished"].all():
+        return "no setting finished training within run.max_wall_factor"
+    reasons = []
+    if advice.max_pls is not None:
+        low = valid.loc[valid["pls_model_mean"].idxmin()]
+        reasons.append(
+            f"lowest pls_model {low['pls_model_mean']:.4f} > {advice.max_pls:g} "
+            f"(at {p.setting(low)})"
+        )
+    if advice.max_memory_overhead is not None:
+        low = valid.loc[valid["memory_frac"].idxmin()]
+        if low["memory_frac"] > advice.max_memory_overhead:
+            reasons.append(
+                f"lowest memory {low['memory_frac']:.3g} > {advice.max_memory_overhead:g}"
+            )
+    return "none within the limits: " + "; ".join(reasons)
+
+
+def write(advice: Advice, folder: Path) -> list[Path]:
+    """``candidates.csv`` (every evaluated candidate) and the frontier figure in ``folder``."""
+    from ftsim.experiments.output import atomic_write_text
+    from ftsim.plots.frontier import plot_frontier
+
+    folder.mkdir(parents=True, exist_ok=True)
+    table = advice.candidates
+    csv = folder / "candidates.csv"
+    atomic_write_text(csv, table.to_csv(index=False, float_format="%.6g"))
+    return [csv, *plot_frontier(advice, folder)]

@@ -1,0 +1,87 @@
+"""Termination signals handled as Ctrl-C.
+
+SIGTERM (what schedulers, ``kill`` and ``timeout`` send) and SIGHUP (a closed terminal) raise
+:class:`Interrupted`, a ``KeyboardInterrupt``, exactly as SIGINT does, so that every command
+takes the one path Ctrl-C takes: it says what it kept and leaves no half-written output. The
+exit status is 128 + the signal's number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP),
+as for a process the signal would have killed. A signal the caller ignores (``nohup``, a
+background job) stays ignored.
+
+A short critical section (moving finished files into place) runs inside :func:`deferred`:
+a signal received there is acted on when it ends, so the section is never cut in half.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_received: int | None = None
+"""The last signal handled since :func:`handled` started (None: none)."""
+_deferring = 0
+_pending: int | None = None
+
+
+class Interrupted(KeyboardInterrupt):
+    """A termination signal received while a command ran (caught as ``KeyboardInterrupt``).
+    Its only argument is the signal number, so that code re-raising an exception as
+    ``type(exc)(*exc.args)`` (SimPy does) gets the same exception."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+def _handler(signum: int, frame) -> None:
+    global _received, _pending
+    _received = signum
+    if _deferring:
+        _pending = signum
+        return
+    raise Interrupted(signum)
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` inside the block (the main
+    thread only: Python runs signal handlers there); the previous handlers come back after."""
+    global _received
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _received = None
+    previous = {}
+    for signum in SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, _handler)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A section no signal interrupts: one received inside is raised when it ends."""
+    global _deferring, _pending
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        if not _deferring and _pending is not None:
+            signum, _pending = _pending, None
+            raise Interrupted(signum)
+
+
+def exit_status() -> int:
+    """The exit status of a command stopped by the last signal: 128 + its number."""
+    return 128 + (_received or signal.SIGINT)

@@ -1,0 +1,81 @@
+"""Notices: what the tool decided for the user, or accepted while deprecated.
+
+A notice is a :class:`Warning` subclass, so the Python API raises it through :mod:`warnings`
+(shown once per distinct message, filterable by category) and the command line prints it
+on standard error as ``ftsim: warning: ...``. The objects carry
+their facts as attributes, for a caller that wants more than the text.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+
+class Notice(UserWarning):
+    """Base of every notice: a decision taken for the user or a deprecated input."""
+
+    def at(self, where: str) -> Notice:
+        """The same notice, said of ``where`` (a sweep point)."""
+        return type(self)(f"{where}: {self}")
+
+
+class RenamedField(Notice, FutureWarning):
+    """A field given by its old name (accepted for now)."""
+
+
+class CprFallback(Notice):
+    """CPR ran full recovery at Daly's interval instead of partial recovery at the interval
+    asked for, because its model predicts full recovery cheaper (``fallback: true``).
+
+    ``policy``: its label (with the sweep point's values when in a sweep); ``asked``: what
+    the scenario asked for, in words (``interval 15 min``, ``target_pls 0.1 (10 h)``);
+    ``asked_s`` / ``used_s``: the interval asked for and the one run, compute seconds;
+    ``predicted``: the predicted overhead fractions, ``{"full": …, "partial": …}``.
+    """
+
+    def __init__(self, policy: str, asked: str, asked_s: float, used_s: float, predicted: dict):
+        self.policy, self.asked, self.asked_s, self.used_s = policy, asked, asked_s, used_s
+        self.predicted = predicted
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        full, partial = 100 * self.predicted["full"], 100 * self.predicted["partial"]
+        return (
+            f"{self.policy}: asked for {self.asked}, ran full recovery every "
+            f"{short_duration(self.used_s)} (Daly's interval) instead: its model predicts it "
+            f"cheaper ({full:.2f}% vs {partial:.2f}% overhead for partial recovery); rows say "
+            "cpr_decision=full (fallback: false forces partial recovery)"
+        )
+
+    def at(self, where: str) -> CprFallback:
+        """The same notice, its policy named with ``where`` (a sweep point)."""
+        return CprFallback(
+            f"{self.policy} at {where}", self.asked, self.asked_s, self.used_s, self.predicted
+        )
+
+
+def short_duration(seconds: float) -> str:
+    """A duration to three significant digits in h (from 1 h), min or s: ``45.8 min``."""
+    for unit, size in (("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def policy_notices(scenario, where: str = "") -> list[Notice]:
+    """What each policy of ``scenario`` decided for the user when it planned (CPR's fall-back
+    to full recovery), named with ``where`` (a sweep point) if given. Builds each policy
+    once, without simulating: the decision depends on the scenario only, not on the
+    replication."""
+    from ftsim.sim.engine import Simulation
+
+    found = []
+    for index in range(len(scenario.policies)):
+        for notice in Simulation(scenario, index, 0).policy.notices():
+            found.append(notice.at(where) if where else notice)
+    return found
+
+
+def warn_renamed(old: str, new: str) -> None:
+    """Say that the field ``old`` (a dotted location) is deprecated in favour of ``new``."""
+    warnings.warn(f"{old} is deprecated: call it {new}", RenamedField, stacklevel=3)

@@ -1,0 +1,162 @@
+"""``ftsim advise``: its pick is as good as the best point of a brute-force grid (on prod50h
+and on a scenario with random failure times), meets the limits, and a limit no setting
+meets is said plainly (exit status 1)."""
+
+import itertools
+import warnings
+
+import pandas as pd
+import pytest
+from matplotlib.text import Text
+
+from ftsim.cli import main
+from ftsim.experiments import advise as search
+from ftsim.plots.frontier import frontier_figure
+from tests.conftest import SCENARIOS
+
+PROD50H = SCENARIOS / "prod50h.yaml"
+ECRM = SCENARIOS / "ecrm_vs_checkpoint.yaml"
+
+
+def _brute_force(monkeypatch, path, policies, **limits):
+    """The same search with no refinement over a fine grid: 25 intervals (geometric, 10 min
+    to the training time) times every coarse value of the other knobs."""
+    coarse = search.knobs
+
+    def fine(policy, scenario):
+        work = scenario.job.work_s
+        intervals = tuple(600.0 * (work / 600.0) ** (i / 24) for i in range(25))
+        return [search.Knob("interval", intervals), *coarse(policy, scenario)[1:]]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(search, "knobs", fine)
+        return search.advise(path, policies=policies, rounds=0, **limits)
+
+
+def _check(advice, brute, max_pls=None, max_memory=None):
+    """Every pick meets the limits and is within the 95% CI of the brute-force best (or
+    better); the recommendation is the cheapest pick."""
+    for mine, best in zip(advice.policies, brute.policies, strict=True):
+        assert mine.pick is not None and best.pick is not None, mine.policy
+        pick, top = mine.pick, best.pick
+        if max_pls is not None:
+            assert pick["pls_model_mean"] <= max_pls
+        if max_memory is not None:
+            assert pick["memory_frac"] <= max_memory
+        slack = top["overhead_ci95"] + 1e-12
+        assert pick["overhead_mean"] <= top["overhead_mean"] + slack, (mine.policy, pick, top)
+        assert len(mine.candidates) < len(best.candidates)  # cheaper than brute force
+    cheapest = min(advice.policies, key=lambda p: p.pick["overhead_mean"])
+    assert advice.recommendation is cheapest
+
+
+def test_on_prod50h_the_pick_is_as_good_as_a_brute_force_grid(monkeypatch):
+    limits = {"max_pls": 0.05, "reps": 3}
+    advice = search.advise(PROD50H, policies=["full", "cpr"], **limits)
+    _check(advice, _brute_force(monkeypatch, PROD50H, ["full", "cpr"], **limits), 0.05)
+    cpr = advice.policies[1].candidates
+    assert {"coarse", "refine 1", "refine 2"} <= set(cpr["stage"])
+    assert advice.recommendation.policy == "cpr"
+
+
+def test_on_random_failures_with_a_memory_limit_the_pick_is_as_good_as_brute_force(
+    monkeypatch,
+):
+    limits = {"max_pls": 0.01, "max_memory_overhead": 0.3, "reps": 4}
+    policies = ["ckpt_30min", "ecrm_k2"]
+    advice = search.advise(ECRM, policies=policies, **limits)
+    brute = _brute_force(monkeypatch, ECRM, policies, **limits)
+    _check(advice, brute, 0.01, 0.3)
+    ecrm = advice.policies[1]
+    assert ecrm.pick["k"] in (4, 8)  # r/k = 1/2 is over the memory limit
+    assert ecrm.pick["overhead_ci95"] > 0  # exponential failures: a real interval
+
+
+def test_an_injected_bug_that_ignores_the_pls_limit_fails_the_check(monkeypatch):
+    limits = {"max_pls": 0.05, "reps": 2}
+    brute = _brute_force(monkeypatch, PROD50H, ["cpr"], **limits)
+    monkeypatch.setattr(search, "_meets", lambda row, max_pls, max_memory: row["valid"])
+    with pytest.raises(AssertionError):
+        _check(search.advise(PROD50H, policies=["cpr"], **limits), brute, 0.05)
+
+
+def test_a_limit_no_setting_meets_is_said_plainly(tmp_path, capsys):
+    out = tmp_path / "advice"
+    args = ["advise", str(PROD50H), "--policy", "ecrm", "--reps", "2", "--max-pls", "1e-6"]
+    with warnings.catch_warnings():
+        assert main([*args, "-o", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "ecrm    none within the limits: lowest pls_model 0.0" in text
+    assert "no policy has a setting within the limits (pls_model <= 1e-06)" in text
+    table = pd.read_csv(out / "candidates.csv")
+    assert not table["meets_limits"].any() and table["valid"].all()
+
+
+def test_the_cli_writes_a_tidy_table_and_a_single_column_figure(tmp_path, capsys):
+    out = tmp_path / "advice"
+    args = ["advise", str(PROD50H), "--policy", "full", "--policy", "cpr_mfu", "--reps", "2"]
+    assert main([*args, "--max-pls", "0.05", "--max-memory-overhead", "0.01", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("advise prod50h: timing only (PLS is the time model's pls_model)")
+    assert "recommendation: cpr_mfu with interval " in text
+    table = pd.read_csv(out / "candidates.csv")
+    for column in ("interval_s", "fraction", "overhead_mean", "pls_model_mean", "memory_frac"):
+        assert pd.api.types.is_numeric_dtype(table[column].dropna()), column
+    assert set(table["policy"]) == {"full", "cpr_mfu"}
+    mfu = table[table["policy"] == "cpr_mfu"]
+    assert (mfu[mfu["meets_limits"]]["memory_frac"] <= 0.01).all()
+    assert (out / "frontier.pdf").stat().st_size > 0
+    from matplotlib.image import imread
+
+    assert imread(out / "frontier.png").shape[1] == round(3.33 * 300)
+
+
+def _text_problems(fig) -> list:
+    """Pairs of drawn texts whose boxes overlap, and texts not wholly inside the figure."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    hidden = set()  # tick labels matplotlib does not draw: their ticks are out of view
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not low <= tick.get_loc() <= high:
+                    hidden |= {id(tick.label1), id(tick.label2)}
+    boxes = [
+        (t.get_text(), t.get_window_extent(renderer))
+        for t in fig.findobj(Text)
+        if id(t) not in hidden and t.get_visible() and t.get_text().strip()
+    ]
+    assert len(boxes) > 10
+    overlaps = [(a, b) for (a, x), (b, y) in itertools.combinations(boxes, 2) if x.overlaps(y)]
+    inside = fig.bbox
+    outside = [
+        text
+        for text, box in boxes
+        if not (inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1))
+    ]
+    return overlaps + outside
+
+
+def test_no_two_texts_of_the_frontier_figure_overlap():
+    import matplotlib.pyplot as plt
+
+    advice = search.advise(PROD50H, max_pls=0.05, reps=2, rounds=0)
+    fig = frontier_figure(advice)
+    assert _text_problems(fig) == []
+    assert fig.get_size_inches()[0] == pytest.approx(3.33)
+    # injected bugs: a second legend over the first, an x label wider than the figure
+    legend = fig.legends[0]
+    fig.legend(legend.legend_handles, [t.get_text() for t in legend.get_texts()],
+               loc="outside lower center", ncols=3)  # fmt: skip
+    assert any(isinstance(p, tuple) for p in _text_problems(fig))
+    fig.axes[0].set_xlabel("PLS " * 40)
+    assert "PLS " * 40 in _text_problems(fig)
+    plt.close(fig)
+
+
+def test_candidates_do_not_depend_on_the_worker_processes():
+    limits = {"max_pls": 0.05, "reps": 2, "policies": ["cpr"], "rounds": 1}
+    serial = search.advise(PROD50H, **limits).candidates
+    parallel = search.advise(PROD50H, jobs=2, **limits).candidates
+    pd.testing.assert_frame_equal(serial, parallel)

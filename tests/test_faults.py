@@ -1,0 +1,451 @@
+"""Faults during work, by class: the disk fills up, two processes write one folder, a run
+folder of another configuration is in the way, the terminal cannot show a character.
+
+Each command ends in one located line and exit status 2 (never a traceback), leaves no
+half-written folder, and damages nothing that was there before. A full disk is a
+size-limited tmpfs, mounted at sizes that make each command fail at a different write
+(root only: skipped elsewhere). Signals at random moments are in
+``tests/test_fault_fuzz.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ftsim.validation.suite as suite
+from ftsim import console
+from ftsim.cli import main
+from ftsim.experiments import output
+from ftsim.experiments.lock import LOCK, locked_folder
+from tests.conftest import SCENARIOS
+
+SMOKE = SCENARIOS / "smoke.yaml"
+FTSIM = [sys.executable, "-m", "ftsim"]
+RUN = ["run", str(SMOKE), "--no-trainer", "--reps", "2", "-q"]
+SWEEP = ["sweep", str(SMOKE), "--no-trainer", "--reps", "2", "--batch", "1", "--jobs", "1", "-q"]
+RESULTS = ("runs.csv", "runs.parquet", "timeline.csv", "summary.csv", "scenario.yaml")
+
+
+def digest(folder: Path) -> dict[str, str]:
+    """Relative path → SHA-256 (or ``<dir>``) of everything under ``folder``."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        if p.is_file()
+        else "<dir>"
+        for p in sorted(Path(folder).rglob("*"))
+    }
+
+
+def one_located_line(err: str, start: str = "ftsim: no space left on device writing ") -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(start), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# -- a full disk ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def disk(tmp_path):
+    """``mount(size)``: a fresh tmpfs of ``size`` bytes; ``resize(size)`` grows it."""
+    if os.geteuid() != 0:
+        pytest.skip("a size-limited tmpfs needs root")
+    point = tmp_path / "disk"
+    point.mkdir()
+    mounted = []
+
+    def mount(size: int) -> Path:
+        if mounted:
+            subprocess.run(["umount", str(point)], check=True)
+            mounted.clear()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)],
+            capture_output=True,
+        )
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
+        mounted.append(point)
+        return point
+
+    def resize(size: int) -> None:
+        subprocess.run(["mount", "-o", f"remount,size={size}", str(point)], check=True)
+
+    yield mount, resize
+    if mounted:
+        subprocess.run(["umount", "-l", str(point)], check=True)
+
+
+def fill(folder: Path, leave: int) -> None:
+    """Fill ``folder``'s file system until about ``leave`` bytes are free."""
+    free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
+    (folder / "ballast").write_bytes(b"\0" * max(free - leave, 0))
+
+
+SIZES = [4096 * n for n in (1, 2, 3, 5, 8, 10, 12)]
+"""tmpfs sizes (bytes) at which a run of smoke (2 reps, ~50 KB) fails at different writes."""
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_run_on_a_full_disk_leaves_no_folder(disk, size, capsys):
+    mount, _ = disk
+    root = mount(size)
+    assert main([*RUN, "-o", str(root / "r")]) == 2
+    line = one_located_line(capsys.readouterr().err)
+    assert line.endswith(f"writing {root / 'r'}")
+    assert list(root.iterdir()) == []
+
+
+@pytest.mark.parametrize("leave", [0, 8192, 32768])
+def test_rerunning_into_a_run_folder_on_a_full_disk_keeps_the_earlier_results(disk, leave, capsys):
+    mount, _ = disk
+    root = mount(256 * 1024)
+    out = root / "r"
+    assert main([*RUN, "-o", str(out)]) == 0
+    before = digest(out)
+    fill(root, leave)
+    assert main([*RUN, "-o", str(out)]) == 2
+    one_located_line(capsys.readouterr().err)
+    assert digest(out) == before
+
+
+def test_without_staging_a_full_disk_damages_the_earlier_run(disk, capsys, monkeypatch):
+    """The injected bug: results written straight into the folder (no staging folder)."""
+
+    class Unstaged(output.StagedFolder):
+        def __enter__(self):
+            return self.folder
+
+        def __exit__(self, *exc):
+            self.committed = True
+
+    mount, _ = disk
+    root = mount(256 * 1024)
+    out = root / "r"
+    assert main([*RUN, "-o", str(out)]) == 0
+    before = digest(out)
+    (out / "runs.csv").write_text("")  # smaller, so that the rewrite of runs.csv fits
+    before = digest(out)
+    fill(root, 8192)
+    monkeypatch.setattr(output, "StagedFolder", Unstaged)
+    assert main([*RUN, "-o", str(out)]) == 2
+    assert digest(out) != before
+
+
+@pytest.mark.parametrize("size", [4096 * n for n in (2, 4, 6, 10)])
+def test_a_sweep_on_a_full_disk_is_continued_to_the_same_results(disk, size, tmp_path, capsys):
+    mount, resize = disk
+    root = mount(size)
+    out = root / "s"
+    assert main([*SWEEP, "-o", str(out)]) == 2
+    line = one_located_line(capsys.readouterr().err)
+    if out.exists():  # something was kept: the line says how to continue
+        assert line.endswith(f"continue with --resume {out}")
+        resize(1024 * 1024)
+        assert main([*SWEEP, "--resume", str(out)]) == 0
+    else:
+        resize(1024 * 1024)
+        assert main([*SWEEP, "-o", str(out)]) == 0
+    capsys.readouterr()
+    reference = tmp_path / "reference"
+    assert main([*SWEEP, "-o", str(reference)]) == 0
+    for name in ("runs.csv", "timeline.csv", "summary.csv"):
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+
+
+@pytest.fixture
+def run_on_disk(disk, capsys):
+    """A run folder on a tmpfs with room for the run only, and the tmpfs resizer."""
+    mount, resize = disk
+    root = mount(512 * 1024)
+    assert main([*RUN, "-o", str(root / "r")]) == 0
+    capsys.readouterr()
+    return root / "r", resize
+
+
+@pytest.mark.parametrize("leave", [0, 16384, 65536])
+def test_plot_on_a_full_disk_is_one_line_and_plots_after_room_is_made(run_on_disk, leave, capsys):
+    out, resize = run_on_disk
+    fill(out.parent, leave)
+    before = {k: v for k, v in digest(out).items() if not k.startswith("plots")}
+    assert main(["plot", str(out)]) == 2
+    one_located_line(capsys.readouterr().err)
+    assert {k: v for k, v in digest(out).items() if not k.startswith("plots")} == before
+    assert not [p for p in out.rglob(".*.tmp")]  # no temporary file left
+    (out.parent / "ballast").unlink()
+    resize(4 * 1024 * 1024)
+    assert main(["plot", str(out)]) == 0  # the same command completes the plots folder
+
+
+@pytest.mark.parametrize("name", ["trace.json", "trace.json.gz"])
+def test_trace_on_a_full_disk_writes_nothing(run_on_disk, name, capsys):
+    out, _ = run_on_disk
+    fill(out.parent, 0)
+    before = digest(out)
+    assert main(["trace", str(out), "-o", str(out / name)]) == 2
+    line = one_located_line(capsys.readouterr().err)
+    assert line.endswith(f"writing {out / name}")
+    assert digest(out) == before
+
+
+@pytest.mark.parametrize(
+    "args", [["show", "config", str(SMOKE)], ["show", "policies"], [*RUN[:-1], "-o", "OUT"]]
+)
+def test_standard_output_to_a_full_disk_is_one_line(disk, args, tmp_path):
+    mount, _ = disk
+    root = mount(4096)
+    fill(root, 0)
+    args = [a.replace("OUT", str(tmp_path / "r")) for a in args]
+    with open(root / "out.txt", "w") as stdout:
+        done = subprocess.run([*FTSIM, *args], stdout=stdout, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 2
+    one_located_line(done.stderr.splitlines()[-1], "ftsim: no space left on device writing ")
+    assert done.stderr.strip().endswith("writing standard output")
+
+
+def _probe_check(ctx):
+    """A check that draws a figure and reports a number with the characters of a report."""
+    import numpy as np
+
+    def draw(plt):
+        fig, ax = plt.subplots()
+        ax.plot(np.arange(200), np.random.default_rng(0).random(200))
+        return fig
+
+    figure = suite._figure(ctx, "probe", draw)
+    return suite.Check("probe", "probe", "1.0 ± 0.1 (n ≥ 3) × 2 …", "1", "±5%", True, "", figure)
+
+
+@pytest.fixture
+def quick_suite(monkeypatch):
+    """The validation suite reduced to one real check and a check that draws a figure."""
+    registry = {
+        "daly_example": suite.REGISTRY["daly_example"],
+        "probe": ("P", _probe_check, "validation"),
+    }
+    monkeypatch.setattr(suite, "REGISTRY", registry)
+
+
+@pytest.mark.parametrize("leave", [0, 4096, 20000])
+def test_validate_on_a_full_disk_is_one_line(disk, quick_suite, leave, capsys):
+    mount, _ = disk
+    root = mount(1024 * 1024)
+    fill(root, leave)
+    report = root / "v" / "validation.md"
+    assert main(["validate", "--quick", "-o", str(report)]) == 2
+    err = capsys.readouterr().err
+    one_located_line(err)
+    assert not report.exists()
+
+
+# -- two writers, one folder ----------------------------------------------------------------
+
+
+def _ftsim(args: list[str], **options) -> subprocess.CompletedProcess:
+    return subprocess.run([*FTSIM, *args], capture_output=True, text=True, timeout=120, **options)
+
+
+WRITERS = {
+    "run": lambda out: [*RUN, "-o", str(out)],
+    "sweep": lambda out: [*SWEEP, "-o", str(out)],
+    "sweep --resume": lambda out: [*SWEEP, "--resume", str(out)],
+    "run --force": lambda out: [*RUN, "-o", str(out), "--force"],
+}
+HOLDERS = {
+    "new folder": lambda f: f / "new",
+    "a run folder": lambda f: _made(f, RUN),
+    "a sweep folder": lambda f: _made(f, SWEEP),
+}
+
+
+def _made(folder: Path, command: list[str]) -> Path:
+    out = folder / "made"
+    assert main([*command, "-o", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("holder", sorted(HOLDERS))
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_a_second_writer_is_refused_naming_the_folder_and_the_holder(
+    tmp_path, holder, writer, capsys
+):
+    out = HOLDERS[holder](tmp_path)
+    capsys.readouterr()
+    with locked_folder(out):
+        before = digest(out)
+        done = _ftsim(WRITERS[writer](out))
+        assert digest(out) == before
+    assert done.returncode == 2, done.stderr
+    line = one_located_line(done.stderr, f"ftsim: {out}: in use by another ftsim process")
+    assert f"(pid {os.getpid()})" in line
+    assert not (out / LOCK).exists()  # the holder's lock goes with it
+
+
+def test_a_run_and_a_sweep_started_together_never_mix(tmp_path):
+    """Both orders: the first holds the folder to the end, the second is refused."""
+    for first, second in (("run", "sweep"), ("sweep", "run")):
+        out = tmp_path / f"{first}_first"
+        long = {"run": [*RUN, "--reps", "300"], "sweep": [*SWEEP, "--reps", "60"]}
+        process = subprocess.Popen(
+            [*FTSIM, *long[first], "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            while not (out / LOCK).exists():
+                assert process.poll() is None
+            refused = _ftsim([*{"run": RUN, "sweep": SWEEP}[second], "-o", str(out)])
+        finally:
+            process.wait(timeout=600)
+        assert refused.returncode == 2 and f"(pid {process.pid})" in refused.stderr
+        assert process.returncode == 0, process.stderr.read()
+        manifest = (out / "manifest.json").read_text()
+        assert f'"command": "{first}"' in manifest
+        assert main(["plot", str(out)]) == 0
+
+
+def test_a_lock_left_by_a_killed_process_does_not_block(tmp_path, capsys):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / LOCK).write_text("999999999\n")  # its holder died: the kernel dropped its flock
+    assert main([*RUN, "-o", str(out)]) == 0
+    assert not (out / LOCK).exists()
+
+
+# -- a run folder of another configuration --------------------------------------------------
+
+OTHER = {
+    "seed": ["--seed", "8"],
+    "replications": ["--reps", "3"],
+    "policies": ["--policy", "full"],
+    "a field": ["--set", "cluster.trainers=8"],
+    "trainer": ["--set", "trainer.enabled=true", "--set", "trainer.steps=5"],
+    "another scenario": ["--set", "name=other"],
+}
+
+
+@pytest.mark.parametrize("change", sorted(OTHER))
+def test_a_run_folder_of_another_configuration_is_replaced_only_with_force(
+    tmp_path, change, capsys
+):
+    out = tmp_path / "r"
+    assert main([*RUN, "-o", str(out)]) == 0
+    before = digest(out)
+    other = [*RUN, *OTHER[change], "-o", str(out)]
+    capsys.readouterr()
+    assert main(other) == 2
+    one_located_line(capsys.readouterr().err, f"ftsim: {out} holds the results of another run")
+    assert digest(out) == before
+    assert main([*other, "--force"]) == 0
+    assert digest(out) != before
+    assert main([*RUN, "-o", str(out)]) == 2  # and back: refused again
+
+
+def test_the_same_run_again_replaces_its_folder(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main([*RUN, "-o", str(out)]) == 0
+    before = {k: v for k, v in digest(out).items() if k != "manifest.json"}
+    assert main([*RUN, "-o", str(out)]) == 0
+    assert {k: v for k, v in digest(out).items() if k != "manifest.json"} == before
+
+
+# -- locales ----------------------------------------------------------------------------------
+
+ASCII_ENV = {"LC_ALL": "C", "PYTHONUTF8": "0"}
+UTF8_ENV = {"LC_ALL": "C.UTF-8", "PYTHONUTF8": "1"}
+
+
+def _env(extra: dict) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG", "PYTHONIO"))}
+    return {**env, **extra, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """A run folder (with a trace to draw from) for the commands that read one."""
+    root = tmp_path_factory.mktemp("locale")
+    done = _ftsim([*RUN, "-o", str(root / "run")])
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def _run_args(f, tag):
+    return ["run", str(SMOKE), "--no-trainer", "--reps", "2", "-o", str(f / f"{tag}_run")]
+
+
+COMMANDS = {
+    "run": _run_args,
+    "sweep": lambda f, tag: [*SWEEP[:-1], "--grid", "run.seed=1,2", "-o", str(f / tag)],
+    "plot": lambda f, tag: ["plot", str(f / "run")],
+    "trace": lambda f, tag: ["trace", str(f / "run"), "-o", str(f / f"{tag}.json")],
+    "show config": lambda f, tag: ["show", "config", str(SMOKE)],
+    "show policies": lambda f, tag: ["show", "policies"],
+    "show reference": lambda f, tag: ["show", "reference"],
+    "run unfinished": lambda f, tag: [
+        *_run_args(f, tag),
+        "--set",
+        "run.max_wall_factor=1.01",
+    ],
+}
+
+
+def _ascii(text: str) -> str:
+    return "".join(c if c.isascii() else console.look_alike(c) for c in text)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_an_ascii_locale_gets_the_same_output_in_ascii(folders, command):
+    outputs = {}
+    for tag, env in (("ascii", ASCII_ENV), ("utf8", UTF8_ENV)):
+        done = _ftsim(COMMANDS[command](folders, tag), env=_env(env))
+        assert "Traceback" not in done.stderr, done.stderr
+        outputs[tag] = done
+    ascii_, utf8 = outputs["ascii"], outputs["utf8"]
+    assert ascii_.returncode == utf8.returncode
+    assert ascii_.stdout.isascii() and ascii_.stderr.isascii()
+    assert ascii_.stdout.replace("ascii", "utf8") == _ascii(utf8.stdout), command
+    assert ascii_.stderr.replace("ascii", "utf8") == _ascii(utf8.stderr), command
+
+
+def test_validate_in_an_ascii_locale(tmp_path, quick_suite, monkeypatch):
+    """In process (the suite is reduced to two checks): stdout as an ASCII terminal."""
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="ascii", errors="strict")
+    monkeypatch.setattr(sys, "stdout", stream)
+    assert main(["validate", "--quick", "-o", str(tmp_path / "v.md")]) == 0
+    stream.flush()
+    text = raw.getvalue().decode("ascii")
+    assert "1.0 +/- 0.1 (n >= 3) x 2 ..." in text
+    assert stream.errors == "strict"  # given back as it was
+    assert "1.0 ± 0.1 (n ≥ 3) × 2 …" in (tmp_path / "v.md").read_text(encoding="utf-8")
+
+
+def test_fallbacks_are_ascii_and_leave_encodable_text_alone():
+    assert all(v.isascii() for v in console.FALLBACKS.values())
+    special = "".join(console.FALLBACKS)
+    text = special + " a\udcffb é１١①∮"  # a byte of a file name (surrogateescape), others
+    encoded = text.encode("ascii", errors=console.ERRORS)
+    assert encoded == _ascii(special).encode() + b" a\xffb e111?"
+    assert text.encode("utf-8", errors=console.ERRORS) == special.encode() + b" a\xffb " + (
+        "é１١①∮".encode()
+    )
+
+
+def test_without_fallbacks_an_ascii_terminal_crashes(monkeypatch):
+    """The injected bug: the streams keep strict errors (no fallback handler)."""
+    monkeypatch.setattr(console, "ERRORS", "strict")
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii", errors="strict"))
+    with pytest.raises(UnicodeEncodeError):
+        main(["show", "policies"])
+
+
+def test_every_non_ascii_character_of_the_sources_has_a_fallback():
+    package = Path(console.__file__).parent
+    used = {c for path in package.rglob("*.py") for c in path.read_text() if not c.isascii()}
+    assert {c for c in used if console.look_alike(c) == "?"} == set()
