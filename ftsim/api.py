@@ -214,7 +214,7 @@ def _execute(plan, out, jobs: int | None, executor: str, progress: bool) -> Resu
         if reporter is not None:
             reporter.close()
     results = Results(outcome.folder, json.loads((outcome.folder / "manifest.json").read_text()))
-    results.scenario = plan.resolved
+    results.scenario = plan.base
     return results
 
 

@@ -47,7 +47,7 @@ def test_an_interrupted_run_into_an_earlier_run_keeps_the_earlier_files(tmp_path
         ]  # fmt: skip
     )
     _interrupt_second_task(monkeypatch)
-    args = ["run", SMOKE, "--reps", "3", "--jobs", "1", "-q", "-o", str(out)]
+    args = ["run", SMOKE, "--reps", "3", "--jobs", "1", "-q", "-o", str(out), "--force"]
     assert main(args) == EXIT_INTERRUPTED
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
