@@ -21,7 +21,7 @@ import math
 import sys
 
 from ftsim.experiments.runner import simulate
-from ftsim.experiments.tdist import mean_ci
+from ftsim.experiments.stats import mean_ci
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.presets import META_RSC1
 from ftsim.validation.kokolis import DALY_SCENARIO, daly_ettr

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ftsim.experiments.tdist import mean_ci
+from ftsim.experiments.stats import mean_ci
 from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
 from ftsim.policies.checknrun import CheckNRun
 from ftsim.scenario.loader import load_scenario

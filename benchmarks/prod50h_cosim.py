@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ftsim.experiments.tdist import mean_ci
+from ftsim.experiments.stats import mean_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -374,93 +374,45 @@ def _selected_policies(scenario, names: list[str]) -> list[int]:
 
 
 def _cmd_run(args, argv) -> int:
-    from ftsim.experiments.folders import prepare_output, result_checksums
-    from ftsim.experiments.lock import locked_folder
-    from ftsim.experiments.output import (
-        StagedFolder,
-        git_commit,
-        versions,
-        write_csv,
-        write_csv_and_parquet,
-        write_json,
-    )
-    from ftsim.experiments.pool import default_jobs
-    from ftsim.experiments.runner import format_summary, run_scenario, summarize
-    from ftsim.notices import policy_notices
-    from ftsim.scenario.loader import config_hash
+    from ftsim.experiments import study
+    from ftsim.experiments.progress import Progress
+    from ftsim.experiments.tables import run_table
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    ran = scenario = _load(args)  # only the --policy ones
-    indices = list(range(len(scenario.policies)))
-    for notice in policy_notices(scenario):
-        warnings.warn(notice, stacklevel=1)
-    digest = config_hash(ran)  # the same when run again from the folder's scenario.yaml
-    started = datetime.now(UTC)
-    out = args.output or (
-        Path(scenario.run.output) / scenario.name / f"{started:%Y%m%dT%H%M%SZ}_{digest}"
-    )
-    with locked_folder(out):  # removed again if it was new and nothing was written
-        prepare_output(out, "run", args.force, digest)
-        progress = _run_progress(scenario, len(indices), args.quiet)
-        results = StagedFolder(out)  # written in full at the end, or not at all
-        try:
-            rows, timeline = run_scenario(
-                scenario, indices, progress=progress, jobs=args.jobs or default_jobs()
-            )
-            progress.close()
-            summary = summarize(rows)
-            with results as staging:
-                write_csv_and_parquet(staging / "runs", rows)
-                write_csv(staging / "timeline.csv", timeline)
-                write_csv(staging / "summary.csv", summary)
-                _write_resolved(staging / "scenario.yaml", ran)
-                write_json(
-                    staging / "manifest.json",
-                    {
-                        "command": "run",
-                        "scenario": scenario.name,
-                        "scenario_file": str(args.scenario),
-                        "config_hash": digest,
-                        "seed": scenario.run.seed,
-                        "replications": scenario.run.replications,
-                        "policies": [scenario.policy_labels[i] for i in indices],
-                        "argv": ["ftsim", *argv],
-                        "git_commit": git_commit(),
-                        "versions": versions(),
-                        "started_utc": started.isoformat(),
-                        "finished_utc": datetime.now(UTC).isoformat(),
-                        "files": result_checksums(staging),
-                    },
-                )
-        except KeyboardInterrupt:
-            kept = "the results were written" if results.committed else "nothing was written"
-            print(f"ftsim: interrupted; {kept} to {out}", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        finally:
-            progress.close()
+    plan = study.plan(args.scenario, _overrides(args), policies=args.policy, command="run")
+    progress = Progress("run", args.quiet)
+    try:
+        outcome = study.execute(
+            plan,
+            args.output,
+            force=args.force,
+            jobs=args.jobs,
+            argv=["ftsim", *argv],
+            progress=progress,
+            say=None if args.quiet else _say,
+        )
+    except study.StudyInterrupted as stop:
+        kept = "the results were written" if stop.committed else "nothing was written"
+        print(f"ftsim: interrupted; {kept} to {stop.folder}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        progress.close()
     if not args.quiet:
-        print(format_summary(summary))
-        print(f"results: {out}")
-    return _unfinished_status(summary)
+        print(run_table(outcome.summary))
+        print(f"results: {outcome.folder}")
+    return _unfinished_status(outcome.summary)
 
 
-def _run_progress(scenario, n_policies: int, quiet: bool):
-    """Progress of ``run``: the timing simulations, then the trained replications."""
-    from ftsim.experiments.progress import Progress, Stage
-    from ftsim.experiments.runner import trained_replications
-
-    timing = Stage("timing", scenario.run.replications * n_policies, "simulations")
-    trained = len(trained_replications(scenario))
-    training = Stage("co-simulation", trained, "replications", each=True)
-    return Progress([timing, training], quiet)
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
-def _unfinished_status(summary: list[dict], point_columns: list[str] = ()) -> int:
+def _unfinished_status(summary, point_columns: list[str] = ()) -> int:
     """Warn on standard error about unfinished replications: exit status 3 if any, else 0."""
-    from ftsim.experiments.runner import unfinished_warnings
+    from ftsim.experiments.tables import unfinished_warnings
 
-    warnings = unfinished_warnings(summary, point_columns)
+    warnings = unfinished_warnings(summary.to_dict("records"), point_columns)
     for line in warnings:
         print(line, file=sys.stderr)
     return EXIT_UNFINISHED if warnings else 0
@@ -489,103 +441,50 @@ def _check_sweep_options(args) -> None:
 
 
 def _cmd_sweep(args, argv) -> int:
-    from ftsim.experiments import sweep
-    from ftsim.experiments.lock import locked_folder
+    from ftsim.experiments import study
+    from ftsim.experiments.progress import Progress
+    from ftsim.experiments.tables import sweep_table
 
     _check_sweep_options(args)
-    plan = sweep.plan_sweep(
+    plan = study.plan(
         args.scenario,
         _overrides(args),
         args.grid,
         args.policy,
-        args.reference,
-        args.target_halfwidth,
-        args.max_reps,
+        reference=args.reference,
+        target_halfwidth=args.target_halfwidth,
+        max_reps=args.max_reps,
     )
-    for notice in plan.notes:
-        warnings.warn(notice, stacklevel=1)
-    if args.dask_address:
-        sweep.check_dask_scheduler(args.dask_address)
-    started = datetime.now(UTC)
-    out = args.resume or args.output
-    out = out or (
-        Path(plan.base.run.output)
-        / plan.base.name
-        / f"{started:%Y%m%dT%H%M%SZ}_{plan.config_hash}_sweep"
-    )
-    with locked_folder(out, create=not args.resume):
-        return _sweep_into(out, plan, started, args, argv)
-
-
-def _sweep_into(out: Path, plan, started: datetime, args, argv: list[str]) -> int:
-    """The sweep of ``_cmd_sweep`` in ``out``, which it holds."""
-    from ftsim.experiments import sweep
-    from ftsim.experiments.folders import result_checksums
-    from ftsim.experiments.progress import Progress, Stage
-    from ftsim.experiments.store import RunStore
-
-    total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
-    if args.resume:
-        store = RunStore.resume(args.resume, plan.config_hash)
-        if store.discarded:
-            print(
-                f"ftsim: {len(store.discarded)} shard file(s) in {store.shards} are not "
-                "recorded in SHA256SUMS or fail their checksum (truncated or edited?); "
-                "their tasks are computed again",
-                file=sys.stderr,
-            )
-    else:
-        store = RunStore.create(
-            out, sweep.manifest(plan, ["ftsim", *argv], started.isoformat()), args.force
-        )
-    jobs = args.jobs
-    if args.executor == "process" or args.dask_address is None:
-        jobs, note = sweep.local_workers(plan, args.jobs, args.batch)
-        if note:
-            print(f"ftsim: {note}", file=sys.stderr)
-    progress = Progress([Stage("sweep", total, "replications")], args.quiet)
+    progress = Progress("sweep", args.quiet)
     try:
-        _write_resolved(store.root / "scenario.yaml", plan.base)
-        computed, reused = sweep.run_sweep(
+        outcome = study.execute(
             plan,
-            store,
+            args.resume or args.output,
+            force=args.force,
+            resume=args.resume is not None,
             executor=args.executor,
-            jobs=jobs,
+            jobs=args.jobs,
             dask_address=args.dask_address,
             batch=args.batch,
-            progress=lambda steps: progress("sweep", steps),
+            argv=["ftsim", *argv],
+            progress=progress,
+            say=_say,
         )
-        progress.close()
-        summary = sweep.finish(plan, store)
-        for line in sweep.short_of_target(plan, summary):
-            print(f"ftsim: {line}", file=sys.stderr)
-        session = {
-            "argv": ["ftsim", *argv],
-            "started_utc": started.isoformat(),
-            "finished_utc": datetime.now(UTC).isoformat(),
-            "computed_reps": computed,
-            "reused_reps": reused,
-        }
-        store.update_manifest(
-            finished_utc=session["finished_utc"],
-            sessions=[*store.manifest()["sessions"], session],
-            files=result_checksums(store.root),
+    except study.StudyInterrupted as stop:
+        print(
+            f"ftsim: interrupted; {stop.kept_tasks} of {stop.tasks} tasks ({stop.kept_reps} "
+            f"of {stop.reps} replications) are saved in {stop.folder}",
+            file=sys.stderr,
         )
-    except KeyboardInterrupt:  # while computing or merging: the shards are kept
-        _report_interrupted_sweep(store, sweep.n_tasks(plan, args.batch), total, argv)
+        print(f"ftsim: continue with: {resume_command(argv, stop.folder)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except OutputError as exc:
-        note = f"the finished tasks are kept: continue with --resume {store.root}"
-        raise OutputError(exc.reason, exc.path, note) from None
     finally:
         progress.close()
     if not args.quiet:
-        from ftsim.experiments.stats import format_table
-
-        print(format_table(summary, plan.columns))
-    print(f"computed {computed}, reused {reused} (replications)")
-    print(f"results: {store.root}")
-    return _unfinished_status(summary.to_dict("records"), plan.columns)
+        print(sweep_table(outcome.summary, plan.columns))
+    print(f"computed {outcome.computed}, reused {outcome.reused} (replications)")
+    print(f"results: {outcome.folder}")
+    return _unfinished_status(outcome.summary, plan.columns)
 
 
 def _cmd_advise(args, argv) -> int:
@@ -637,18 +536,6 @@ def _cmd_advise(args, argv) -> int:
         print(advice.text())
     print(f"results: {out} ({', '.join(f.name for f in files)})")
     return 0 if advice.recommendation is not None else 1
-
-
-def _report_interrupted_sweep(store, tasks: int, total: int, argv: list[str]) -> None:
-    """What a Ctrl-C'd sweep kept, and the command that continues it."""
-    done = [key for key in store.done() if (store.shards / f"{key.name}.csv").exists()]
-    reps = sum(len(key.reps) for key in done)
-    print(
-        f"ftsim: interrupted; {len(done)} of {tasks} tasks ({reps} of {total} replications) "
-        f"are saved in {store.root}",
-        file=sys.stderr,
-    )
-    print(f"ftsim: continue with: {resume_command(argv, store.root)}", file=sys.stderr)
 
 
 def resume_command(argv: list[str], folder: Path) -> str:
@@ -713,14 +600,6 @@ def _cmd_trace(args, argv) -> int:
     print(f"trace: {out} ({len(trace['traceEvents'])} events; {labels}; replication {args.rep})")
     print("open it in the Perfetto UI (ui.perfetto.dev: Open trace file) or chrome://tracing")
     return 0
-
-
-def _write_resolved(path: Path, scenario) -> None:
-    import yaml
-
-    from ftsim.experiments.output import atomic_write_text
-
-    atomic_write_text(path, yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
 
 
 def _cmd_show_config(args, argv) -> int:

@@ -15,6 +15,8 @@ PROD50H = SCENARIOS / "prod50h.yaml"
 TRAINED = SMALL_TRAINER.replace("replications: 1", "replications: 3")
 """prod50h's six policies with a small trainer on the first 3 replications."""
 TWO_TRAINED = SMALL_TRAINER.replace("replications: 1", "replications: 2")
+TARGET_PLS = ("policies.1.target_pls", "policies.1.target_pls_si")
+"""The swept key's columns in a sweep's rows."""
 
 
 def _run(out, jobs):
@@ -75,7 +77,7 @@ def test_sweep_rows_do_not_depend_on_batching_or_workers_and_are_those_of_run(tm
     )  # fmt: skip
     run = list(csv.DictReader((tmp_path / "run" / "runs.csv").open()))
     point0 = [r for r in serial if r["point"] == "0"]
-    assert [{k: v for k, v in r.items() if k not in ("point", "policies.1.target_pls")}
+    assert [{k: v for k, v in r.items() if k not in ("point", *TARGET_PLS)}
             for r in point0] == run  # fmt: skip
 
 

@@ -1,8 +1,13 @@
-"""Progress on standard error: bars on a terminal, plain lines otherwise, nothing if quiet."""
+"""Progress on standard error: a bar on a terminal, a line per 5% of the tasks (and per
+trained task) with an ETA otherwise, nothing if quiet."""
 
 import io
 
-from ftsim.experiments.progress import Progress, Stage
+import pytest
+
+from ftsim.cli import main
+from ftsim.experiments.progress import Progress, clock_time
+from tests.conftest import SCENARIOS
 
 
 class Terminal(io.StringIO):
@@ -10,42 +15,73 @@ class Terminal(io.StringIO):
         return True
 
 
-def _report(stream, quiet=False) -> str:
-    stages = [Stage("timing", 3, "simulations"), Stage("co-simulation", 2, "replications", True)]
-    progress = Progress(stages, quiet, stream)
-    for _ in range(3):
-        progress("timing")
-    progress("timing", 5)  # beyond the total (a sweep adding replications): not shown
-    progress("co-simulation")
-    progress("co-simulation")
+class Clock:
+    """A clock that advances 10 s per task (read once per progress line)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _report(stream, tasks=40, quiet=False, trained=()):
+    clock = Clock()
+    progress = Progress("sweep", quiet, stream, clock)
+    progress.planned(tasks, 10 * tasks, 0)
+    for task in range(tasks):
+        clock.now += 10
+        progress.finished(10, task in trained)
     progress.close()
     return stream.getvalue()
 
 
-def test_a_log_gets_a_line_per_finished_stage_and_per_slow_step():
-    assert _report(io.StringIO()).splitlines() == [
-        "timing: 3/3 simulations",
-        "co-simulation: 1/2 replications",
-        "co-simulation: 2/2 replications",
-    ]
+def test_a_log_gets_a_line_per_5_percent_of_the_tasks_with_an_eta():
+    lines = _report(io.StringIO()).splitlines()
+    assert len(lines) == 20
+    assert lines[0] == ("sweep: 2/40 tasks (5%), 20/400 replications, 0:00:20 elapsed, ETA 0:06:20")
+    assert lines[-1] == (
+        "sweep: 40/40 tasks (100%), 400/400 replications, 0:06:40 elapsed, ETA 0:00:00"
+    )
 
 
-def test_a_terminal_gets_a_bar_per_stage():
+def test_few_tasks_get_a_line_each_and_trained_tasks_always_get_one():
+    assert len(_report(io.StringIO(), tasks=3).splitlines()) == 3
+    lines = _report(io.StringIO(), tasks=400, trained={0, 1, 2}).splitlines()
+    assert len(lines) == 20 + 3
+    assert lines[0].startswith("sweep: 1/400 tasks (0%)")
+
+
+def test_reused_replications_count_as_done_but_not_in_the_eta():
+    stream, clock = io.StringIO(), Clock()
+    progress = Progress("sweep", False, stream, clock)
+    progress.planned(2, 20, 80)  # 80 replications found in a resumed folder
+    clock.now = 60
+    progress.finished(10)
+    assert stream.getvalue() == (
+        "sweep: 1/2 tasks (50%), 90/100 replications (80 reused), 0:01:00 elapsed, ETA 0:01:00\n"
+    )
+
+
+def test_a_terminal_gets_a_bar_and_quiet_prints_nothing():
     text = _report(Terminal())
-    assert "timing:" in text and "co-simulation:" in text and "\r" in text
-    assert "3/3 simulations\n" not in text
-
-
-def test_quiet_prints_nothing():
+    assert "sweep:" in text and "\r" in text and "ETA" not in text
     assert _report(io.StringIO(), quiet=True) == ""
     assert _report(Terminal(), quiet=True) == ""
 
 
-def test_stages_without_work_are_left_out():
-    stream = io.StringIO()
-    progress = Progress(
-        [Stage("timing", 1, "simulations"), Stage("co-simulation", 0, "x")], False, stream
-    )
-    progress("timing")
-    assert stream.getvalue() == "timing: 1/1 simulations\n"
-    assert "co-simulation" not in progress.stages
+@pytest.mark.parametrize(("seconds", "text"), [(0, "0:00:00"), (3725.4, "1:02:05")])
+def test_clock_time(seconds, text):
+    assert clock_time(seconds) == text
+    assert clock_time(float("nan")) == "?"
+
+
+def test_sweep_prints_progress_lines_to_a_log_and_none_with_q(tmp_path, capsys):
+    args = ["sweep", str(SCENARIOS / "smoke.yaml"), "--reps", "2", "--jobs", "1"]
+    args += ["--grid", "policies.*.interval=10 min,1 h"]
+    assert main([*args, "-o", str(tmp_path / "a")]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "ETA" in line]
+    assert len(lines) == 6  # 2 points × 3 policies, one task each
+    assert lines[-1].startswith("sweep: 6/6 tasks (100%), 12/12 replications")
+    assert main([*args, "-q", "-o", str(tmp_path / "b")]) == 0
+    assert capsys.readouterr().err == ""

@@ -57,12 +57,11 @@ def test_a_run_folder_keeps_only_the_policies_that_ran(tmp_path):
     assert resolved["sweep"]["reference"] is None  # cpr, the reference, did not run
 
 
-def test_progress_is_a_line_per_finished_stage_when_stderr_is_not_a_terminal(tmp_path, capsys):
+def test_progress_is_a_line_per_trained_task_when_stderr_is_not_a_terminal(tmp_path, capsys):
+    """Both replications train: each policy × replication is a task of its own."""
     name, args = CASES["smoke_trained"]
     assert main(["run", str(SCENARIOS / f"{name}.yaml"), *args, "-o", str(tmp_path)]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err == [
-        "timing: 6/6 simulations",
-        "co-simulation: 1/2 replications",
-        "co-simulation: 2/2 replications",
-    ]
+    assert [line.split(" (")[0] for line in err] == [f"run: {i}/6 tasks" for i in range(1, 7)]
+    assert all(" elapsed, ETA " in line for line in err)
+    assert err[-1].startswith("run: 6/6 tasks (100%), 6/6 replications")

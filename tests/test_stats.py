@@ -1,4 +1,4 @@
-"""Sweep statistics against hand-computed values on a small synthetic table."""
+"""The one statistics module against hand-computed values and scipy."""
 
 import math
 
@@ -8,23 +8,43 @@ import pytest
 from scipy import stats as scipy_stats
 
 from ftsim.experiments.stats import (
-    format_table,
+    mean_ci,
     paired_differences,
     summarize,
+    t_critical,
     t_interval,
     t_quantile,
 )
-from ftsim.experiments.tdist import t_quantile as t_quantile_without_scipy
+from ftsim.experiments.tables import sweep_table
 
 T_975_DF2 = 4.302652729749462  # scipy.stats.t.ppf(0.975, 2); printed tables: 4.303
 T_975_DF3 = 3.1824463052837078  # scipy.stats.t.ppf(0.975, 3); printed tables: 3.182
 
 
-def test_t_quantile_is_scipys_and_agrees_with_the_pure_python_one():
-    for df in (1, 2, 3, 9, 30, 200):
-        assert t_quantile(0.95, df) == pytest.approx(scipy_stats.t.ppf(0.975, df), rel=1e-12)
-        assert t_quantile(0.95, df) == pytest.approx(t_quantile_without_scipy(0.975, df), rel=1e-9)
-    assert t_quantile(0.95, 2) == pytest.approx(T_975_DF2, rel=1e-12)
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 9, 19, 30, 99, 200, 1000, 100_000])
+@pytest.mark.parametrize("p", [0.025, 0.6, 0.75, 0.9, 0.95, 0.975, 0.99, 0.995, 0.9995])
+def test_t_quantile_takes_a_probability_and_is_scipys_ppf(p, df):
+    """To 1e-12 (1e-10 at huge df, where the CDF near 0.5 loses digits to cancellation)."""
+    rel = 1e-12 if df <= 1000 and p >= 0.75 else 1e-10
+    assert t_quantile(p, df) == pytest.approx(scipy_stats.t.ppf(p, df), rel=rel)
+
+
+def test_t_critical_takes_a_confidence_and_is_the_two_sided_value():
+    """The two names cannot be confused silently: t_critical(0.95) is t_quantile(0.975),
+    and t_quantile(0.95) (what the wrong import would give) is the 90% critical value."""
+    assert t_critical(0.95, 2) == pytest.approx(T_975_DF2, rel=1e-12)
+    assert t_critical(0.95, 3) == pytest.approx(T_975_DF3, rel=1e-12)
+    assert t_critical(0.90, 9) == t_quantile(0.95, 9) < t_critical(0.95, 9)
+    with pytest.raises(ValueError, match="confidence"):
+        t_critical(95, 9)
+    with pytest.raises(ValueError, match="p must be"):
+        t_quantile(1.0, 9)
+
+
+def test_mean_ci_is_the_t_interval_half_width():
+    mean, half, n = mean_ci([1.0, 2.0, 3.0, 4.0])
+    assert (mean, n) == (2.5, 4)
+    assert half == pytest.approx(T_975_DF3 * math.sqrt(5 / 3) / 2, rel=1e-12)
 
 
 def test_t_interval_by_hand():
@@ -128,7 +148,7 @@ def test_paired_differences_align_on_replication():
     assert paired_differences(b, a, "overhead_frac") == pytest.approx([-0.01, 0.02])
 
 
-def test_format_table_lists_every_row():
-    text = format_table(summarize(_runs(), ["interval"]), ["interval"])
+def test_sweep_table_lists_every_row():
+    text = sweep_table(summarize(_runs(), ["interval"]), ["interval"])
     assert len(text.splitlines()) == 5
     assert "Δ vs ref" in text.splitlines()[0]

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ftsim.experiments.tdist import mean_ci, t_quantile
+from ftsim.experiments.stats import mean_ci, t_quantile
 from ftsim.sim.theory import daly_interval_s, daly_wall_s, first_order_waste, young_interval_s
 
 

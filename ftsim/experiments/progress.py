@@ -1,65 +1,114 @@
-"""Progress of a command's stages on standard error.
+"""Progress of a study (``run``, ``sweep``, the Python API) on standard error.
 
-On a terminal each stage gets a tqdm bar. When standard error is not a terminal (redirected
-to a file, a CI log) a bar's carriage returns would leave a mess of partial lines, so a
-plain line is printed instead as each stage finishes — and, for a stage whose steps are slow
-(a trained replication takes seconds to minutes), after each step.
+On a terminal a tqdm bar counts replications. When standard error is not a terminal (a
+batch job, ``nohup``, a CI log, a notebook) a bar's carriage returns would leave a mess of
+partial lines, so a plain line is printed each time another 5% of the tasks is done, and
+after every task that trained the model (those take seconds to minutes each), with the
+time elapsed and an estimate of the time left::
+
+    sweep: 12/240 tasks (5%), 120/2400 replications, 0:00:31 elapsed, ETA 0:09:49
+
+The estimate assumes the remaining replications take as long on average as the computed
+ones (replications found in a resumed folder are counted as done but not timed).
 """
 
 from __future__ import annotations
 
+import math
 import sys
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
 
-
-@dataclass
-class Stage:
-    """``total`` steps of work, counted in ``unit``; ``each`` prints a line per step."""
-
-    name: str
-    total: int
-    unit: str
-    each: bool = False
-    done: int = 0
+STEP = 0.05
+"""Fraction of the tasks between two progress lines (when standard error is a log)."""
 
 
 class Progress:
-    """Callable as ``progress(stage_name, steps)`` to report finished steps of a stage."""
+    """Reports a study's tasks (see :class:`ftsim.experiments.sweep.Progress`)."""
 
-    def __init__(self, stages: list[Stage], quiet: bool = False, stream=None):
-        self.stages = {s.name: s for s in stages if s.total > 0}
-        self.stream = stream or sys.stderr
+    def __init__(
+        self,
+        name: str,
+        quiet: bool = False,
+        stream=None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.name = name
         self.quiet = quiet
+        self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
-        self._bars = {}
+        self.clock = clock
+        self.started = clock()
+        self.tasks = self.tasks_done = 0
+        self.reps = self.reps_done = self.reps_reused = 0
+        self._bar = None
 
-    def __call__(self, name: str, steps: int = 1) -> None:
-        """Count ``steps`` more finished steps of stage ``name``. Steps beyond the total (a
-        sweep adding replications for a target precision) are counted but not shown."""
-        stage = self.stages[name]
-        before, stage.done = stage.done, stage.done + steps
-        if self.quiet or before >= stage.total:
+    def planned(self, tasks: int, reps: int, reused: int) -> None:
+        """A round of ``tasks`` to compute (``reps`` replications; ``reused`` more were found
+        stored). Later rounds (a target half-width) add to the totals."""
+        self.tasks += tasks
+        self.reps += reps + reused
+        self.reps_done += reused
+        self.reps_reused += reused
+        if self._bar is not None:
+            self._bar.total = self.reps
+            self._bar.update(reused)
+
+    def finished(self, reps: int, trained: bool = False) -> None:
+        """A task of ``reps`` replications finished; ``trained``: it trained the model."""
+        before = self.tasks_done
+        self.tasks_done += 1
+        self.reps_done += reps
+        if self.quiet:
             return
-        finished = stage.done >= stage.total
         if self.tty:
-            self._bar(stage).update(min(steps, stage.total - before))
-            if finished:
-                self._bars.pop(name).close()
-        elif stage.each or finished:
-            done = min(stage.done, stage.total)
-            print(f"{name}: {done}/{stage.total} {stage.unit}", file=self.stream, flush=True)
+            self._show_bar().update(reps)
+        elif trained or _steps(self.tasks_done, self.tasks) > _steps(before, self.tasks):
+            print(self.line(), file=self.stream, flush=True)
+
+    def line(self) -> str:
+        """The progress so far in one line."""
+        share = self.tasks_done / self.tasks if self.tasks else 1.0
+        elapsed = self.clock() - self.started
+        computed = self.reps_done - self.reps_reused
+        left = self.reps - self.reps_done
+        eta = elapsed / computed * left if computed else math.nan
+        reused = f" ({self.reps_reused} reused)" if self.reps_reused else ""
+        return (
+            f"{self.name}: {self.tasks_done}/{self.tasks} tasks ({100 * share:.0f}%), "
+            f"{self.reps_done}/{self.reps} replications{reused}, "
+            f"{clock_time(elapsed)} elapsed, ETA {clock_time(eta)}"
+        )
 
     def close(self) -> None:
-        """Close the bars of unfinished stages (after an error or an interruption)."""
-        for bar in self._bars.values():
-            bar.close()
-        self._bars.clear()
+        """Close the bar (at the end, after an error or an interruption)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
-    def _bar(self, stage: Stage):
-        if stage.name not in self._bars:
+    def _show_bar(self):
+        if self._bar is None:
             from tqdm import tqdm
 
-            self._bars[stage.name] = tqdm(
-                total=stage.total, desc=stage.name, unit=stage.unit, leave=False, file=self.stream
+            self._bar = tqdm(
+                total=self.reps,
+                initial=self.reps_reused,
+                desc=self.name,
+                unit="replications",
+                leave=False,
+                file=self.stream,
             )
-        return self._bars[stage.name]
+        return self._bar
+
+
+def _steps(done: int, total: int) -> int:
+    """How many whole :data:`STEP` fractions of ``total`` ``done`` tasks make."""
+    return math.floor(done / total / STEP + 1e-9) if total else 0
+
+
+def clock_time(seconds: float) -> str:
+    """``h:mm:ss`` ('?' for an unknown duration)."""
+    if not math.isfinite(seconds):
+        return "?"
+    whole = round(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"

@@ -1,25 +1,31 @@
-"""Sweep statistics: Student-t intervals per point and policy, and paired differences.
+"""The one statistics module: Student-t intervals, per point and policy, paired differences.
+
+Every interval of ftsim (the summaries of ``run`` and ``sweep``, the figures, the stopping
+rule of ``--target-halfwidth``, the validation checks) comes from here, with one name per
+meaning: :func:`t_quantile` takes a *probability* (the p-quantile, like
+``scipy.stats.t.ppf``), :func:`t_critical` a *confidence level* (the two-sided critical
+value). Both are computed without scipy (0.9 s of start-up for one number); pandas is
+imported only by the functions that take or return a DataFrame.
 
 Replication *i* of every policy at every point saw the same failures (common random
 numbers), so a policy is compared with the reference policy on matched replications: the
 interval of the mean difference is much narrower than the difference of two intervals.
-
-Imports pandas and scipy (1.4 s of start-up): only ``sweep`` and ``plot`` use this module.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
-from scipy import stats as scipy_stats
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
 
 CONFIDENCE = 0.95
 """Two-sided confidence level of every interval."""
 
 KEY = ("point", "policy")
-"""A summary row: one policy at one sweep point."""
+"""A summary row: one policy at one sweep point (a plain run is point 0)."""
 
 METRICS = (
     "overhead_frac",
@@ -48,26 +54,129 @@ the trained ones (``n_trained``) for the accuracy columns and ``pls_measured``."
 PAIRED = ("overhead_frac", "logloss_delta")
 """Columns also compared with the reference policy on matched replications."""
 
+SI_SUFFIX = "_si"
+"""A swept key's numeric column in SI base units (seconds, bytes, bytes/s) is named
+``<key>_si``; it travels with the key's text column into the summary."""
+
 _NOT_METRICS = {"point", "rep", "seed", "completed"}
 
 
-def t_quantile(confidence: float, df: int) -> float:
-    """The two-sided Student-t critical value, e.g. 2.262 for 95% and df = 9."""
-    return float(scipy_stats.t.ppf(0.5 + confidence / 2.0, df))
+# -- Student's t distribution ----------------------------------------------------------------
 
 
-def t_interval(values, confidence: float = CONFIDENCE) -> dict[str, float]:
-    """Mean, sample std (ddof 1), n and the t-interval of the mean; NaN values are dropped.
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (Numerical Recipes §6.4)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for numerator in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
 
-    With n < 2 the std and the interval are NaN.
-    """
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
+
+def regularized_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b) for 0 ≤ x ≤ 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T ≤ t) for Student's t with ``df`` degrees of freedom."""
+    tail = 0.5 * regularized_beta(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_pdf(t: float, df: float) -> float:
+    """The density of Student's t with ``df`` degrees of freedom at ``t``."""
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p``-quantile of Student's t with ``df`` degrees of freedom (0 < p < 1), as
+    ``scipy.stats.t.ppf(p, df)``: Newton steps on :func:`t_cdf` kept inside a bracket that
+    bisection shrinks whenever a step would leave it, until the step is below rounding."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1) (got {p})")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    low, high = 0.0, 1.0
+    while t_cdf(high, df) < p:
+        low, high = high, 2.0 * high
+    x = 0.5 * (low + high)
+    for _ in range(200):
+        error = t_cdf(x, df) - p
+        if error < 0:
+            low = x
+        else:
+            high = x
+        step = error / t_pdf(x, df)
+        new = x - step
+        if not low < new < high:  # Newton would leave the bracket: bisect
+            new = 0.5 * (low + high)
+        if abs(new - x) <= 4 * math.ulp(x) or new in (low, high):
+            return new
+        x = new
+    return x
+
+
+def t_critical(confidence: float, df: float) -> float:
+    """The two-sided critical value at ``confidence`` (e.g. 2.262 for 0.95 and df = 9): the
+    half-width of a t-interval is ``t_critical(confidence, n - 1) * std / sqrt(n)``."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1) (got {confidence})")
+    return t_quantile(0.5 + confidence / 2.0, df)
+
+
+def t_interval(
+    values, confidence: float = CONFIDENCE, critical: dict[int, float] | None = None
+) -> dict[str, float]:
+    """Mean, sample std (ddof 1), n and the t-interval (``low``, ``high``) of the mean; NaN
+    values are dropped. With n < 2 the std and the interval are NaN. ``critical``, when
+    given, keeps the critical values computed per degrees of freedom for the next calls
+    at the same ``confidence`` (a summary computes thousands of intervals over a few n)."""
+    x = [float(v) for v in values]
+    x = [v for v in x if v == v]
     n = len(x)
-    mean = float(x.mean()) if n else math.nan
-    std = float(x.std(ddof=1)) if n > 1 else math.nan
-    half = t_quantile(confidence, n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+    mean = math.fsum(x) / n if n else math.nan
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in x) / (n - 1)) if n > 1 else math.nan
+    half = math.nan
+    if n > 1:
+        known = {} if critical is None else critical
+        if n - 1 not in known:
+            known[n - 1] = t_critical(confidence, n - 1)
+        half = known[n - 1] * std / math.sqrt(n)
     return {"mean": mean, "std": std, "n": n, "low": mean - half, "high": mean + half}
+
+
+def mean_ci(values, confidence: float = CONFIDENCE) -> tuple[float, float, int]:
+    """(mean, half-width of the t-interval, n) of ``values`` (see :func:`t_interval`)."""
+    s = t_interval(values, confidence)
+    return s["mean"], (s["high"] - s["low"]) / 2, s["n"]
+
+
+# -- summaries of run and sweep results ------------------------------------------------------
 
 
 def with_point(runs: pd.DataFrame) -> pd.DataFrame:
@@ -83,22 +192,29 @@ def summarize(
     reference: str | None = None,
     confidence: float = CONFIDENCE,
 ) -> pd.DataFrame:
-    """One row per (point, policy), in the order of ``runs``, over finished replications.
+    """One row per (point, policy), in the order of ``runs``, over finished replications:
+    the ``summary.csv`` of both ``run`` (one point, no swept columns) and ``sweep``.
 
     A replication stopped at ``run.max_wall_factor`` (``completed`` false) has no overhead:
     it is counted in ``n_unfinished`` and left out of every statistic and paired difference.
 
-    Columns: ``point``, the swept ``point_columns``, ``policy``, ``kind``, ``n`` (finished
-    replications), ``n_unfinished``, ``n_trained`` (finished ones that trained the model,
-    when some did); for each
-    metric present, ``{m}_mean``, ``{m}_std``, ``{m}_ci95_low``, ``{m}_ci95_high``
-    (``overhead_frac`` also ``_ci95_half``); other numeric columns (policy parameters such
-    as ``interval_h``) as ``{c}_mean``; then ``reference`` and, for each paired column,
-    ``{m}_diff_mean``, ``{m}_diff_ci95_low``, ``{m}_diff_ci95_high``, ``{m}_diff_n``: the
-    difference policy − reference over the replications both have at that point.
-    ``reference`` defaults to the first policy.
+    Columns: ``point``, the swept ``point_columns`` (each followed by its ``<key>_si``
+    column when the runs have one), ``policy``, ``kind``, ``n`` (finished replications),
+    ``n_unfinished``, ``n_trained`` (finished ones that trained the model, when some
+    did); for each metric present (:data:`METRICS`), ``{m}_mean``, ``{m}_std``,
+    ``{m}_ci95_low``, ``{m}_ci95_high`` (``overhead_frac`` also ``_ci95_half``); other
+    numeric columns (policy parameters such as ``interval_h``) as ``{c}_mean``; then
+    ``reference`` and, for each paired column (:data:`PAIRED`), ``{m}_diff_mean``,
+    ``{m}_diff_ci95_low``, ``{m}_diff_ci95_high``, ``{m}_diff_n``: the difference policy −
+    reference over the replications both have at that point. ``reference`` defaults to the
+    first policy.
     """
+    import pandas as pd
+
     runs = with_point(runs)
+    point_columns = [
+        c for key in point_columns for c in (key, key + SI_SUFFIX) if c == key or c in runs
+    ]
     reference = reference or runs["policy"].iloc[0]
     done = finished(runs)
     metrics = [m for m in METRICS if m in runs and _numeric(runs[m])]
@@ -110,7 +226,7 @@ def summarize(
         and c not in point_columns
         and _numeric(runs[c])
     ]
-    out = []
+    out, critical = [], {}
     for (point, policy), everything in runs.groupby(list(KEY), sort=False):
         group = everything[done[everything.index]]
         row = {"point": point}
@@ -122,7 +238,7 @@ def summarize(
         if "logloss_delta" in metrics:
             row["n_trained"] = int(group["logloss_delta"].notna().sum())
         for m in metrics:
-            s = t_interval(group[m], confidence)
+            s = t_interval(group[m], confidence, critical)
             row.update(
                 {f"{m}_mean": s["mean"], f"{m}_std": s["std"]},
                 **{f"{m}_ci95_low": s["low"], f"{m}_ci95_high": s["high"]},
@@ -133,7 +249,7 @@ def summarize(
         row["reference"] = reference
         ref = runs[done & (runs["point"] == point) & (runs["policy"] == reference)]
         for m in (m for m in PAIRED if m in metrics):
-            d = t_interval(paired_differences(group, ref, m), confidence)
+            d = t_interval(paired_differences(group, ref, m), confidence, critical)
             row.update(
                 {f"{m}_diff_mean": d["mean"], f"{m}_diff_ci95_low": d["low"]},
                 **{f"{m}_diff_ci95_high": d["high"], f"{m}_diff_n": d["n"]},
@@ -143,7 +259,11 @@ def summarize(
 
 
 def finished(runs: pd.DataFrame) -> pd.Series:
-    """Per row: whether the replication finished (all rows of runs without ``completed``)."""
+    """Per row: whether the replication finished training before ``run.max_wall_factor`` ×
+    the failure-free time (an unfinished one has no overhead: its ``overhead_frac`` is inf).
+    All rows of runs without a ``completed`` column."""
+    import pandas as pd
+
     if "completed" not in runs:
         return pd.Series(True, index=runs.index)
     return runs["completed"].astype(str).str.lower() == "true"
@@ -157,88 +277,14 @@ def paired_differences(group: pd.DataFrame, reference: pd.DataFrame, metric: str
     return (mine.loc[common] - theirs.loc[common]).to_numpy(dtype=float)
 
 
-def format_table(summary: pd.DataFrame, point_columns: list[str]) -> str:
-    """The summary as a fixed-width text table: what ran (:func:`_ran_columns`), overhead ±
-    CI and the paired difference
-    over the ``n`` finished replications; when the model trained, the log-loss increase ±
-    CI, its paired difference and the measured PLS over the ``n_trained`` replications; an
-    ``unfinished`` column when some replications did not finish."""
-    ran = _ran_columns(summary)
-    header = [*point_columns, "policy", *ran, "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
-    accuracy = "n_trained" in summary and bool(summary["n_trained"].gt(0).any())
-    if accuracy:
-        header += ["n_trained", "logloss_delta", "±CI95(n_trained)", "Δ vs ref"]
-        header += ["±CI95(n_trained)", "pls_measured"]
-    lines = [header]
-    unfinished = summary.get("n_unfinished", pd.Series(0, index=summary.index))
-    for _, s in summary.iterrows():
-        line = [
-            *[str(s[c]) for c in point_columns],
-            str(s["policy"]),
-            *[ran[c](s) for c in ran],
-            str(s["n"]),
-            "unfinished" if s["n"] == 0 else _pct(s["overhead_frac_mean"]),
-            _pct(s["overhead_frac_ci95_half"]),
-            _pct(s.get("overhead_frac_diff_mean", math.nan)),
-            _pct(_half(s, "overhead_frac_diff")),
-        ]
-        if accuracy:
-            line += [
-                str(int(s["n_trained"])),
-                _sci(s["logloss_delta_mean"], "{:+.2e}"),
-                _sci(_half(s, "logloss_delta"), "{:.1e}"),
-                _sci(s.get("logloss_delta_diff_mean", math.nan), "{:+.2e}"),
-                _sci(_half(s, "logloss_delta_diff"), "{:.1e}"),
-                _sci(s.get("pls_measured_mean", math.nan), "{:.4f}"),
-            ]
-        lines.append(line)
-    if unfinished.any():
-        header.append("unfinished")
-        for line, count in zip(lines[1:], unfinished, strict=True):
-            line.append(str(int(count)))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text_columns = len(point_columns) + 1 + len(ran)
-    return "\n".join(
-        "  ".join(
-            cell.ljust(w) if i < text_columns else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
-        )
-        for line in lines
-    )
-
-
-def _ran_columns(summary: pd.DataFrame) -> dict:
-    """Columns saying what ran, each a function of a summary row: ``interval run`` (the
-    checkpoint interval the policy ran, which a fall-back or a target PLS makes differ from
-    a requested one) and ``cpr_decision`` with that interval (``full @ 45.8 min``)."""
-    from ftsim.experiments.runner import decision_cell
-    from ftsim.notices import short_duration
-
-    columns = {}
-    if "interval_h_mean" in summary:
-        columns["interval run"] = lambda s: (
-            "-" if s["interval_h_mean"] != s["interval_h_mean"] else
-            short_duration(3600.0 * s["interval_h_mean"])
-        )  # fmt: skip
-    if "cpr_decision" in summary:
-        columns["cpr_decision"] = lambda s: decision_cell(
-            s["cpr_decision"], s.get("interval_h_mean")
-        )
-    return columns
-
-
-def _half(s: pd.Series, prefix: str) -> float:
-    """Half-width of the interval ``{prefix}_ci95_low`` … ``_high`` (NaN if absent)."""
-    return (s.get(f"{prefix}_ci95_high", math.nan) - s.get(f"{prefix}_ci95_low", math.nan)) / 2
-
-
-def _pct(value: float) -> str:
-    return "-" if value != value else f"{100 * value:.2f}%"
-
-
-def _sci(value: float, form: str) -> str:
-    return "-" if value != value else form.format(value)
+def half_width(summary_row, prefix: str) -> float:
+    """Half-width of the interval ``{prefix}_ci95_low`` … ``_high`` of a summary row (NaN
+    if absent)."""
+    get = summary_row.get
+    return (get(f"{prefix}_ci95_high", math.nan) - get(f"{prefix}_ci95_low", math.nan)) / 2
 
 
 def _numeric(column: pd.Series) -> bool:
+    import pandas as pd
+
     return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +61,11 @@ class TaskKey:
 
 
 class RunStore:
-    """A sweep's run folder: ``manifest.json``, ``shards/`` and the merged results."""
+    """A run folder: ``manifest.json``, the shards of finished tasks and the merged results.
+
+    A sweep keeps its shards in ``shards/`` (it can be resumed); a run, which cannot,
+    removes them once the merged results are written.
+    """
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -80,6 +85,10 @@ class RunStore:
         with writing(store.shards):
             store.shards.mkdir(exist_ok=True)
         return store
+
+    def discard_shards(self) -> None:
+        """Remove the shard folder (a run's, once merged: it cannot be resumed)."""
+        shutil.rmtree(self.shards, ignore_errors=True)
 
     @classmethod
     def resume(cls, root: Path, config_hash: str) -> RunStore:

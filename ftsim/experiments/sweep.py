@@ -2,16 +2,17 @@
 
 A point is the scenario file with the point's values set at dotted paths (as ``--set``
 does); the points are the cartesian product of the ``grid`` lists times the co-varying
-``zip`` lists of the ``sweep:`` section, and ``--grid`` adds or replaces grid entries.
-Every point is validated before anything is simulated.
+``zip`` lists of the ``sweep:`` section, and ``--grid`` (or the Python API's grid) adds or
+replaces grid entries. Every point is validated before anything is simulated. A run is the
+plan of one point (:class:`Plan` with ``command`` "run"), executed the same way.
 
-Work is split into tasks of (point, policy, a range of replications); at a point whose
-replications train the embedded model, the tasks of all policies over the same replications
-run as one, so that each replication trains one failure-free model for all of them (as
-``run`` does). Replication *i* is fully determined by the seed and *i* (common random
-numbers), so the rows do not depend on how replications are batched into tasks, nor on the
-executor: serial, a local process pool or a Dask cluster. Each finished task is stored at
-once as a shard per policy (:mod:`ftsim.experiments.store`); the merged results are sorted
+Work is split into tasks of (point, policy, a range of replications); a replication that
+trains the embedded model is a task of its own, and the tasks of all policies of that
+replication run as one, so that it trains one failure-free model for all of them.
+Replication *i* is fully determined by the seed and *i* (common random numbers), so the
+rows do not depend on how replications are batched into tasks, nor on the executor:
+serial, a local process pool or a Dask cluster. Each finished task is stored at once as a
+shard per policy (:mod:`ftsim.experiments.store`); the merged results are sorted
 by point, policy and replication.
 
 With a target half-width, rounds of replications are added (indices n, n+1, …) to every
@@ -25,24 +26,29 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import yaml
+from pydantic import BaseModel
 
 from ftsim.experiments.pool import default_jobs, process_pool
 from ftsim.experiments.runner import simulate_reps
+from ftsim.experiments.stats import SI_SUFFIX
 from ftsim.experiments.store import RunStore, StoreError, TaskKey
 from ftsim.notices import Notice, policy_notices
 from ftsim.scenario.loader import (
     Overrides,
     ScenarioError,
     config_hash,
+    only_run,
+    override_scenario,
     parse_yaml,
-    read_scenario,
+    read_yaml,
     validate_scenario,
 )
 from ftsim.scenario.overrides import Target, assign, only_selected
@@ -60,15 +66,14 @@ class Point:
     values: dict[str, object]
     scenario: Scenario
 
-    @property
-    def cells(self) -> dict[str, object]:
-        """The point's columns in result rows: ``point`` and one per swept key."""
-        return {"point": self.index, **{k: _cell(v) for k, v in self.values.items()}}
-
 
 @dataclass(frozen=True)
 class Plan:
-    """A validated sweep: its points, the policies to run and the stopping rule."""
+    """A validated study: its points, the policies to run and the stopping rule.
+
+    A ``run`` is the plan of one point without swept keys (``command`` "run"): its rows
+    carry no ``point`` column, so that its files are those ``run`` always wrote.
+    """
 
     path: Path
     base: Scenario
@@ -85,10 +90,17 @@ class Plan:
     notes: list[Notice] = field(default_factory=list)
     """Decisions taken for the user, to say before running (a ``--grid`` key that replaced
     one of the file's; CPR falling back to full recovery at a point)."""
+    si_columns: list[str] = field(default_factory=list)
+    """Swept keys whose values are numbers once validated: they get a ``<key>_si`` column."""
+    command: str = "sweep"
 
     @property
     def config_hash(self) -> str:
-        """Hash of everything that determines the rows (not the batching or executor)."""
+        """Hash of everything that determines the rows (not the batching or executor); for
+        a run, the hash of its scenario (the same when run again from the folder's
+        ``scenario.yaml``, which holds only the policies that ran)."""
+        if self.command == "run":
+            return config_hash(self.base)
         canonical = {
             "points": [
                 {
@@ -103,6 +115,68 @@ class Plan:
         }
         text = json.dumps(canonical, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def row_cells(self, point: Point, policy: int) -> dict[str, object]:
+        """The columns a row of ``policy`` at ``point`` starts with: ``point``, then each
+        swept key's text and, for a numeric key, its value in SI base units as
+        ``<key>_si`` (a wildcard ``policies.*`` key: this policy's value; empty when the
+        policy has no such field). Nothing for a run."""
+        if self.command == "run":
+            return {}
+        cells: dict[str, object] = {"point": point.index}
+        for key, value in point.values.items():
+            cells[key] = _cell(value)
+            if key in self.si_columns:
+                cells[key + SI_SUFFIX] = si_value(point.scenario, key, policy)
+        return cells
+
+    def timeline_cells(self, point: Point) -> dict[str, object]:
+        """The columns a timeline row of ``point`` starts with (none for a run)."""
+        return {} if self.command == "run" else {"point": point.index}
+
+
+def si_value(scenario: Scenario, key: str, policy: int) -> float | None:
+    """The validated value at the dotted ``key`` of ``scenario`` if it is a number (durations
+    in seconds, sizes in bytes, bandwidths in bytes/s, counts and fractions as they are),
+    else None. A ``*`` under ``policies`` stands for ``policy``; any other ``*`` for the
+    first entry (a wildcard sets every entry to the same value)."""
+    node: object = scenario
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if isinstance(node, list):
+            if part == "*":
+                index = policy if parts[:i] == ["policies"] else 0
+            elif part.isdigit():
+                index = int(part)
+            else:
+                return None
+            if index >= len(node):
+                return None
+            node = node[index]
+        elif isinstance(node, BaseModel):
+            name = _field_name(type(node), part)
+            if name is None:
+                return None
+            node = getattr(node, name)
+        elif isinstance(node, dict):
+            node = node.get(part)
+        else:
+            return None
+    if isinstance(node, bool) or not isinstance(node, int | float):
+        return None
+    return float(node)
+
+
+def _field_name(model: type[BaseModel], key: str) -> str | None:
+    """The field of ``model`` that the YAML key ``key`` sets (its name or an alias)."""
+    if key in model.model_fields:
+        return key
+    for name, info in model.model_fields.items():
+        aliases = {info.alias, info.validation_alias}
+        choices = getattr(info.validation_alias, "choices", None) or []
+        if key in aliases or key in choices:
+            return name
+    return None
 
 
 # -- planning ------------------------------------------------------------------------------
@@ -146,42 +220,58 @@ def n_points(sweep: Sweep | None) -> int:
 
 
 def plan_sweep(
-    path: Path,
+    scenario: Path | str | Scenario,
     overrides: Overrides,
-    grid: list[str],
+    grid: Sequence[str] | Mapping[str, object],
     policies: Sequence[str] | None = None,
     reference: str | None = None,
     target_halfwidth: float | None = None,
     max_reps: int = 1000,
+    command: str = "sweep",
 ) -> Plan:
     """Read the scenario, select ``policies`` (by label; None: all), apply ``--set``
-    overrides and ``--grid`` entries, validate every point.
+    overrides and the grid, validate every point.
 
-    A ``--grid`` key that sets what a key of the file's ``sweep:`` section sets (the same
-    field of a policy, or another member of its exclusive group: ``interval`` for
-    ``target_pls``) replaces it, with a note in :attr:`Plan.notes`; two keys of the same
-    origin that do so are an error. Raises ScenarioError listing every problem of every
-    point (each problem once, with the first point it occurs at).
+    ``scenario`` is a file or a loaded scenario (its resolved fields are read back as a
+    file would be). ``grid`` holds ``--grid`` texts (``key=v1,v2``) or maps keys to lists
+    of values, plus optionally ``"zip"`` mapping keys to co-varying lists (as in a
+    scenario's ``sweep:`` section). A grid key that sets what a key of the file's
+    ``sweep:`` section sets (the same field of a policy, or another member of its
+    exclusive group: ``interval`` for ``target_pls``) replaces it, with a note in
+    :attr:`Plan.notes`; two keys of the same origin that do so are an error. ``command``
+    "run" plans a run: one point, the scenario's ``sweep:`` section not expanded. Raises
+    ScenarioError listing every problem of every point (each problem once, with the first
+    point it occurs at).
     """
-    path = Path(path)
-    data, selected = read_scenario(path, overrides, policies)
-    if data.get("sweep") is None:
-        data["sweep"] = {}
-    section = data["sweep"]
+    path, data = _scenario_data(scenario)
+    data, selected = override_scenario(data, path, overrides, policies)
     notes: list[Notice] = []
-    if isinstance(section, dict):  # otherwise validation reports it
-        if grid and section.get("grid") is None:
-            section["grid"] = {}
-        given = dict(parse_grid_option(text, path) for text in grid)
-        plain = {k: v for k, v in data.items() if k != "sweep"}
-        notes = _replaced_keys(plain, section, given, selected)
-        if isinstance(section.get("grid"), dict):
-            section["grid"].update(given)
-        if reference is not None:
-            section["reference"] = reference
-    base = validate_scenario(only_selected(data, selected), path)
+    if command != "run":
+        if data.get("sweep") is None:
+            data["sweep"] = {}
+        section = data["sweep"]
+        if isinstance(section, dict):  # otherwise validation reports it
+            given, zipped = _grid_entries(grid, path)
+            plain = {k: v for k, v in data.items() if k != "sweep"}
+            notes = _replaced_keys(plain, section, given | zipped, selected)
+            for name, entries in (("grid", given), ("zip", zipped)):
+                if entries and section.get(name) is None:
+                    section[name] = {}
+                if isinstance(section.get(name), dict):  # otherwise validation reports it
+                    section[name].update(entries)
+            if reference is not None:
+                section["reference"] = reference
+    # a loaded scenario was warned about when it was loaded; its dump spells out every default
+    warn = not isinstance(scenario, Scenario)
+    selection = only_run if command == "run" else only_selected
+    base = validate_scenario(selection(data, selected), path, warn=warn)
     labels = base.policy_labels
+    indices = list(range(len(labels)))
     chosen = (base.sweep.reference if base.sweep else None) or labels[0]
+    if command == "run":
+        notes = policy_notices(base)
+        return Plan(path, base, [Point(0, {}, base)], indices, chosen, positions=selected,
+                    notes=notes, command="run")  # fmt: skip
     if chosen not in labels:
         raise ScenarioError(path, [("sweep.reference", f"{chosen!r} is not among {labels}")])
     count = n_points(base.sweep)
@@ -194,10 +284,42 @@ def plan_sweep(
         where = ", ".join(f"{k}={_cell(v)}" for k, v in point.values.items())
         notes += policy_notices(point.scenario, f"point {point.index} ({where})")
     columns = list(points[0].values)
-    indices = list(range(len(labels)))
+    numeric = [
+        key
+        for key in columns
+        if any(si_value(p.scenario, key, q) is not None for p in points for q in indices)
+    ]
     return Plan(
-        path, base, points, indices, chosen, target_halfwidth, max_reps, columns, selected, notes
-    )
+        path, base, points, indices, chosen, target_halfwidth, max_reps, columns, selected,
+        notes, numeric,
+    )  # fmt: skip
+
+
+def _scenario_data(scenario: Path | str | Scenario) -> tuple[Path, dict]:
+    """The path errors are reported against and the scenario as a mapping read from YAML.
+
+    A loaded scenario is dumped as its run folder's ``scenario.yaml`` is (file paths in it
+    are already absolute), without ``trainer.sharding.n_shards``, which validation derives
+    from ``cluster.emb_ps`` (an override or a sweep may change it)."""
+    if not isinstance(scenario, Scenario):
+        path = Path(scenario)
+        return path, read_yaml(path)
+    data = scenario.model_dump(mode="json")
+    if isinstance(data.get("trainer"), dict):
+        (data["trainer"].get("sharding") or {}).pop("n_shards", None)
+    return Path(f"<scenario {scenario.name}>"), data
+
+
+def _grid_entries(grid: Sequence[str] | Mapping[str, object], path: Path) -> tuple[dict, dict]:
+    """The grid's (grid, zip) entries: from ``--grid`` texts, or from a mapping whose
+    ``"zip"`` entry maps keys to co-varying lists."""
+    if not isinstance(grid, Mapping):
+        return dict(parse_grid_option(text, path) for text in grid), {}
+    zipped = grid.get("zip") or {}
+    if not isinstance(zipped, Mapping):
+        raise ScenarioError(path, [("grid zip", "must map keys to lists of values")])
+    entries = {k: v for k, v in grid.items() if k != "zip"}
+    return copy.deepcopy(entries), copy.deepcopy(dict(zipped))
 
 
 def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[Notice]:
@@ -296,18 +418,27 @@ def _sweep_key_at(path: str, message: str, values: dict) -> str:
 
 
 def run_task(
-    scenario: Scenario, cells: dict, keys: list[TaskKey]
+    scenario: Scenario, cells: list[dict], timeline_cells: dict, keys: list[TaskKey]
 ) -> list[tuple[list[dict], list[dict]]]:
     """Simulate tasks of one point over the same replications together (their policies
-    share each trained replication's failure-free model); per key, its rows and, if it
-    holds replication 0, that timeline."""
+    share each trained replication's failure-free model); per key, its rows (starting with
+    its ``cells``) and, if it holds replication 0, that timeline."""
     policies = [key.policy for key in keys]
     rows, timelines = simulate_reps(scenario, policies, keys[0].reps, TIMELINE_REP)
-    point = {"point": cells["point"]}
     return [
-        ([cells | r for r in mine], [point | r for r in timeline])
-        for mine, timeline in zip(rows, timelines, strict=True)
+        ([first | r for r in mine], [timeline_cells | r for r in timeline])
+        for first, mine, timeline in zip(cells, rows, timelines, strict=True)
     ]
+
+
+class Progress(Protocol):
+    """What :func:`run_sweep` reports (:class:`ftsim.experiments.progress.Progress`)."""
+
+    def planned(self, tasks: int, reps: int, reused: int) -> None:
+        """A round of ``tasks`` to compute (``reps`` replications); ``reused`` found stored."""
+
+    def finished(self, reps: int, trained: bool) -> None:
+        """A task of ``reps`` replications finished (``trained``: it trained the model)."""
 
 
 def run_sweep(
@@ -317,7 +448,7 @@ def run_sweep(
     jobs: int | None = None,
     dask_address: str | None = None,
     batch: int = 10,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[int, int]:
     """Run the replications not yet in ``store``; returns (computed, reused) replications."""
     targets = {
@@ -328,40 +459,43 @@ def run_sweep(
     with _executor(executor, jobs or default_jobs(), dask_address) as pool:
         while targets:
             covered = store.covered()
-            tasks = []
+            tasks, found = [], 0
             for pair, stop in targets.items():
                 have = covered.get(pair, set())
                 wanted = range(planned[pair], stop)
-                found = sum(1 for r in wanted if r in have)
-                reused += found
-                if progress is not None and found:
-                    progress(found)
-                tasks += _tasks(pair, [r for r in wanted if r not in have], batch)
+                found += sum(1 for r in wanted if r in have)
+                tasks += _tasks(plan, pair, [r for r in wanted if r not in have], batch)
                 planned[pair] = stop
+            reused += found
+            if progress is not None:
+                progress.planned(len(tasks), sum(len(k.reps) for k in tasks), found)
             for key, (rows, timeline) in _results(plan, tasks, pool):
                 store.write_shard(key, rows, timeline)
                 computed += len(key.reps)
                 if progress is not None:
-                    progress(len(key.reps))
+                    progress.finished(len(key.reps), _trains(plan, key))
             targets = _more_replications(plan, store, planned, batch)
     return computed, reused
 
 
 def n_tasks(plan: Plan, batch: int) -> int:
     """Tasks of the planned replications (before any added for a target half-width)."""
-    return sum(-(-p.scenario.run.replications // batch) for p in plan.points) * len(plan.policies)
+    return len(_planned_tasks(plan, batch))
 
 
 def n_units(plan: Plan, batch: int) -> int:
     """Units of work a worker takes among the planned tasks: the tasks of a trained point's
     policies over the same replications run together (:func:`_groups`) and count once."""
-    tasks = [
+    return len(_groups(plan, _planned_tasks(plan, batch)))
+
+
+def _planned_tasks(plan: Plan, batch: int) -> list[TaskKey]:
+    return [
         key
         for p in plan.points
         for q in plan.policies
-        for key in _tasks((p.index, q), list(range(p.scenario.run.replications)), batch)
+        for key in _tasks(plan, (p.index, q), list(range(p.scenario.run.replications)), batch)
     ]
-    return len(_groups(plan, tasks))
 
 
 def local_workers(plan: Plan, jobs: int | None, batch: int) -> tuple[int, str | None]:
@@ -377,16 +511,30 @@ def local_workers(plan: Plan, jobs: int | None, batch: int) -> tuple[int, str | 
     return limits[reason], note
 
 
-def _tasks(pair: tuple[int, int], reps: list[int], batch: int) -> list[TaskKey]:
-    """Tasks for the sorted ``reps``: contiguous runs, cut at multiples of ``batch``."""
+def _tasks(plan: Plan, pair: tuple[int, int], reps: list[int], batch: int) -> list[TaskKey]:
+    """Tasks for the sorted ``reps``: contiguous runs, cut at multiples of ``batch``; a
+    replication that trains the model is a task of its own (it takes seconds to minutes,
+    where a batch of timing replications takes milliseconds: spread over the workers)."""
+    trains = plan.points[pair[0]].scenario.trains_model
     tasks: list[TaskKey] = []
     for rep in reps:
         last = tasks[-1] if tasks else None
-        if last and rep == last.stop and rep // batch == last.start // batch:
+        if (
+            last
+            and rep == last.stop
+            and rep // batch == last.start // batch
+            and not trains(rep)
+            and not trains(last.start)
+        ):
             tasks[-1] = TaskKey(*pair, last.start, rep + 1)
         else:
             tasks.append(TaskKey(*pair, rep, rep + 1))
     return tasks
+
+
+def _trains(plan: Plan, key: TaskKey) -> bool:
+    """Whether the task's replications train the model."""
+    return plan.points[key.point].scenario.trains_model(key.start)
 
 
 def _groups(plan: Plan, tasks: list[TaskKey]) -> list[list[TaskKey]]:
@@ -396,7 +544,7 @@ def _groups(plan: Plan, tasks: list[TaskKey]) -> list[list[TaskKey]]:
     groups: list[list[TaskKey]] = []
     shared: dict[tuple[int, int, int], list[TaskKey]] = {}
     for key in tasks:
-        if not plan.points[key.point].scenario.trains_model(key.start):
+        if not _trains(plan, key):
             groups.append([key])
             continue
         group = shared.get((key.point, key.start, key.stop))
@@ -410,7 +558,11 @@ def _groups(plan: Plan, tasks: list[TaskKey]) -> list[list[TaskKey]]:
 def _results(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, tuple]]:
     """(key, result) of every task, as tasks finish."""
     groups = _groups(plan, tasks)
-    args = [(plan.points[g[0].point].scenario, plan.points[g[0].point].cells, g) for g in groups]
+    args = []
+    for group in groups:
+        point = plan.points[group[0].point]
+        cells = [plan.row_cells(point, key.policy) for key in group]
+        args.append((point.scenario, cells, plan.timeline_cells(point), group))
     if pool is None or len(groups) < 2:
         for group, arg in zip(groups, args, strict=True):
             yield from zip(group, run_task(*arg), strict=True)
@@ -491,7 +643,7 @@ def _more_replications(
     their finished replications (an unfinished one has no overhead, as in the summary)."""
     if plan.target_halfwidth is None:
         return {}
-    from ftsim.experiments.stats import t_interval, t_quantile
+    from ftsim.experiments.stats import t_critical, t_interval
 
     values: dict[tuple[int, int], dict[int, float]] = {}
     for key, rows in store.task_rows():
@@ -510,7 +662,7 @@ def _more_replications(
         if s["std"] > 0:
             # n with t·s/√n at most the target; a tiny target needs more than max_reps (and
             # its square may overflow a float): the cap is reached, and said in the summary
-            root_n = t_quantile(0.95, n - 1) * s["std"] / plan.target_halfwidth
+            root_n = t_critical(0.95, n - 1) * s["std"] / plan.target_halfwidth
             enough = math.ceil(root_n**2) if root_n < math.sqrt(plan.max_reps) else plan.max_reps
             needed = -(-max(needed, enough) // batch) * batch
         targets[pair] = min(needed, plan.max_reps)
@@ -520,16 +672,18 @@ def _more_replications(
 # -- results -------------------------------------------------------------------------------
 
 
-def manifest(plan: Plan, argv: list[str], started: str) -> dict:
-    """The manifest written when a sweep starts."""
+def manifest(plan: Plan, argv: list[str] | None, started: str) -> dict:
+    """The manifest of a study's folder, as written when it starts (a sweep) or ends (a
+    run); ``argv`` is the command line, None for a call of the Python API."""
     from ftsim.experiments.output import git_commit, versions
 
     return {
-        "command": "sweep",
+        "command": plan.command,
         "scenario": plan.base.name,
         "scenario_file": str(plan.path),
         "config_hash": plan.config_hash,
         "seed": plan.base.run.seed,
+        "replications": plan.base.run.replications,
         "columns": plan.columns,
         "points": [
             {"point": p.index, "values": p.values, "replications": p.scenario.run.replications}
@@ -549,18 +703,16 @@ def manifest(plan: Plan, argv: list[str], started: str) -> dict:
 
 
 def finish(plan: Plan, store: RunStore):
-    """Merge the shards into runs.csv/.parquet and timeline.csv; write and return the summary."""
-    import io
-
+    """Merge the shards into runs.csv/.parquet and timeline.csv; write and return the summary
+    (:func:`ftsim.experiments.stats.summarize`: the same columns for a run and a sweep)."""
     import pandas as pd
 
-    from ftsim.experiments.output import csv_text, write_csv, write_csv_and_parquet
+    from ftsim.experiments.output import write_csv, write_csv_and_parquet
     from ftsim.experiments.stats import summarize
 
-    rows = store.rows()
-    write_csv_and_parquet(store.root / "runs", rows)
+    write_csv_and_parquet(store.root / "runs", store.rows())
     write_csv(store.root / "timeline.csv", store.timeline())
-    runs = pd.read_csv(io.StringIO(csv_text(rows)))
+    runs = pd.read_parquet(store.root / "runs.parquet")  # the values of runs.csv, exactly
     summary = summarize(runs, plan.columns, plan.reference)
     write_csv(store.root / "summary.csv", summary.to_dict("records"))
     return summary

@@ -234,7 +234,14 @@ def read_scenario(
     to the ``policies`` selected by label (None: all; :mod:`ftsim.scenario.overrides`), and
     the indices of the selected policies (None: all). ScenarioError lists every problem."""
     path = Path(path)
-    data = read_yaml(path)
+    return override_scenario(read_yaml(path), path, overrides, policies)
+
+
+def override_scenario(
+    data: dict, path: Path, overrides: Overrides = (), policies: Sequence[str] | None = None
+) -> tuple[dict, list[int] | None]:
+    """:func:`read_scenario` on a mapping already read (from ``path``, or a loaded
+    scenario's dump, reported as ``path``)."""
     rules.rename_deprecated(data, source=f"{path}: ")
     try:
         selected = rules.select(data, policies)
@@ -254,13 +261,19 @@ def load_scenario(
     is dropped (a run does not use it)."""
     path = Path(path)
     data, selected = read_scenario(path, overrides, policies)
+    return validate_scenario(only_run(data, selected), path)
+
+
+def only_run(data: dict, selected: list[int] | None) -> dict:
+    """``data`` with only the ``selected`` policies, and without a ``sweep.reference``
+    naming one left out (a run does not use it; its resolved scenario must load again)."""
     data = rules.only_selected(data, selected)
     sweep = data.get("sweep")
     if selected is not None and isinstance(sweep, dict) and "reference" in sweep:
         labels = rules.policy_labels(data) or []
         if sweep["reference"] not in labels:
             data["sweep"] = {k: v for k, v in sweep.items() if k != "reference"}
-    return validate_scenario(data, path)
+    return data
 
 
 def validate_scenario(data: dict, path: Path, *, warn: bool = True) -> Scenario:

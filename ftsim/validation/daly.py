@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ftsim.experiments.runner import simulate
-from ftsim.experiments.tdist import mean_ci
+from ftsim.experiments.stats import mean_ci
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.failures import job_mtbf_s
 from ftsim.sim.theory import daly_interval_s, daly_wall_s

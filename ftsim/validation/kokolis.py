@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ftsim.experiments.runner import simulate
-from ftsim.experiments.tdist import mean_ci
+from ftsim.experiments.stats import mean_ci
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.presets import DAY_S, META_RSC1
 from ftsim.validation.daly import DALY_SCENARIO

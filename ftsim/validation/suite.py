@@ -126,7 +126,7 @@ def _pct(x: float) -> str:
 
 
 def _mean_ci(values) -> tuple[float, float, int]:
-    from ftsim.experiments.tdist import mean_ci
+    from ftsim.experiments.stats import mean_ci
 
     return mean_ci(list(values))
 

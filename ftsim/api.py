@@ -1,0 +1,269 @@
+"""The Python API: a study from scenario to tables and figures, as the command line does it.
+
+``ftsim run`` and ``ftsim sweep`` are thin layers over the same study layer
+(:mod:`ftsim.experiments.study`): the same validation, the same folder and files, the same
+rows. Every function here writes a results folder (a temporary one unless ``out`` is
+given) and returns a :class:`Results` read back from it, so what a notebook sees is
+exactly what the files hold. Documented in ``docs/python_api.md``.
+
+Bad input raises the command line's errors: ``ScenarioError`` (every problem of the
+scenario, overrides or grid, located as ``FILE: dotted.path: what is wrong``),
+``StudyError`` (an unknown policy name, a bad option value) and ``FolderError`` (an
+output folder that may not be written).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ftsim.scenario.schema import Scenario
+
+EXECUTORS = ("process", "dask")
+
+
+def load_scenario(path: str | Path, overrides: Mapping[str, object] | None = None) -> Scenario:
+    """The validated scenario of the file ``path``, with ``overrides`` (dotted key →
+    value, as ``--set key=value``: ``{"policies.0.interval": "30 min"}``) applied; a
+    ``ScenarioError`` locates every problem."""
+    from ftsim.scenario.loader import load_scenario as load
+
+    return load(path, _assignments(overrides))
+
+
+def run(
+    scenario: str | Path | Scenario,
+    overrides: Mapping[str, object] | None = None,
+    *,
+    reps: int | None = None,
+    seed: int | None = None,
+    policies: str | Sequence[str] | None = None,
+    trainer: bool = True,
+    jobs: int | None = None,
+    out: str | Path | None = None,
+    progress: bool = False,
+) -> Results:
+    """Run every policy (or those labelled ``policies``) of ``scenario`` (a file or a loaded
+    scenario) over its replications, as ``ftsim run`` does, into the folder ``out``.
+
+    ``reps``, ``seed`` and ``trainer=False`` (timing only) stand for the overrides
+    ``run.replications``, ``run.seed`` and ``trainer.enabled: false``; ``jobs`` worker
+    processes (default: the CPUs); ``progress`` prints progress lines on standard error.
+    ``out`` may be new, empty or an earlier run's folder (replaced).
+    """
+    from ftsim.experiments import study
+
+    _check_jobs(jobs)
+    plan = study.plan(
+        scenario,
+        _assignments(overrides, reps, seed, trainer),
+        policies=_labels(policies),
+        command="run",
+    )
+    return _execute(plan, out, jobs, "process", progress)
+
+
+def sweep(
+    scenario: str | Path | Scenario,
+    grid: Mapping[str, object],
+    overrides: Mapping[str, object] | None = None,
+    *,
+    reps: int | None = None,
+    seed: int | None = None,
+    policies: str | Sequence[str] | None = None,
+    trainer: bool = True,
+    jobs: int | None = None,
+    executor: str = "process",
+    out: str | Path | None = None,
+    progress: bool = False,
+) -> Results:
+    """Run the policies of ``scenario`` at every point of ``grid``, as ``ftsim sweep`` does.
+
+    ``grid`` maps dotted keys to lists of values (``{"policies.*.interval": ["30 min",
+    "1 h"]}``), points being their cartesian product; an entry ``"zip"`` maps keys to
+    lists that vary together (``{"zip": {"failures.0.mtbf": [...], "job.training":
+    [...]}}``), as in a scenario's ``sweep:`` section, whose entries these add to or
+    replace. Each swept key is a column of the results (its values as text) followed, for
+    a numeric field, by ``<key>_si``: the value in SI base units (seconds, bytes, bytes/s).
+    ``executor`` is "process" (local workers) or "dask" (a local Dask cluster). ``out``
+    must be new or empty. The other arguments are those of :func:`run`.
+    """
+    from ftsim.experiments import study
+
+    _check_jobs(jobs)
+    if executor not in EXECUTORS:
+        raise study.StudyError(f"executor must be one of {', '.join(EXECUTORS)} (got {executor!r})")
+    if not isinstance(grid, Mapping):
+        raise study.StudyError(f"grid must map dotted keys to lists of values (got {grid!r})")
+    plan = study.plan(
+        scenario,
+        _assignments(overrides, reps, seed, trainer),
+        grid,
+        _labels(policies),
+    )
+    return _execute(plan, out, jobs, executor, progress)
+
+
+def load(run_dir: str | Path) -> Results:
+    """The results of a run or sweep folder written by ftsim (the API or the command line);
+    ``FolderError`` if it is not one."""
+    from ftsim.experiments.folders import FolderError, read_manifest
+
+    folder = Path(run_dir)
+    if not (folder / "runs.csv").is_file():
+        raise FolderError(f"{folder}: no runs.csv (not a run or sweep folder)")
+    return Results(folder, read_manifest(folder))
+
+
+@dataclass
+class Results:
+    """A run or sweep folder read back: tidy pandas DataFrames with numeric columns (units
+    in the names: ``_h`` hours, ``_frac`` fractions, ``_si`` SI base units)."""
+
+    folder: Path
+    """Where the results are (``runs.csv``, ``summary.csv``, ``timeline.csv``,
+    ``scenario.yaml``, ``manifest.json``); ``plot`` writes into ``folder / "plots"``."""
+    manifest: dict = field(repr=False)
+    """What ran: command, scenario, seed, swept ``columns`` and ``points``, versions."""
+
+    @property
+    def columns(self) -> list[str]:
+        """The swept keys (empty for a run): the point columns of ``runs`` and ``summary``."""
+        return list(self.manifest.get("columns", []))
+
+    @cached_property
+    def runs(self) -> pd.DataFrame:
+        """One row per point × policy × replication (``runs.csv``; ``runs.parquet`` holds
+        the same table)."""
+        return _read_csv(self.folder / "runs.csv")
+
+    @cached_property
+    def summary(self) -> pd.DataFrame:
+        """One row per point × policy: means and 95% t-intervals over the finished
+        replications, paired differences with the reference policy (``summary.csv``; its
+        columns are listed in ``docs/python_api.md``). Computed from ``runs`` for folders
+        written before run and sweep shared one summary format."""
+        from ftsim.experiments.stats import summarize
+
+        path = self.folder / "summary.csv"
+        if path.is_file():
+            summary = _read_csv(path)
+            if "overhead_frac_mean" in summary:
+                return summary
+        return summarize(self.runs, self.columns, self.manifest.get("reference"))
+
+    @cached_property
+    def timeline(self) -> pd.DataFrame:
+        """Phases and failures of replication 0 of every point and policy."""
+        import pandas as pd
+
+        path = self.folder / "timeline.csv"
+        if not path.is_file() or path.stat().st_size == 0:
+            return pd.DataFrame()
+        return _read_csv(path)
+
+    @cached_property
+    def scenario(self) -> Scenario:
+        """The resolved scenario (``scenario.yaml``: a sweep's base scenario). No warnings:
+        the file spells out every default, and the run was warned about when it started."""
+        from ftsim.scenario.loader import read_yaml, validate_scenario
+
+        path = self.folder / "scenario.yaml"
+        return validate_scenario(read_yaml(path), path, warn=False)
+
+    def plot(self, *args, **options) -> list[tuple[str, str]]:
+        """Draw the figures this folder supports into ``folder / "plots"``, as ``ftsim plot``
+        does (arguments: those of :func:`ftsim.plots.plot_run`); returns per figure the
+        files written or why it was skipped."""
+        from ftsim.plots import plot_run
+
+        return plot_run(self.folder, *args, **options)
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A results CSV as a DataFrame, read by pyarrow as ``runs.parquet`` was converted (every
+    float exactly as written, whatever the pandas version); empty cells are missing values,
+    as pandas reads them."""
+    import pyarrow.csv as pa_csv
+
+    options = pa_csv.ConvertOptions(strings_can_be_null=True)
+    return pa_csv.read_csv(path, convert_options=options).to_pandas()
+
+
+def _execute(plan, out, jobs: int | None, executor: str, progress: bool) -> Results:
+    from ftsim.experiments import study
+    from ftsim.experiments.progress import Progress
+
+    if out is None:
+        out = tempfile.mkdtemp(prefix=f"ftsim-{plan.base.name}-")
+    reporter = Progress(plan.command) if progress else None
+    try:
+        outcome = study.execute(
+            plan, Path(out), executor=executor, jobs=jobs, progress=reporter, say=_stderr
+        )
+    finally:
+        if reporter is not None:
+            reporter.close()
+    results = Results(outcome.folder, json.loads((outcome.folder / "manifest.json").read_text()))
+    results.scenario = plan.base
+    return results
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _check_jobs(jobs: int | None) -> None:
+    from ftsim.experiments.study import StudyError
+
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise StudyError(f"jobs must be a whole number of at least 1 (got {jobs!r})")
+
+
+def _labels(policies: str | Sequence[str] | None) -> list[str]:
+    """Policy labels from one label, a list of them or None (every policy)."""
+    if policies is None:
+        return []
+    return [policies] if isinstance(policies, str) else list(policies)
+
+
+def _assignments(
+    overrides: Mapping[str, object] | None,
+    reps: int | None = None,
+    seed: int | None = None,
+    trainer: bool = True,
+) -> list[str]:
+    """The ``--set key=value`` texts of ``overrides`` and the shorthand arguments: each
+    value written as the YAML that reads back as it, so that it is validated (and its
+    errors located) exactly as on the command line."""
+    from ftsim.experiments.study import StudyError
+
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise StudyError(f"overrides must map dotted keys to values (got {overrides!r})")
+    settings = dict(overrides or {})
+    if reps is not None:
+        settings["run.replications"] = reps
+    if seed is not None:
+        settings["run.seed"] = seed
+    if not trainer:
+        settings["trainer.enabled"] = False
+    return [f"{key}={_yaml(value)}" for key, value in settings.items()]
+
+
+def _yaml(value: object) -> str:
+    """``value`` as one line of YAML that reads back as ``value`` (paths as text)."""
+    import yaml
+
+    if isinstance(value, Path):
+        value = str(value)
+    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=2**31 - 1)
+    return text.removesuffix("\n").removesuffix("\n...").strip()

@@ -1,0 +1,251 @@
+"""The study layer: a run or a sweep from scenario to results folder and manifest.
+
+``ftsim run``, ``ftsim sweep`` and the Python API (:mod:`ftsim.api`) all go through here:
+:func:`plan` validates the scenario, overrides, grid and policy selection into a
+:class:`~ftsim.experiments.sweep.Plan`; :func:`execute` runs its tasks into a
+:class:`~ftsim.experiments.store.RunStore` and writes the merged results, the one summary
+format (:func:`ftsim.experiments.stats.summarize`), the resolved ``scenario.yaml`` and
+``manifest.json``. A run is a study of one point: its rows are those of a sweep of one
+point without the ``point`` column.
+
+The output folder is held with a lock while a study writes it. A sweep's folder is created
+at once and keeps its shards (it can be resumed); a run is staged inside its folder and
+moved into place when it has finished (:class:`ftsim.experiments.output.StagedFolder`), so
+an interrupted run leaves nothing, and an earlier run's files intact.
+
+This module imports nothing heavy until a study is planned.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ftsim.experiments.store import RunStore
+    from ftsim.experiments.sweep import Plan
+    from ftsim.scenario.schema import Scenario
+
+
+class StudyError(Exception):
+    """An option a study cannot use (an unknown policy name, a bad worker count): printed
+    as is, exit status 2."""
+
+
+class StudyInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, SIGHUP) during a study, after what was kept is settled:
+    ``folder`` holds the tasks finished so far (a sweep, which can be resumed); a run's
+    folder holds its results only if they were ``committed`` before the signal."""
+
+    def __init__(
+        self,
+        folder: Path,
+        kept_tasks: int,
+        tasks: int,
+        kept_reps: int,
+        reps: int,
+        committed: bool = False,
+    ):
+        super().__init__(f"interrupted: {kept_tasks} of {tasks} tasks kept in {folder}")
+        self.folder, self.kept_tasks, self.tasks = folder, kept_tasks, tasks
+        self.kept_reps, self.reps, self.committed = kept_reps, reps, committed
+
+
+@dataclass
+class Outcome:
+    """A finished study: its plan, folder, summary and how many replications it computed
+    and found already stored (a resumed sweep)."""
+
+    plan: Plan
+    folder: Path
+    summary: pd.DataFrame
+    computed: int
+    reused: int
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def plan(
+    scenario: Path | str | Scenario,
+    overrides: Sequence[str] = (),
+    grid: Sequence[str] | Mapping[str, object] = (),
+    policies: Sequence[str] = (),
+    *,
+    command: str = "sweep",
+    reference: str | None = None,
+    target_halfwidth: float | None = None,
+    max_reps: int = 1000,
+) -> Plan:
+    """The validated plan of a run (``command`` "run": one point) or a sweep; ScenarioError
+    locating every problem, StudyError for an unknown policy name."""
+    from ftsim.experiments.sweep import plan_sweep
+
+    return plan_sweep(
+        scenario,
+        list(overrides),
+        grid,
+        list(policies),
+        reference,
+        target_halfwidth,
+        max_reps,
+        command,
+    )
+
+
+def default_folder(plan: Plan, started: datetime) -> Path:
+    """``run.output/<scenario>/<UTC time>_<config hash>`` (``_sweep`` appended for a sweep)."""
+    suffix = "_sweep" if plan.command == "sweep" else ""
+    stamp = f"{started:%Y%m%dT%H%M%SZ}_{plan.config_hash}{suffix}"
+    return Path(plan.base.run.output) / plan.base.name / stamp
+
+
+def execute(
+    plan: Plan,
+    out: Path | None = None,
+    *,
+    force: bool = False,
+    resume: bool = False,
+    executor: str = "process",
+    jobs: int | None = None,
+    dask_address: str | None = None,
+    batch: int = 10,
+    argv: list[str] | None = None,
+    progress=None,
+    say: Callable[[str], None] | None = _stderr,
+) -> Outcome:
+    """Run ``plan`` into the folder ``out`` (default: :func:`default_folder`; with
+    ``resume``, the sweep folder to continue), held with a lock, and write its results.
+
+    ``progress`` receives the tasks (:class:`ftsim.experiments.progress.Progress`);
+    ``say`` the notes on decisions taken for the user (workers lowered, shards discarded,
+    failure-log rows skipped), None to drop them; the plan's notices (a CPR fall-back, a
+    replaced grid key) are issued as warnings. Ctrl-C raises :class:`StudyInterrupted`
+    once what was kept is settled.
+    """
+    from ftsim.experiments import sweep
+    from ftsim.experiments.lock import locked_folder
+    from ftsim.sim.failures import source_notes
+
+    say = say or (lambda line: None)
+    for line in source_notes(plan.base):  # e.g. the rows a failure log skipped
+        say(line)
+    for notice in plan.notes:
+        warnings.warn(notice, stacklevel=2)
+    if executor == "dask" and dask_address:
+        sweep.check_dask_scheduler(dask_address)
+    started = datetime.now(UTC)
+    out = Path(out) if out is not None else default_folder(plan, started)
+    if executor == "process" or dask_address is None:
+        jobs, note = sweep.local_workers(plan, jobs, batch)
+        if note:
+            say(f"ftsim: {note}")
+    options = dict(executor=executor, jobs=jobs, dask_address=dask_address, batch=batch)
+    with locked_folder(out, create=not resume):  # removed again if new and left empty
+        if plan.command == "run":
+            return _run_into(out, plan, force, started, argv, progress, options)
+        return _sweep_into(out, plan, force, resume, started, argv, progress, options, say)
+
+
+def _run_into(out: Path, plan, force, started, argv, progress, options) -> Outcome:
+    """A run into ``out``: its tasks' shards and results staged inside it and moved into
+    place at the end, the manifest last, or nothing at all (an error, Ctrl-C)."""
+    from ftsim.experiments import sweep
+    from ftsim.experiments.folders import prepare_output
+    from ftsim.experiments.output import StagedFolder
+    from ftsim.experiments.store import RunStore
+
+    prepare_output(out, "run", force, plan.config_hash)
+    results = StagedFolder(out)
+    try:
+        with results as staging:
+            store = RunStore(staging)
+            store.shards.mkdir()
+            computed, reused = sweep.run_sweep(plan, store, progress=progress, **options)
+            summary = sweep.finish(plan, store)
+            store.discard_shards()  # a run cannot be resumed: its folder holds the results
+            _finish_folder(plan, store, started, argv, computed, reused)
+    except KeyboardInterrupt:
+        raise StudyInterrupted(out, 0, 0, 0, 0, results.committed) from None
+    return Outcome(plan, out, summary, computed, reused)
+
+
+def _sweep_into(out: Path, plan, force, resume, started, argv, progress, options, say):
+    """A sweep into ``out``: created (or resumed) at once, each task's shard kept as it
+    finishes, then the merged results and the manifest's session."""
+    from ftsim.experiments import sweep
+    from ftsim.experiments.output import OutputError
+    from ftsim.experiments.store import RunStore
+
+    if resume:
+        store = RunStore.resume(out, plan.config_hash)
+        if store.discarded:
+            say(
+                f"ftsim: {len(store.discarded)} shard file(s) in {store.shards} are not "
+                "recorded in SHA256SUMS or fail their checksum (truncated or edited?); "
+                "their tasks are computed again"
+            )
+    else:
+        store = RunStore.create(out, sweep.manifest(plan, argv, started.isoformat()), force)
+    try:
+        _write_resolved(store.root / "scenario.yaml", plan.base)
+        computed, reused = sweep.run_sweep(plan, store, progress=progress, **options)
+        summary = sweep.finish(plan, store)
+        for line in sweep.short_of_target(plan, summary):
+            say(f"ftsim: {line}")
+        _finish_folder(plan, store, started, argv, computed, reused)
+    except KeyboardInterrupt:  # while computing or merging: the shards are kept
+        raise _interrupted(plan, store, options["batch"]) from None
+    except OutputError as exc:
+        note = f"the finished tasks are kept: continue with --resume {store.root}"
+        raise OutputError(exc.reason, exc.path, note) from None
+    return Outcome(plan, store.root, summary, computed, reused)
+
+
+def _finish_folder(plan, store: RunStore, started, argv, computed: int, reused: int) -> None:
+    """The manifest (and for a run the resolved scenario) once the results are merged."""
+    from ftsim.experiments.folders import result_checksums
+    from ftsim.experiments.output import write_json
+    from ftsim.experiments.sweep import manifest
+
+    finished = datetime.now(UTC).isoformat()
+    session = {
+        "argv": argv,
+        "started_utc": started.isoformat(),
+        "finished_utc": finished,
+        "computed_reps": computed,
+        "reused_reps": reused,
+    }
+    if plan.command == "run":
+        _write_resolved(store.root / "scenario.yaml", plan.base)
+        fields = manifest(plan, argv, started.isoformat()) | {"sessions": [session]}
+    else:
+        fields = store.manifest() | {"sessions": [*store.manifest()["sessions"], session]}
+    fields.update(finished_utc=finished, files=result_checksums(store.root))
+    write_json(store.root / "manifest.json", fields)
+
+
+def _interrupted(plan: Plan, store: RunStore, batch: int) -> StudyInterrupted:
+    from ftsim.experiments.sweep import n_tasks
+
+    total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
+    done = [key for key in store.done() if (store.shards / f"{key.name}.csv").exists()]
+    reps = sum(len(key.reps) for key in done)
+    return StudyInterrupted(store.root, len(done), n_tasks(plan, batch), reps, total)
+
+
+def _write_resolved(path: Path, scenario: Scenario) -> None:
+    """The resolved scenario as YAML (every default filled in, in units)."""
+    import yaml
+
+    from ftsim.experiments.output import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))

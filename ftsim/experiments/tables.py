@@ -1,0 +1,178 @@
+"""The summary (:func:`ftsim.experiments.stats.summarize`) as text for the terminal.
+
+``run`` prints :func:`run_table` (the time breakdown per policy), ``sweep`` prints
+:func:`sweep_table` (overhead and paired differences per point and policy); both read the
+same summary columns, and both say what each interval is over: ``n`` finished replications
+for the time model, ``n_trained`` for accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from ftsim.experiments.stats import half_width
+from ftsim.sim.accounting import CATEGORIES, OTHER_NOTE
+
+
+def run_table(summary) -> str:
+    """One line per policy: overhead ± CI, CPR's decision with the interval it ran (when a
+    CPR policy ran), hours per category, failures, the time model's PLS, an
+    ``unfinished`` column when some replications did not finish, the trained columns when
+    the model trained, and a note on what ``other`` is when some policy has any.
+    ``summary`` is a summary DataFrame of one point."""
+    records = summary.to_dict("records")
+    header = [
+        "policy", "overhead", "±CI95(n)", "n", *[f"{c}_h" for c in CATEGORIES], "failures",
+        "pls_model",
+    ]  # fmt: skip
+    lines = [header]
+    for s in records:
+        lines.append(
+            [
+                s["policy"],
+                "unfinished" if s["n"] == 0 else f"{100 * s['overhead_frac_mean']:.2f}%",
+                _cell(100 * s["overhead_frac_ci95_half"], "{:.2f}%"),
+                str(s["n"]),
+                *[_cell(s[f"{c}_h_mean"], "{:.3f}") for c in CATEGORIES],
+                _cell(s["n_failures_mean"], "{:.1f}"),
+                _cell(s.get("pls_model_mean", math.nan), "{:.4f}"),
+            ]
+        )
+    if "cpr_decision" in summary:
+        header.insert(1, "cpr_decision")
+        for line, s in zip(lines[1:], records, strict=True):
+            line.insert(1, decision_cell(s["cpr_decision"], s.get("interval_h_mean")))
+    if any(s["n_unfinished"] for s in records):
+        header.append("unfinished")
+        for line, s in zip(lines[1:], records, strict=True):
+            line.append(str(s["n_unfinished"]))
+    if any(s.get("n_trained", 0) > 0 for s in records):
+        header += ["logloss_delta", "±CI95(n_trained)", "pls_measured", "n_trained"]
+        for line, s in zip(lines[1:], records, strict=True):
+            line += _trained_cells(s)
+    table = _align(lines, text_columns=1)
+    return f"{table}\n{OTHER_NOTE}" if any(s["other_h_mean"] > 0 for s in records) else table
+
+
+def _trained_cells(s: dict) -> list[str]:
+    """Log-loss delta ± CI, measured PLS and n of the trained replications ('-' if none
+    finished)."""
+    if not s.get("n_trained", 0) > 0:
+        return ["-"] * 4
+    return [
+        f"{s['logloss_delta_mean']:+.2e}",
+        _cell(half_width(s, "logloss_delta"), "{:.1e}"),
+        f"{s['pls_measured_mean']:.4f}",
+        str(int(s["n_trained"])),
+    ]
+
+
+def sweep_table(summary, point_columns: list[str]) -> str:
+    """One line per point and policy: overhead ± CI and the paired difference over the
+    ``n`` finished replications; when the model trained, the log-loss increase ± CI, its
+    paired difference and the measured PLS over the ``n_trained`` replications; an
+    ``unfinished`` column when some replications did not finish."""
+    records = summary.to_dict("records")
+    ran = _ran_columns(summary)
+    header = [*point_columns, "policy", *ran, "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
+    accuracy = any(s.get("n_trained", 0) > 0 for s in records)
+    if accuracy:
+        header += ["n_trained", "logloss_delta", "±CI95(n_trained)", "Δ vs ref"]
+        header += ["±CI95(n_trained)", "pls_measured"]
+    lines = [header]
+    for s in records:
+        line = [
+            *[str(s[c]) for c in point_columns],
+            str(s["policy"]),
+            *[cell(s) for cell in ran.values()],
+            str(s["n"]),
+            "unfinished" if s["n"] == 0 else _pct(s["overhead_frac_mean"]),
+            _pct(s["overhead_frac_ci95_half"]),
+            _pct(s.get("overhead_frac_diff_mean", math.nan)),
+            _pct(half_width(s, "overhead_frac_diff")),
+        ]
+        if accuracy:
+            line += [
+                str(int(s["n_trained"])),
+                _cell(s["logloss_delta_mean"], "{:+.2e}"),
+                _cell(half_width(s, "logloss_delta"), "{:.1e}"),
+                _cell(s.get("logloss_delta_diff_mean", math.nan), "{:+.2e}"),
+                _cell(half_width(s, "logloss_delta_diff"), "{:.1e}"),
+                _cell(s.get("pls_measured_mean", math.nan), "{:.4f}"),
+            ]
+        lines.append(line)
+    if any(s.get("n_unfinished", 0) for s in records):
+        header.append("unfinished")
+        for line, s in zip(lines[1:], records, strict=True):
+            line.append(str(int(s["n_unfinished"])))
+    return _align(lines, text_columns=len(point_columns) + 1 + len(ran))
+
+
+def _ran_columns(summary) -> dict:
+    """Columns saying what ran, each a function of a summary row: ``interval run`` (the
+    checkpoint interval the policy ran, which a fall-back or a target PLS makes differ from
+    a requested one) and ``cpr_decision`` with that interval (``full @ 45.8 min``)."""
+    from ftsim.notices import short_duration
+
+    columns = {}
+    if "interval_h_mean" in summary:
+        columns["interval run"] = lambda s: (
+            "-" if s["interval_h_mean"] != s["interval_h_mean"] else
+            short_duration(3600.0 * s["interval_h_mean"])
+        )  # fmt: skip
+    if "cpr_decision" in summary:
+        columns["cpr_decision"] = lambda s: decision_cell(
+            s["cpr_decision"], s.get("interval_h_mean")
+        )
+    return columns
+
+
+def decision_cell(decision: str | None, interval_h: float | None) -> str:
+    """CPR's decision with the interval it ran: ``full @ 45.8 min``; '-' for other policies."""
+    from ftsim.notices import short_duration
+
+    if not isinstance(decision, str) or not decision:
+        return "-"
+    if interval_h is None or interval_h != interval_h:
+        return decision
+    return f"{decision} @ {short_duration(3600.0 * interval_h)}"
+
+
+def unfinished_warnings(summary: Iterable[dict], point_columns: Iterable[str] = ()) -> list[str]:
+    """One line per policy (and sweep point) with unfinished replications, saying what its
+    statistics cover; ``summary`` rows have ``policy``, ``n``, ``n_unfinished`` and the
+    ``point_columns``."""
+    lines = []
+    for s in summary:
+        if not s["n_unfinished"]:
+            continue
+        where = ", ".join(f"{c}={s[c]}" for c in point_columns)
+        lines.append(
+            f"warning: {s['policy']}{f' at {where}' if where else ''}: {s['n_unfinished']} of "
+            f"{s['n'] + s['n_unfinished']} replications did not finish within "
+            f"run.max_wall_factor × the failure-free time; statistics are over the {s['n']} "
+            "that finished"
+        )
+    return lines
+
+
+def _align(lines: list[list[str]], text_columns: int) -> str:
+    """Fixed-width columns: the first ``text_columns`` left-aligned, the numbers right."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(
+            cell.ljust(w) if i < text_columns else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+        )
+        for line in lines
+    )
+
+
+def _pct(value: float) -> str:
+    return "-" if value != value else f"{100 * value:.2f}%"
+
+
+def _cell(value: float, form: str) -> str:
+    """``value`` formatted, or '-' when it is NaN (no interval from fewer than 2 values)."""
+    return "-" if value != value else form.format(value)

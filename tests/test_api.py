@@ -1,0 +1,161 @@
+"""The Python API (``ftsim.run``, ``ftsim.sweep``, ``ftsim.load``): the command line's
+files and rows, its located errors, one summary format, numeric ``<key>_si`` columns."""
+
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import pandas as pd
+import pytest
+
+import ftsim
+from ftsim.cli import main
+from ftsim.experiments.folders import FolderError
+from ftsim.experiments.study import StudyError
+from ftsim.scenario.loader import ScenarioError
+from tests.conftest import SCENARIOS
+
+SMOKE = SCENARIOS / "smoke.yaml"
+PROD50H = SCENARIOS / "prod50h.yaml"
+
+
+def test_import_ftsim_is_cheap_and_exports_the_api_lazily():
+    code = (
+        "import sys, ftsim; heavy = {'pandas', 'simpy', 'pydantic', 'numpy', 'scipy'}; "
+        "print(sorted(heavy & set(sys.modules))); "
+        "print(ftsim.run.__module__, 'sweep' in dir(ftsim))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["[]", "ftsim.api True"]
+    with pytest.raises(AttributeError, match="no attribute 'runn'"):
+        ftsim.runn  # noqa: B018
+
+
+def test_run_gives_the_command_lines_runs_csv(tmp_path):
+    """The acceptance check of issue 21: the API's rows are the CLI's runs.csv."""
+    results = ftsim.run(PROD50H, reps=3, trainer=False, out=tmp_path / "api")
+    argv = ["run", str(PROD50H), "--reps", "3", "--no-trainer", "-q", "-o", str(tmp_path / "cli")]
+    assert main(argv) == 0
+    cli = pd.read_csv(tmp_path / "cli" / "runs.csv")
+    pd.testing.assert_frame_equal(results.runs, cli, check_dtype=False, check_exact=True)
+    assert len(cli) == 6 * 3 and {"wall_h", "overhead_frac", "lost_h"} <= set(cli)
+    for name in ("runs.csv", "timeline.csv", "summary.csv"):
+        assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
+    assert results.folder == tmp_path / "api"
+    assert results.scenario.name == "prod50h" and results.columns == []
+
+
+def test_a_loaded_scenario_and_a_temporary_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the temporary folder goes here
+    by_path = ftsim.run(SMOKE, reps=2, out=tmp_path / "a")
+    loaded = ftsim.load_scenario(SMOKE, {"run.replications": 2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # its dump spells out defaults: no "has no effect"
+        by_object = ftsim.run(loaded)
+        assert ftsim.load(by_object.folder).scenario.name == "smoke"
+    assert by_object.folder.parent == tmp_path and by_object.folder.name.startswith("ftsim-smoke-")
+    pd.testing.assert_frame_equal(by_object.runs, by_path.runs)
+
+
+def test_overrides_are_validated_like_set(tmp_path, capsys):
+    with pytest.raises(ScenarioError) as api:
+        ftsim.run(SMOKE, {"policies.0.interval": "soon", "policies.9.interval": "1 h"})
+    assert main(["run", str(SMOKE), "--set", "policies.0.interval=soon", "--set",
+                 "policies.9.interval=1 h", "-o", str(tmp_path / "x")]) == 2  # fmt: skip
+    assert str(api.value) == capsys.readouterr().err.strip()
+    assert "smoke.yaml: --set: policies.9: no list entry '9'" in str(api.value)
+    with pytest.raises(ScenarioError, match=r"<scenario smoke>: policies.0.interval:"):
+        ftsim.run(ftsim.load_scenario(SMOKE), {"policies.0.interval": "soon"})
+    # values are data, not YAML text: a string stays a string
+    assert ftsim.load_scenario(SMOKE, {"description": "1"}).description == "1"
+
+
+def test_bad_options_are_study_errors():
+    with pytest.raises(ScenarioError, match="--policy: .*nope"):
+        ftsim.run(SMOKE, policies="nope")
+    with pytest.raises(StudyError, match="jobs must be"):
+        ftsim.run(SMOKE, jobs=0)
+    with pytest.raises(StudyError, match="executor must be one of"):
+        ftsim.sweep(SMOKE, {"run.seed": [1]}, executor="threads")
+
+
+def test_run_and_sweep_write_one_summary_format(tmp_path):
+    run = ftsim.run(SMOKE, reps=3, policies=["full", "checkfreq"], out=tmp_path / "run")
+    sweep = ftsim.sweep(SMOKE, {}, reps=3, policies=["full", "checkfreq"], out=tmp_path / "s")
+    assert list(run.summary.columns) == list(sweep.summary.columns)
+    pd.testing.assert_frame_equal(run.summary, sweep.summary)
+    assert list(run.summary["policy"]) == ["full", "checkfreq"]
+    assert {"overhead_frac_mean", "overhead_frac_ci95_half", "lost_h_mean"} <= set(run.summary)
+    assert set(run.summary["reference"]) == {"full"}
+
+
+def test_sweep_keys_get_numeric_si_columns_that_sort(tmp_path):
+    grid = {
+        "policies.*.interval": ["2 h", "15 min", "1 h"],
+        "zip": {"cluster.storage.write_bandwidth": ["1 GB/s", "4 GB/s"], "run.seed": [1, 2]},
+    }
+    results = ftsim.sweep(SMOKE, grid, reps=2, policies="full", out=tmp_path / "s")
+    runs = results.runs
+    assert results.columns == ["policies.*.interval", "cluster.storage.write_bandwidth",
+                               "run.seed"]  # fmt: skip
+    assert list(runs.columns[:7]) == [
+        "point",
+        "policies.*.interval",
+        "policies.*.interval_si",
+        "cluster.storage.write_bandwidth",
+        "cluster.storage.write_bandwidth_si",
+        "run.seed",
+        "run.seed_si",
+    ]
+    assert len(runs) == 3 * 2 * 2
+    ordered = runs.sort_values("policies.*.interval_si", kind="stable")
+    assert list(dict.fromkeys(ordered["policies.*.interval"])) == ["15 min", "1 h", "2 h"]
+    assert sorted(set(runs["policies.*.interval"])) == ["1 h", "15 min", "2 h"]  # text: wrong
+    parquet = pd.read_parquet(results.folder / "runs.parquet")
+    assert parquet["policies.*.interval_si"].sort_values().unique().tolist() == [900, 3600, 7200]
+    assert set(runs["cluster.storage.write_bandwidth_si"]) == {1e9, 4e9}
+    pairs = zip(runs["cluster.storage.write_bandwidth_si"], runs["run.seed"], strict=True)
+    assert set(pairs) == {
+        (1e9, 1),
+        (4e9, 2),
+    }
+    summary = results.summary
+    assert "policies.*.interval_si" in summary and "policies.*.interval_si_mean" not in summary
+    assert set(summary["policies.*.interval_si"]) == {900.0, 3600.0, 7200.0}
+
+
+def test_load_reads_a_folder_back(tmp_path):
+    made = ftsim.sweep(SMOKE, {"policies.*.interval": ["10 min", "1 h"]}, reps=2,
+                       out=tmp_path / "s")  # fmt: skip
+    loaded = ftsim.load(tmp_path / "s")
+    pd.testing.assert_frame_equal(loaded.runs, made.runs)
+    pd.testing.assert_frame_equal(loaded.summary, made.summary)
+    pd.testing.assert_frame_equal(loaded.timeline, made.timeline)
+    assert loaded.columns == ["policies.*.interval"]
+    assert loaded.scenario.policy_labels == made.scenario.policy_labels
+    with pytest.raises(FolderError, match="no runs.csv"):
+        ftsim.load(tmp_path)
+
+
+def test_load_summarises_a_folder_written_in_the_old_run_format(tmp_path):
+    results = ftsim.run(SMOKE, reps=2, out=tmp_path / "r")
+    pd.DataFrame({"policy": ["full"], "overhead_mean": [0.1]}).to_csv(
+        tmp_path / "r" / "summary.csv", index=False
+    )
+    old = ftsim.load(tmp_path / "r").summary
+    assert list(old.columns) == list(results.summary.columns)
+
+
+def test_progress_lines_on_request(tmp_path, capsys):
+    ftsim.run(SMOKE, reps=2, jobs=1, out=tmp_path / "quiet")
+    assert "ETA" not in capsys.readouterr().err
+    ftsim.run(SMOKE, reps=2, jobs=1, out=tmp_path / "loud", progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1].startswith("run: 3/3 tasks (100%), 6/6 replications")
+
+
+def test_plot_delegates_to_the_figures(tmp_path):
+    results = ftsim.run(SMOKE, reps=2, out=tmp_path / "r")
+    outcomes = dict(results.plot())
+    assert "breakdown" in outcomes and (tmp_path / "r" / "plots" / "breakdown.png").is_file()

@@ -1,0 +1,83 @@
+"""The study layer: a run is a sweep of one point written through the same store, and
+leaves nothing behind when interrupted; trained replications are tasks of their own."""
+
+import pytest
+
+from ftsim.cli import EXIT_INTERRUPTED, main
+from ftsim.experiments import study, sweep
+from ftsim.experiments.output import STAGING_PREFIX
+from tests.conftest import SCENARIOS
+
+SMOKE = str(SCENARIOS / "smoke.yaml")
+
+
+def _interrupt_second_task(monkeypatch):
+    calls = []
+    original = sweep.simulate_reps
+
+    def simulate_reps(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate_reps", simulate_reps)
+
+
+def test_an_interrupted_run_writes_nothing(tmp_path, monkeypatch, capsys):
+    _interrupt_second_task(monkeypatch)
+    out = tmp_path / "run"
+    assert main(["run", SMOKE, "--reps", "2", "--jobs", "1", "-q", "-o", str(out)]) == 130
+    assert not out.exists()
+    assert f"interrupted; nothing was written to {out}" in capsys.readouterr().err
+
+
+def test_an_interrupted_run_into_an_earlier_run_keeps_the_earlier_files(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    assert main(["run", SMOKE, "--reps", "2", "-q", "-o", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == sorted(
+        [
+            "manifest.json",
+            "runs.csv",
+            "runs.parquet",
+            "scenario.yaml",
+            "summary.csv",
+            "timeline.csv",
+        ]  # fmt: skip
+    )
+    _interrupt_second_task(monkeypatch)
+    args = ["run", SMOKE, "--reps", "3", "--jobs", "1", "-q", "-o", str(out), "--force"]
+    assert main(args) == EXIT_INTERRUPTED
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_run_replaces_an_earlier_run_and_leaves_no_shards(tmp_path):
+    out = tmp_path / "run"
+    assert main(["run", SMOKE, "--reps", "2", "-q", "-o", str(out)]) == 0
+    assert main(["run", SMOKE, "--reps", "3", "-q", "-o", str(out), "--force"]) == 0
+    assert not [p for p in out.iterdir() if p.name.startswith(STAGING_PREFIX)]
+    assert not (out / "shards").exists()
+    assert len((out / "runs.csv").read_text().splitlines()) == 1 + 3 * 3
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_trained_replications_are_tasks_of_their_own(command):
+    plan = study.plan(
+        SMOKE,
+        ["run.replications=25", "trainer.replications=3"],
+        policies=["full"],
+        command=command,
+    )
+    keys = sweep._planned_tasks(plan, 10)
+    assert [(k.start, k.stop) for k in keys] == [(0, 1), (1, 2), (2, 3), (3, 10), (10, 20),
+                                                 (20, 25)]  # fmt: skip
+    assert sweep.n_tasks(plan, 10) == 6
+
+
+def test_a_run_plan_has_one_point_without_point_columns():
+    plan = study.plan(SMOKE, ["run.replications=2"], command="run", policies=["checkfreq"])
+    assert len(plan.points) == 1 and plan.columns == []
+    assert plan.row_cells(plan.points[0], 0) == {} and plan.timeline_cells(plan.points[0]) == {}
+    assert plan.base.policy_labels == ["checkfreq"]
+    assert plan.reference == "checkfreq"
