@@ -67,11 +67,12 @@ def policy_notices(scenario, where: str = "") -> list[Notice]:
     to full recovery), named with ``where`` (a sweep point) if given. Builds each policy
     once, without simulating: the decision depends on the scenario only, not on the
     replication."""
-    from ftsim.sim.engine import Simulation
+    from ftsim.sim.cluster import StateLayout
 
+    layout = StateLayout(scenario)
     found = []
-    for index in range(len(scenario.policies)):
-        for notice in Simulation(scenario, index, 0).policy.notices():
+    for params in scenario.policies:
+        for notice in params.policy_class(params, scenario, layout).notices():
             found.append(notice.at(where) if where else notice)
     return found
 
