@@ -113,19 +113,18 @@ def prod50h_run(tmp_path_factory):
 
 @pytest.fixture
 def figures(monkeypatch):
-    """The matplotlib figures the breakdown and the timeline save, by name."""
-    from ftsim.plots import breakdown, timeline
+    """The matplotlib figures that are saved, by name: (figure, x scale, x limits)."""
+    from ftsim.plots.style import Output
 
     drawn = {}
-    for module in (breakdown, timeline):
-        real = module.save
+    real = Output.save
 
-        def keep(fig, data, folder, name, real=real):
-            drawn[name] = (fig, fig.axes[0].get_yscale(), fig.axes[0].get_xlim())
-            drawn[name + "_legend"] = [t.get_text() for t in _legend(fig).get_texts()]
-            return real(fig, data, folder, name)
+    def keep(self, fig, data, name):
+        drawn[name] = (fig, fig.axes[0].get_xscale(), fig.axes[0].get_xlim())
+        drawn[name + "_legend"] = [t.get_text() for t in _legend(fig).get_texts()]
+        return real(self, fig, data, name)
 
-        monkeypatch.setattr(module, "save", keep)
+    monkeypatch.setattr(Output, "save", keep)
     return drawn
 
 
@@ -200,5 +199,5 @@ def test_the_breakdown_names_every_part_of_a_composed_policy(tmp_path, figures):
         whole = t[(t["policy"] == policy) & t["part"].isna()].iloc[0]
         expected = whole["overhead_pct"] - whole["reschedule_pct"]
         assert mine["overhead_pct"].sum() == pytest.approx(expected, rel=1e-5)  # 6 digits
-    ticks = [t.get_text() for t in figures["breakdown"][0].axes[0].get_xticklabels()]
+    ticks = [t.get_text() for t in figures["breakdown"][0].axes[0].get_yticklabels()]
     assert {"↳ parity", "↳ checkpoint", "↳ logged", "↳ mfu", "↳ cnr"} <= set(ticks)
