@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 import typing
@@ -601,9 +602,16 @@ def _cmd_show_policies(args, argv) -> int:
 
     for kind, cls in policy_classes().items():
         doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
-        print(f"{kind}: {doc[0] if doc else ''}")
+        summary = re.sub(r"^(``\w+``(, )?)+: ", "", doc[0]) if doc else ""  # the kinds again
+        print(f"{kind}: {_plain(summary)}")
         _print_fields(cls.Params, "    ")
     return 0
+
+
+def _plain(text: str) -> str:
+    """``text`` without reStructuredText markup (``literal``, :role:`target`)."""
+    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
 
 
 def _print_fields(model, indent: str) -> None:
@@ -614,8 +622,11 @@ def _print_fields(model, indent: str) -> None:
     for name, field in model.model_fields.items():
         if name == "kind":
             continue
+        described = _plain(field.description or "")
         default = "required" if field.is_required() else f"default {field.default!r}"
-        print(f"{indent}{name}: {field.description or ''} ({default})")
+        if "(default" not in described:  # a description that says its default already
+            described += f" ({default})"
+        print(f"{indent}{name}: {described.strip()}")
         inner = field.annotation
         while typing.get_origin(inner) in (list, typing.Annotated):
             inner = typing.get_args(inner)[0]

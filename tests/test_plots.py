@@ -201,3 +201,26 @@ def test_the_breakdown_names_every_part_of_a_composed_policy(tmp_path, figures):
         assert mine["overhead_pct"].sum() == pytest.approx(expected, rel=1e-5)  # 6 digits
     ticks = [t.get_text() for t in figures["breakdown"][0].axes[0].get_yticklabels()]
     assert {"↳ parity", "↳ checkpoint", "↳ logged", "↳ mfu", "↳ cnr"} <= set(ticks)
+
+
+def test_interval_points_sit_at_the_interval_run_and_fall_backs_are_marked(tmp_path, figures):
+    """CPR asked for a tiny target PLS falls back to full recovery at Daly's interval: its
+    point is drawn there, as a fall-back (✕, off CPR's line, in the legend); every drawn
+    x is an interval some replication ran."""
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "full", "--policy", "cpr"]
+    args += ["--grid", "policies.1.target_pls=0.002,0.02,0.1", "--no-trainer", "--reps", "2"]
+    assert main([*args, "--jobs", "1", "-q", "-o", str(out)]) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    cpr = runs[runs.policy == "cpr"].groupby("point")[["interval_h", "cpr_decision"]].first()
+    assert list(cpr["cpr_decision"]) == ["full", "partial", "partial"]
+    plot_run(out)
+    drawn = pd.read_csv(out / "plots" / "overhead_vs_interval.csv")
+    points = drawn[drawn.series == "cpr"].set_index("point")
+    assert points["interval_h"].to_numpy() == pytest.approx(cpr["interval_h"].to_numpy())
+    assert list(points["decision"]) == list(cpr["cpr_decision"])
+    assert points.loc[0, "asked"] == "target_pls=0.002"
+    fig = figures["overhead_vs_interval"][0]
+    assert "fell back to full recovery (at Daly's τ)" in figures["overhead_vs_interval_legend"]
+    (line,) = [x for x in fig.axes[0].get_lines() if x.get_label() == "CPR"]
+    assert list(line.get_xdata()) == pytest.approx(list(cpr["interval_h"][1:]))

@@ -52,7 +52,10 @@ def table(data: RunData, point: int | None, max_pls: float | None = None) -> pd.
                 "panel": panel.title,
                 "policy": policy,
                 "point": int(best["point"]),
-                "setting": _setting(data, int(best["point"]), here[here["policy"] == policy]),
+                "setting": _setting(
+                    data, int(best["point"]), here[here["policy"] == policy], policy
+                )
+                + _fell_back(data, best),
                 "pls": _pls(best),
             }
             row.update({f"{c}_pct": 100 * best[f"{c}_h_mean"] / ideal for c in CATEGORIES})
@@ -99,6 +102,13 @@ def _best(data: RunData, mine: pd.DataFrame, policy: str, panel, max_pls) -> pd.
     return mine.loc[mine["overhead_frac_mean"].idxmin()]
 
 
+def _fell_back(data: RunData, best: pd.Series) -> str:
+    """What ran instead, when CPR fell back to full recovery at Daly's interval ('' if not)."""
+    if data.decisions.get((best["point"], best["policy"])) != "full":
+        return ""
+    return f"\n→ full recovery at {best['interval_h_mean']:.2g} h"
+
+
 def _pls(row: pd.Series) -> float:
     """The row's PLS: measured where the model trained, else the time model's estimate."""
     for column in ("pls_measured_mean", "pls_model_mean"):
@@ -107,7 +117,7 @@ def _pls(row: pd.Series) -> float:
     return float("nan")
 
 
-def _setting(data: RunData, point: int, mine: pd.DataFrame) -> str:
+def _setting(data: RunData, point: int, mine: pd.DataFrame, policy: str) -> str:
     """The values at ``point`` of the policy knobs that change this policy (``mine``: its
     summary rows in the panel), ``key=value, …``: what its best point chose. A knob of
     another policy (``policies.0.interval`` for policy 1) leaves its rows identical."""
@@ -120,11 +130,17 @@ def _setting(data: RunData, point: int, mine: pd.DataFrame) -> str:
             lambda p, d=d: tuple(data.value_of(p, k) for k in knobs if k is not d)
         )
         if (signature.groupby(others).nunique() > 1).any():
-            chosen += [
-                f"{k.rsplit('.', 1)[-1]}={v}"
-                for k, v in zip(d.keys, data.value_of(point, d), strict=True)
-            ]
-    return ", ".join(chosen)
+            values = dict(zip(d.keys, data.value_of(point, d), strict=True))
+            mine_keys = [k for k in d.keys if _applies(data, k, policy)] or list(d.keys)
+            chosen += [f"{k.rsplit('.', 1)[-1]}={values[k]}" for k in mine_keys]
+    return ", ".join(dict.fromkeys(chosen))
+
+
+def _applies(data: RunData, key: str, policy: str) -> bool:
+    """Whether ``policies.I.field`` or ``policies.*.field`` names ``policy`` (the I-th
+    policy of the run)."""
+    index = key.split(".")[1] if key.count(".") >= 2 else "*"
+    return index == "*" or index == str(data.policies.index(policy))
 
 
 def _part_rows(row: dict, best: pd.Series, ideal: float) -> list[dict]:
@@ -179,7 +195,7 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
     top = max(t["ci95_high_pct"].fillna(t["overhead_pct"]).max(), t["overhead_pct"].max())
     settings = bool(t["setting"].str.len().gt(0).any())
     bars = t.groupby("panel", sort=False).size().max()
-    fig, axes = facets.figure(grid, max(0.8, BAR_IN * bars * (1.6 if settings else 1)) + 0.25, 0.6)
+    fig, axes = facets.figure(grid, max(0.8, bars * _row_in(t)) + 0.25, 0.6)
     same_rows = t.groupby("panel", sort=False)[["policy", "setting"]].apply(
         lambda g: tuple(map(tuple, g.to_numpy()))
     )
@@ -194,7 +210,7 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
             ax.set_xscale("log")
             ax.set_xlim(floor, top * 1.5)
             decades = np.log10(top * 1.5 / floor)
-            ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5) if decades <= 2 else (1,)))
+            ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5) if decades <= 3 else (1,)))
             ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
             ax.xaxis.set_minor_formatter(NullFormatter())
         else:
@@ -202,20 +218,24 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
         ax.grid(axis="y", visible=False)
         if grid.panels[1:]:
             ax.set_title(panel.title)
-    xlabel = "overhead (% of failure-free time)"
-    if log:
-        xlabel += "\nlog axis; segments in proportion"
+    xlabel = "overhead (%, log axis)" if log else "overhead (%)"
     for ax in axes.values():
         if facets.lowest(ax, fig.axes):
             ax.set_xlabel(xlabel)
     handles, names = next(iter(axes.values())).get_legend_handles_labels()
     facets.legend(fig, grid.width_in, handles, names, handlelength=1.0)
-    facets.title(fig, grid.width_in, _title(data, t, point, max_pls), grid.header())
+    facets.title(fig, grid.width_in, _title(data, t, point, max_pls, log), grid.header())
     return out.save(fig, t, NAME)
 
 
 BAR_IN = 0.2
-"""Height of a bar's row, in inches (more with a setting under the policy's name)."""
+"""Height of a bar's row with a one-line name, in inches."""
+
+
+def _row_in(t: pd.DataFrame) -> float:
+    """Height of a bar's row: room for the longest label (name, setting, fall-back)."""
+    lines = 1 + max((s.count("\n") + 1 for s in t["setting"] if s), default=0)
+    return max(BAR_IN, 0.125 * lines + 0.06)
 
 
 def _bars(data: RunData, ax, t: pd.DataFrame, log: bool, floor: float) -> None:
@@ -280,7 +300,7 @@ def _is_part(t: pd.DataFrame) -> np.ndarray:
     return t["part"].notna().to_numpy() if "part" in t else np.zeros(len(t), dtype=bool)
 
 
-def _title(data: RunData, t: pd.DataFrame, point: int | None, max_pls) -> str:
+def _title(data: RunData, t: pd.DataFrame, point: int | None, max_pls, log: bool) -> str:
     t = t[~_is_part(t)]
     n = "/".join(str(v) for v in sorted(set(t["n"])))
     where = ""
@@ -291,4 +311,8 @@ def _title(data: RunData, t: pd.DataFrame, point: int | None, max_pls) -> str:
         where = f"; each policy at its lowest-overhead setting{limit}"
     unfinished = int(t["n_unfinished"].sum())
     excluded = f" ({unfinished} unfinished left out)" if unfinished else ""
-    return f"{data.scenario_name}: mean of n = {n} replications{excluded}, 95% CI{where}"
+    scale = "; log axis, each bar split in proportion to its parts" if log else ""
+    return (
+        f"{data.scenario_name}: overhead in % of the failure-free time, mean of n = {n} "
+        f"replications{excluded}, 95% CI{where}{scale}"
+    )

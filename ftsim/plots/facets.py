@@ -19,7 +19,7 @@ from ftsim.plots.style import DOUBLE_COLUMN_IN, SINGLE_COLUMN_IN
 
 MAX_COLUMNS = 4
 """Most panels in a row when one dimension is faceted (more wrap onto further rows)."""
-CHAR_IN = 7 * 0.56 / 72
+CHAR_IN = 7 * 0.6 / 72
 """Width of an average character at 7 pt (DejaVu Sans), in inches: to wrap titles and size
 legends to the figure's width."""
 TITLE_SEPARATOR = "; "
@@ -165,26 +165,31 @@ def legend(fig, width_in: float, handles=None, labels=None, **options):
     columns = next(
         n
         for n in range(len(handles), 0, -1)
-        if _legend_width(widths, n) <= width_in - 0.1 or n == 1
+        if _legend_width(widths, n) <= width_in - 0.3 or n == 1
     )
-    per_column = math.ceil(len(labels) / columns)
-    lines = sum(
-        max(
-            str(labels[c * per_column + r]).count("\n") + 1
-            for c in range(columns)
-            if c * per_column + r < len(labels)
-        )
-        for r in range(per_column)
+    lines = max(
+        sum(str(label).count("\n") + 1 for label in column)
+        for column in _columns(list(labels), columns)
     )
     _grow(fig, LEGEND_LINE_IN * lines + 0.08)
     return fig.legend(handles, labels, loc="outside lower center", ncols=columns, **options)
 
 
+def _columns(items: list, columns: int) -> list[list]:
+    """``items`` in ``columns`` columns as matplotlib's legend lays them out (column by
+    column, the first ones one longer when they do not divide evenly)."""
+    size, extra = divmod(len(items), columns)
+    out, start = [], 0
+    for c in range(columns):
+        end = start + size + (c < extra)
+        out.append(items[start:end])
+        start = end
+    return out
+
+
 def _legend_width(widths: list[float], columns: int) -> float:
-    """Width of a legend of entries ``widths`` in ``columns`` columns (filled row by row, as
-    matplotlib fills them column by column of equal length: the same set per column)."""
-    rows = math.ceil(len(widths) / columns)
-    return sum(max(widths[c * rows : (c + 1) * rows], default=0.0) for c in range(columns))
+    """Width of a legend of entries ``widths`` (inches) in ``columns`` columns."""
+    return sum(max(column, default=0.0) for column in _columns(widths, columns))
 
 
 def _grow(fig, inches: float) -> None:

@@ -100,6 +100,7 @@ def points(data: RunData, rows: pd.DataFrame) -> pd.DataFrame:
         }
     )
     t["decision"] = t["decision"].fillna("")
+    t["asked"] = [data.describe_point(p) for p in t["point"]]
     t = t.dropna(subset=["interval_h"])
     return t.drop_duplicates(["series", "interval_h", "decision", "overhead_pct"])
 
@@ -134,7 +135,7 @@ def plot(data: RunData, out: Output, point: int | None = None):
             ax.set_title("\n".join(x for x in (panel.title, model.get(panel)) if x))
         ax.set_ylim(bottom=0)
         _interval_axis(ax)
-    facets.axis_labels(fig, "checkpoint interval τ run (h of compute)", "overhead (%)")
+    facets.axis_labels(fig, "interval τ run (h of compute)", "overhead (%)")
     table = pd.concat(tables, ignore_index=True)
     n = "/".join(str(int(v)) for v in sorted(set(table["n"].dropna())))
     single = "" if grid.panels[1:] else next(iter(model.values()), "")
