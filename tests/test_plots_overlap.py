@@ -61,7 +61,7 @@ def _section(sweep: dict) -> str:
 def _with_accuracy_columns(folder):
     """Synthetic co-simulation columns (as the trainer writes them), so that the accuracy
     figures are drawn too."""
-    runs = pd.read_csv(folder / "runs.csv")
+    runs = pd.read_csv(folder / "runs.csv").copy()  # one block: adding columns is cheap
     rng = np.random.default_rng(0)
     model = runs["pls_model"].fillna(0) if "pls_model" in runs else 0.0
     runs["pls_measured"] = runs["lost_h"] / runs["ideal_h"] + model
@@ -85,6 +85,7 @@ def checked(monkeypatch):
 
 
 @pytest.mark.parametrize("scenario,shape,sweep", list(sweeps()), ids=lambda v: str(v)[:24])
+@pytest.mark.filterwarnings("error::UserWarning")  # e.g. a layout that collapsed
 def test_no_label_overlaps_on_any_figure(scenario, shape, sweep, tmp_path, checked):
     out = tmp_path / "sweep"
     args = ["sweep", str(SCENARIOS / f"{scenario}.yaml"), "--no-trainer", "--reps", "2"]
@@ -141,6 +142,7 @@ def test_an_injected_overlap_is_caught():
         plt.close(fig)
 
 
+@pytest.mark.filterwarnings("ignore:constrained_layout not applied")  # 30 pt labels
 def test_crowded_tick_labels_of_a_real_figure_are_caught(tmp_path, monkeypatch):
     """The breakdown of prod50h with its policy names at 30 pt: they run into each other."""
     out = tmp_path / "run"

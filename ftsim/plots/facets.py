@@ -141,8 +141,9 @@ def _cells(axes):
 
 
 def wrap(text: str, width_in: float) -> str:
-    """``text`` wrapped (at ``; `` and blanks) to lines that fit ``width_in`` at 7 pt."""
+    """``text`` wrapped at blanks to lines that fit ``width_in`` at 7 pt."""
     chars = max(20, int(width_in / CHAR_IN))
+    text = text.replace(" = ", "\u00a0=\u00a0")  # keep "n = 20" on one line
     return "\n".join(
         line for paragraph in text.split("\n") for line in textwrap.wrap(paragraph, chars)
     )
