@@ -8,11 +8,15 @@ bandwidth and storage capacity against full checkpoints, and the log-loss change
 fixes: the row popularity, the interval, the baseline period and the bits, next to the
 paper's 6–17× (write bandwidth) and 2.5–8× (capacity) on Facebook's models.
 
-    python benchmarks/checknrun_report.py [RUN_FOLDER]
+    python benchmarks/checknrun_report.py [RUN_FOLDER] [--quick]
+
+``--quick`` (a smoke test: the tests run it so that the benchmark cannot rot) runs two
+replications, one trained for 20 steps.
 """
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import tempfile
@@ -31,12 +35,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "checknrun.yaml"
 
 
-def run(folder: Path | None) -> pd.DataFrame:
+QUICK = ["--reps", "2", "--set", "trainer.replications=1", "--set", "trainer.steps=20"]
+"""``--quick``: options of ``ftsim run`` for a smoke run."""
+
+
+def run(folder: Path | None, extra: list[str]) -> pd.DataFrame:
     if folder is not None:
         return pd.read_csv(folder / "runs.csv")
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        command = [sys.executable, "-m", "ftsim", "run", str(SCENARIO), "-q", "-o", out]
+        command = [sys.executable, "-m", "ftsim", "run", str(SCENARIO), "-q", "-o", out, *extra]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         print(f"python -m ftsim run scenarios/checknrun.yaml: {time.perf_counter() - start:.0f} s")
         return pd.read_csv(Path(out) / "runs.csv")
@@ -85,13 +93,13 @@ def cycle(overrides: list[str]) -> dict[str, float]:
     policy = CheckNRun(params, scenario, StateLayout(scenario), np.random.default_rng(0))
     kept = policy._cycle(policy.interval_s)
     dense = policy.layout.dense_bytes
-    written = sum(k.shard_bytes for k in kept) * policy.n_shards + len(kept) * dense
+    written = sum(sum(k.shard_bytes) for k in kept) + len(kept) * dense
     if params.differential == "one_shot":
         chains = [kept[:1]] + [[kept[0], k] for k in kept[1:]]
     else:
         chains = [kept[: i + 1] for i in range(len(kept))]
-    stored = max(sum(k.shard_bytes for k in c) for c in chains) * policy.n_shards + dense
-    diffs = [k.rows / policy.shard_rows for k in kept[1:]]
+    stored = max(sum(sum(k.shard_bytes) for k in c) for c in chains) + dense
+    diffs = [sum(k.rows) / policy.n_shards / policy.shard_rows for k in kept[1:]]
     return {
         "write": len(kept) * policy.full_bytes / written,
         "capacity": policy.full_bytes / stored,
@@ -137,8 +145,11 @@ def sensitivity() -> None:
 
 
 def main() -> None:
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else None
-    results(run(folder))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", type=Path, help="a finished run folder to read")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 replications")
+    args = parser.parse_args()
+    results(run(args.folder, QUICK if args.quick else []))
     sensitivity()
 
 

@@ -13,6 +13,7 @@ the embedded model — and prints:
 
     python benchmarks/cpr_accuracy.py [--jobs N]  # runs the sweep (a few minutes)
     python benchmarks/cpr_accuracy.py RUN_DIR     # analyses an existing sweep
+    python benchmarks/cpr_accuracy.py --quick     # smoke run: 2 replications of 20 steps
 
 The sweep runs as many replications per point as the scenario trains (``trainer.
 replications``), unless ``--reps`` says otherwise; other options go to ``ftsim sweep``.
@@ -62,14 +63,23 @@ def equal_bytes(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+QUICK = ["--reps", "2", "--set", "trainer.steps=20"]
+"""``--quick``: options of ``ftsim sweep`` for a smoke run (the tests run it)."""
+
+
 def main() -> None:
+    if "-h" in sys.argv[1:] or "--help" in sys.argv[1:]:
+        print(__doc__)
+        return
     if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         run_dir = Path(sys.argv[1])
     else:
         from ftsim.scenario.loader import load_scenario
 
         path = ROOT / "scenarios" / "cpr_pls.yaml"
-        options = sys.argv[1:]
+        options = [o for o in sys.argv[1:] if o != "--quick"]
+        if "--quick" in sys.argv[1:]:
+            options += QUICK
         if "--reps" not in options:
             options += ["--reps", str(load_scenario(path).trainer.replications)]
         run_dir = Path(tempfile.mkdtemp()) / "cpr_pls"

@@ -25,6 +25,7 @@ the figures steady on a shared machine.
 
     python benchmarks/engine_speed.py
     python benchmarks/engine_speed.py --table-only --compare /tmp/before
+    python benchmarks/engine_speed.py --quick   # smoke run (the tests run it): tiny table
 """
 
 from __future__ import annotations
@@ -228,9 +229,14 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=10, help="batches per policy and round")
     parser.add_argument("--cpu", type=int, default=0, help="processor the workers share")
     parser.add_argument("--table-only", action="store_true", help="only the per-policy table")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: the table from 1 batch of 2 replications"
+    )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--big", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick:
+        args.table_only, args.rounds, args.cycles, args.reps = True, 1, 1, 2
     if args.worker:
         worker(args.worker, args.big)
         return

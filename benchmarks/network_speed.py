@@ -11,11 +11,14 @@ Prints, per arrival rate, the median over several runs of flows simulated per se
 wall time, SimPy events scheduled per flow (all of them, and the network's alone, i.e.
 without the arrival timeouts) and the time-averaged number of active flows.
 
-    python benchmarks/network_speed.py
+    python benchmarks/network_speed.py [--quick]
+
+``--quick`` (a smoke test, run by the tests): 500 flows, one run per rate.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -56,18 +59,18 @@ def build(env: simpy.Environment) -> tuple[Network, list, list]:
     return net, writes, reads
 
 
-def run(arrivals_per_s: float, seed: int) -> tuple[float, int, float]:
+def run(arrivals_per_s: float, seed: int, flows: int = FLOWS) -> tuple[float, int, float]:
     """One run: wall seconds, SimPy events scheduled, time-averaged active flows."""
     rng = np.random.default_rng(seed)
-    gaps = rng.exponential(1 / arrivals_per_s, FLOWS)
-    sizes = rng.exponential(MEAN_SIZE_B, FLOWS)
-    nodes = rng.integers(0, NODES, FLOWS)
-    is_write = rng.random(FLOWS) < 0.5
+    gaps = rng.exponential(1 / arrivals_per_s, flows)
+    sizes = rng.exponential(MEAN_SIZE_B, flows)
+    nodes = rng.integers(0, NODES, flows)
+    is_write = rng.random(flows) < 0.5
     env = CountingEnv()
     net, writes, reads = build(env)
 
     def arrive():
-        for k in range(FLOWS):
+        for k in range(flows):
             yield env.timeout(gaps[k])
             route = writes[nodes[k]] if is_write[k] else reads[nodes[k]]
             net.start(float(sizes[k]), route, category="write" if is_write[k] else "read")
@@ -81,16 +84,20 @@ def run(arrivals_per_s: float, seed: int) -> tuple[float, int, float]:
 
 
 def main() -> None:
-    print(f"{FLOWS} flows, 200 links, Poisson arrivals; medians of 5 runs")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 500 flows, 1 run")
+    args = parser.parse_args()
+    flows, repeats = (500, 1) if args.quick else (FLOWS, 5)
+    print(f"{flows} flows, 200 links, Poisson arrivals; medians of {repeats} runs")
     print(f"{'arrivals/s':>10} {'active':>8} {'flows/s':>9} {'events/flow':>12} {'network':>8}")
     for arrivals_per_s in (20.0, 100.0, 200.0):
-        runs = [run(arrivals_per_s, seed) for seed in range(5)]
+        runs = [run(arrivals_per_s, seed, flows) for seed in range(repeats)]
         wall_s = statistics.median(r[0] for r in runs)
-        events = statistics.median(r[1] for r in runs) / FLOWS
+        events = statistics.median(r[1] for r in runs) / flows
         active = statistics.median(r[2] for r in runs)
         network = events - 1  # the arrival process schedules one timeout per flow
         print(
-            f"{arrivals_per_s:>10.0f} {active:>8.1f} {FLOWS / wall_s:>9.0f} "
+            f"{arrivals_per_s:>10.0f} {active:>8.1f} {flows / wall_s:>9.0f} "
             f"{events:>12.2f} {network:>8.2f}"
         )
 

@@ -8,7 +8,9 @@ steps after its fork (policies whose recovery is exact train none). Then, per po
 mean paired log-loss increase over the trained replications with its 95% t-interval and t
 statistic, next to the seed-to-seed spread of the failure-free log loss.
 
-    python benchmarks/prod50h_cosim.py [--jobs N ...] [extra ftsim run options]
+    python benchmarks/prod50h_cosim.py [--jobs N ...] [--quick] [extra ftsim run options]
+
+``--quick`` (a smoke test, run by the tests): 3 replications, 2 trained for 20 steps.
 """
 
 from __future__ import annotations
@@ -53,7 +55,10 @@ def steps_trained(runs: pd.DataFrame) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 short replications")
     args, extra = parser.parse_known_args()
+    if args.quick:
+        extra += ["--reps", "3", "--set", "trainer.replications=2", "--set", "trainer.steps=20"]
     outputs = {}
     with tempfile.TemporaryDirectory() as folder:
         for jobs in args.jobs:

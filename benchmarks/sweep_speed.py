@@ -7,7 +7,9 @@ CheckFreq-style two-phase saves with several persist slowdowns and snapshot rate
 ``--jobs 2``. It prints both wall times (seconds, including start-up) and checks that the
 two runs.csv files are byte-identical.
 
-    python benchmarks/sweep_speed.py [--jobs 1 2 4]
+    python benchmarks/sweep_speed.py [--jobs 1 2 4] [--quick]
+
+``--quick`` (a smoke test, run by the tests): 2 intervals × 2 replications.
 """
 
 from __future__ import annotations
@@ -49,12 +51,14 @@ def scenario_file(folder: Path) -> Path:
     return path
 
 
-def time_sweep(scenario: Path, out: Path, jobs: int) -> tuple[float, float]:
+def time_sweep(
+    scenario: Path, out: Path, jobs: int, intervals: str = INTERVALS, reps: int = 10
+) -> tuple[float, float]:
     """Wall and CPU seconds (all processes) of one ``ftsim sweep`` run with ``jobs`` workers."""
     command = [
         sys.executable, "-m", "ftsim", "sweep", str(scenario),
-        "--grid", f"policies.*.interval={INTERVALS}",
-        "--reps", "10", "--jobs", str(jobs), "--no-trainer", "-q", "-o", str(out),
+        "--grid", f"policies.*.interval={intervals}",
+        "--reps", str(reps), "--jobs", str(jobs), "--no-trainer", "-q", "-o", str(out),
     ]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -68,15 +72,21 @@ def time_sweep(scenario: Path, out: Path, jobs: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 intervals x 2 reps")
     args = parser.parse_args()
+    intervals, reps = ("30 min,1 h", 2) if args.quick else (INTERVALS, 10)
+    n = len(intervals.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         scenario = scenario_file(tmp)
         runs = {}
-        print(f"{len(POLICIES)} policies x 10 intervals x 10 replications = 600 replications")
+        print(
+            f"{len(POLICIES)} policies x {n} intervals x {reps} replications = "
+            f"{len(POLICIES) * n * reps} replications"
+        )
         print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         for jobs in args.jobs:
-            wall, cpu = time_sweep(scenario, tmp / f"jobs{jobs}", jobs)
+            wall, cpu = time_sweep(scenario, tmp / f"jobs{jobs}", jobs, intervals, reps)
             runs[jobs] = (tmp / f"jobs{jobs}" / "runs.csv").read_bytes()
             print(f"--jobs {jobs}: {wall:.2f} s wall, {cpu:.2f} s CPU")
         same = len(set(runs.values())) == 1

@@ -1,7 +1,7 @@
 """Time of one training step of the embedded trainer as prod50h runs it, part by part.
 
 Configuration: the ``trainer:`` section of ``scenarios/prod50h.yaml`` turned into the
-trainer's configuration by ``ftsim.cosim.trainer_config`` exactly as the co-simulation does
+trainer's configuration by ``ftsim.cosim.replay.trainer_config`` exactly as the co-simulation does
 (replication 0: one embedding shard per embedding PS, seeds from the replication's stream):
 batch 256, dim 8, bottom 13-32-8, top 359-32-1, 26 tables capped at 1000 rows, SGD lr 0.3,
 MFU counters on, no update listeners.
@@ -26,7 +26,8 @@ Reported, in µs per step:
   counters, Python glue, a few µs of timers).
 
 Usage: ``python benchmarks/trainer_step.py [--steps 200] [--repeats 15] [--warmup 100]
-[--clock cpu|wall]``.
+[--clock cpu|wall] [--quick]`` (``--quick``: a smoke run of 2 repeats of 5 steps, which the
+tests run so that the benchmark cannot rot).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from ftsim.cosim import trainer_config
-from ftsim.scenario import load_scenario
+from ftsim.cosim.replay import trainer_config
+from ftsim.scenario.loader import load_scenario
 from ftsim.trainer import Trainer
 from ftsim.trainer.embeddings import SegmentSum
 
@@ -129,7 +130,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=15, help="repeats (median reported)")
     ap.add_argument("--warmup", type=int, default=100, help="untimed steps first")
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu", help="of the breakdown")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2 repeats of 5 steps")
     args = ap.parse_args()
+    if args.quick:
+        args.steps, args.repeats, args.warmup = 5, 2, 2
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     with threadpool_limits(1):
         print("BLAS:", blas_line())

@@ -16,7 +16,8 @@ Each cell is the best of ``--repeats`` interleaved measurements, each the fastes
 window of its timed period: on a shared or virtualized machine (CPU steal, other jobs) the
 fastest window is the least disturbed one.
 
-Usage: ``python benchmarks/trainer_vs_torch.py [--seconds 3] [--repeats 3] [--batch-sizes ...]``.
+Usage: ``python benchmarks/trainer_vs_torch.py [--seconds 3] [--repeats 3] [--batch-sizes ...]
+[--quick]`` (``--quick``: one short cell, a smoke run that the tests make).
 """
 
 from __future__ import annotations
@@ -184,9 +185,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0, help="timed window per measurement")
     ap.add_argument("--repeats", type=int, default=3, help="measurements per cell; best is shown")
     ap.add_argument("--threads", type=int, default=THREADS, help="BLAS / torch threads")
+    ap.add_argument("--quick", action="store_true", help="smoke run: one 0.2 s cell at batch 64")
     ap.add_argument("--child", choices=["numpy", "numpy+data", "torch"], help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.quick:
+        args.batch_sizes, args.seconds, args.repeats = [64], 0.2, 1
 
     if args.child:
         if args.child == "torch":
@@ -225,6 +229,8 @@ def main() -> None:
         best = {k: max(v, key=lambda r: r["samples_per_s"]) if v else None for k, v in runs.items()}
         rate = {k: r["samples_per_s"] if r else None for k, r in best.items()}
         mem = {k: r["peak_rss_mb"] if r else None for k, r in best.items()}
+        if args.quick and not rate["numpy"]:
+            raise SystemExit("the NumPy trainer failed (see above)")
         ratio = rate["numpy"] / rate["torch"] if rate["numpy"] and rate.get("torch") else None
         row = [batch, rate["numpy"], rate.get("torch"), ratio, rate["numpy+data"]]
         row += [mem["numpy"], mem.get("torch")]
