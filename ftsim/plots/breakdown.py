@@ -122,7 +122,10 @@ def _setting(data: RunData, point: int, mine: pd.DataFrame, policy: str) -> str:
     summary rows in the panel), ``key=value, …``: what its best point chose. A knob of
     another policy (``policies.0.interval`` for policy 1) leaves its rows identical."""
     knobs = [d for d in data.dimensions if d.policy_knob]
-    means = mine[[c for c in mine.columns if c.endswith("_mean")]].astype(float).round(12)
+    results = [  # what ran, not the swept values themselves (nor their ``<key>_si`` forms)
+        c for c in mine.columns if c.endswith("_mean") and not c.startswith(tuple(data.columns))
+    ]
+    means = mine[results].astype(float).round(12)
     signature = pd.Series([str(tuple(row)) for row in means.to_numpy()], index=mine.index)
     chosen = []
     for d in knobs:
