@@ -18,6 +18,7 @@ import re
 import shlex
 import sys
 import typing
+import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     try:
-        status = _dispatch(args, argv)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            status = _dispatch(args, argv)
         sys.stdout.flush()
     except BrokenPipeError:
         # Standard output was closed by its reader: point it at /dev/null so that the
@@ -46,6 +49,18 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     return status
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A scenario's warning as its located line on standard error (others as Python's)."""
+    from ftsim.scenario.notices import ScenarioWarning
+
+    if issubclass(category, ScenarioWarning):
+        print(message, file=sys.stderr)
+    else:
+        (file or sys.stderr).write(
+            warnings.formatwarning(message, category, filename, lineno, line)
+        )
 
 
 def _dispatch(args, argv: list[str]) -> int:
@@ -98,7 +113,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     run.set_defaults(handler=_cmd_run)
 
-    show = commands.add_parser("show", help="print a resolved scenario or the policies")
+    show = commands.add_parser(
+        "show", help="print a resolved scenario, the policies, the reference or the presets"
+    )
     show_what = show.add_subparsers(dest="what", required=True)
     config = show_what.add_parser("config", help="the scenario with defaults filled in, in units")
     config.add_argument("scenario", type=Path)
@@ -110,6 +127,10 @@ def _parser() -> argparse.ArgumentParser:
         "reference", help="the scenario file reference (Markdown), generated from the schema"
     )
     reference.set_defaults(handler=_cmd_show_reference)
+    presets = show_what.add_parser(
+        "presets", help="published failure rates usable as failures: [{preset: NAME}]"
+    )
+    presets.set_defaults(handler=_cmd_show_presets)
     _sweep_parser(commands)
     _plot_parser(commands)
     _trace_parser(commands)
@@ -476,6 +497,8 @@ def _cmd_sweep(args, argv) -> int:
     finally:
         progress.close()
     summary = sweep.finish(plan, store)
+    for line in sweep.short_of_target(plan, summary):
+        print(f"ftsim: {line}", file=sys.stderr)
     session = {
         "argv": ["ftsim", *argv],
         "started_utc": started.isoformat(),
@@ -556,6 +579,7 @@ def _cmd_trace(args, argv) -> int:
     from ftsim.experiments.trace import (
         TraceError,
         build_trace,
+        edited_scenario,
         mismatches,
         read_run_folder,
         write_trace,
@@ -571,9 +595,13 @@ def _cmd_trace(args, argv) -> int:
         raise UsageError(f"--rep: the run has replications 0 to {reps - 1} (got {args.rep})")
     trace, sims = build_trace(scenario, indices, args.rep)
     names = "_".join(scenario.policy_labels[i] for i in indices) if args.policy else ""
-    out = args.output or args.run_dir / f"trace_rep{args.rep}{'_' if names else ''}{names}.json"
+    default = f"trace_rep{args.rep}{'_' if names else ''}{names}.json"
+    out = args.output or args.run_dir / default
+    if out.is_dir():  # -o DIR: the default name inside it
+        out = out / default
     write_trace(out, trace)
-    for line in mismatches(sims, rows):
+    edited = edited_scenario(args.run_dir, scenario)
+    for line in mismatches(sims, rows, edited) or ([f"warning: {edited}"] if edited else []):
         print(line, file=sys.stderr)
     labels = ", ".join(scenario.policy_labels[i] for i in indices)
     print(f"trace: {out} ({len(trace['traceEvents'])} events; {labels}; replication {args.rep})")
@@ -634,6 +662,16 @@ def _print_fields(model, indent: str) -> None:
             _print_fields(inner, indent + "    ")
 
 
+def _cmd_show_presets(args, argv) -> int:
+    from ftsim.sim.presets import MAPPING, PRESETS, describe
+
+    print(MAPPING)
+    for preset in PRESETS.values():
+        print()
+        print(describe(preset))
+    return 0
+
+
 def _cmd_show_reference(args, argv) -> int:
     from ftsim.scenario.reference import scenario_reference
 
@@ -673,6 +711,11 @@ def _validation_report(args) -> Path:
             raise UsageError("--update-docs: no docs/ folder next to the ftsim package")
     if report.is_dir():
         raise UsageError(f"-o {report}: is a folder; give the path of a Markdown file")
+    if not report.suffix:
+        raise UsageError(
+            f"-o {report}: give a file name with a suffix, e.g. {report}.md (the figures go "
+            f"to the folder named without it, {report})"
+        )
     if report.exists() and not args.force and not is_report(report):
         raise UsageError(
             f"-o {report}: the file exists and is not a validation report; choose another "

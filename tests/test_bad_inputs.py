@@ -250,6 +250,42 @@ LAUGHS = "".join(
 
 TRACE_HEADER = "time_h,node\n"
 
+
+def failure_file(kind: str, text: str | None):
+    """A case maker: smoke.yaml replaying a failure ``kind`` (trace or failure_log) file
+    ``text``, or a folder of that name when ``text`` is None."""
+
+    def make(f, shared):
+        if text is None:
+            (f / "failures.csv").mkdir()
+        else:
+            (f / "failures.csv").write_text(text)
+        field = "file" if kind == "trace" else "path"
+        path = scenario(f, {"failures": [{"kind": kind, field: "failures.csv"}]})
+        return ["run", str(path), "-q", "-o", str(f / "out")]
+
+    return make
+
+
+LOG_HEADER = "nodenum,Prob Started,Prob Fixed\n"
+
+
+def composed_part(policy: str) -> str:
+    """``--set policies=...``: a composed policy whose first part (shards 0, 1) is ``policy``."""
+    rest = "{kind: cpr, target_pls: 0.1, fallback: false, trainer_failure: replica}"
+    return (
+        f"policies=[{{kind: composed, parts: [{{scope: {{shards: [0, 1]}}, name: p, policy: "
+        f"{policy}}}, {{scope: rest, policy: {rest}}}]}}]"
+    )
+
+
+def sweep_manifest_folder(f: Path, shared) -> Path:
+    """A sweep folder whose manifest.json is a folder (it cannot be read)."""
+    folder = f / "sweep"
+    (folder / "manifest.json").mkdir(parents=True)
+    return folder
+
+
 # (id, make(case folder, shared) -> argv, words the message must contain)
 CASES = [
     # -- scenario files ------------------------------------------------------------------
@@ -358,7 +394,6 @@ CASES = [
     ("trace time inf", trace(TRACE_HEADER + "0.5,emb_ps0\ninf,emb_ps1\n"), "line 3"),
     ("trace time negative", trace(TRACE_HEADER + "-1,emb_ps0\n"), "must not be negative"),
     ("trace unsorted", trace(TRACE_HEADER + "2,emb_ps0\n1,emb_ps1\n"), "time order"),
-    ("trace header only", trace(TRACE_HEADER), "no failures"),
     ("trace not a number", trace(TRACE_HEADER + "soon,emb_ps0\n"), "not a number"),
     ("trace bad role", trace("time_s,role\n5,gpu\n"), "role must be"),
     ("trace bad header", trace("when,who\n1,emb_ps0\n"), "header needs"),
@@ -453,6 +488,115 @@ CASES = [
     ),
     ("too many points", sweep(*grid("run.seed", 101), *grid("cluster.trainers", 101)), "points"),
     ("grid empty", sweep("--grid", "run.seed="), "--grid"),
+    (
+        "grid unknown nested key",
+        sweep("--grid", "cluster.storage.bogus.deep=1,2"),
+        "sweep cluster.storage.bogus.deep: unknown key 'bogus'",
+    ),
+    ("grid unknown policy key", sweep("--grid", "policies.*.intervall=1 h"), "'interval'"),
+    ("halfwidth negative zero", sweep("--target-halfwidth", "-0"), "--target-halfwidth"),
+    (
+        "resume a file",
+        lambda f, s: sweep("--resume", str(a_file(f, s)), folder_option=False)(f, s),
+        "is a file",
+    ),
+    (
+        "resume an unreadable manifest",
+        lambda f, s: sweep("--resume", str(sweep_manifest_folder(f, s)), folder_option=False)(f, s),
+        "cannot read the sweep manifest",
+    ),
+    # -- zeros, extremes, not-a-number (by class: tests/test_input_classes.py) -------------
+    ("duration nan", run({"job.training": float("nan")}), "job.training: is not a number"),
+    ("bandwidth inf", run({"cluster.nic_bandwidth": -float("inf")}), "is infinite"),
+    ("interval nan", run({"policies.0.interval": float("nan")}), "policies.0.interval: is not"),
+    (
+        "zero snapshot bandwidth",
+        sets("policies.2.snapshot_bandwidth=0 GB/s"),
+        "policies.2.snapshot_bandwidth: must be positive",
+    ),
+    (
+        "zero per-node storage bandwidth",
+        run({"cluster.storage.read_bandwidth_per_node": "0 Gbit/s"}),
+        "cluster.storage.read_bandwidth_per_node: must be positive",
+    ),
+    ("zero NIC bare", run({"cluster.nic_bandwidth": 0}), "cluster.nic_bandwidth: must be positive"),
+    (
+        "composed zero codec bandwidth",
+        sets(composed_part("{kind: checknrun, recovery: partial, codec_bandwidth: 0 GB/s}")),
+        "policies.0.parts.0.policy.codec_bandwidth: must be positive",
+    ),
+    (
+        "composed zero copy bandwidth",
+        sets(
+            "policies=[{kind: composed, parts: [{scope: {hottest: 0.1}, policy: {kind: ecrm,"
+            " k: 1, fallback: partial, copy_bandwidth: 0 B/s}}, {scope: rest, policy: {kind:"
+            " cpr, target_pls: 0.1, fallback: false, trainer_failure: replica}}]}]"
+        ),
+        "policies.0.parts.0.policy.copy_bandwidth: must be positive",
+    ),
+    (
+        "composed tiny target pls",
+        sets(composed_part("{kind: cpr_mfu, target_pls: 1e-9, fallback: false}")),
+        "policies.0.parts.0.policy.target_pls: a replication would simulate",
+    ),
+    (
+        "tiny target accuracy loss",
+        sets("policies=[{kind: cpr, target_accuracy_loss: 1.0e-12, pls_slope: 1}]"),
+        "policies.0.target_accuracy_loss: a replication would simulate",
+    ),
+    (
+        "composed replay machines",
+        sets(composed_part("{kind: swift, replay_machines: 1000000000000000}")),
+        "policies.0.parts.0.policy.replay_machines: exceeds the 2 embedding PS",
+    ),
+    (
+        "zipf exponent huge",
+        sets("policies=[{kind: cpr_mfu, target_pls: 0.1, popularity_exponent: 1.0e+300}]"),
+        "policies.0.popularity_exponent: Input should be less than or equal to 10",
+    ),
+    (
+        "weibull shape tiny",
+        sets("failures.0={kind: weibull, job_mtbf: 1 h, shape: 1.0e-9}"),
+        "failures.0.shape: Input should be greater than or equal to 0.01",
+    ),
+    (
+        "alias bomb under a key",
+        run(
+            raw="name: x\njob:\n  tables:\n"
+            + "".join("    " + line + "\n" for line in LAUGHS.splitlines())
+        ),
+        "job.tables.l9: invalid YAML",
+    ),
+    # -- failure logs and traces ---------------------------------------------------------
+    ("failure log is a folder", failure_file("failure_log", None), "failure log is a folder"),
+    ("trace is a folder", failure_file("trace", None), "trace file is a folder"),
+    (
+        "failure log mixed zones",
+        failure_file(
+            "failure_log",
+            LOG_HEADER
+            + "1,2005-06-21T10:54Z,2005-06-21T11:54Z\n2,6/21/2005 12:00,6/21/2005 13:00\n",
+        ),
+        "failures.csv line 3, column 2 (Prob Started): '6/21/2005 12:00' has no time zone",
+    ),
+    (
+        "failure log bad fixed cell",
+        failure_file("failure_log", LOG_HEADER + "1,6/21/2005 10:54,later\n"),
+        "failures.csv line 2, column 3 (Prob Fixed): expected a time",
+    ),
+    (
+        "failure log empty file",
+        failure_file("failure_log", ""),
+        "failures.csv line 1: the file is empty",
+    ),
+    # -- trace and validate outputs ------------------------------------------------------
+    ("trace of a file", lambda f, s: ["trace", str(a_file(f, s))], "is a file"),
+    ("trace of nothing", lambda f, s: ["trace", str(f / "absent")], "no such folder"),
+    (
+        "validate -o without a suffix",
+        lambda f, s: ["validate", "--quick", "-o", str(f / "report")],
+        "give a file name with a suffix",
+    ),
 ]
 
 
@@ -689,3 +833,73 @@ def test_output_into_a_closed_pipe_ends_quietly(shared, what):
     process.wait(timeout=HANG_S)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert process.returncode == 141
+
+
+# -- doubtful but valid input: a warning or a note, and the work done ---------------------------
+
+
+def test_trace_into_a_folder_uses_the_default_name_there(shared, tmp_path):
+    folder = run_copy(tmp_path, shared)
+    (tmp_path / "traces").mkdir()
+    made = _ftsim(["trace", str(folder), "-o", str(tmp_path / "traces")], tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert [p.name for p in (tmp_path / "traces").iterdir()] == ["trace_rep0.json"]
+    assert f"trace: {tmp_path / 'traces' / 'trace_rep0.json'} (" in made.stdout
+
+
+def test_trace_of_an_edited_run_folder_says_the_scenario_was_edited(shared, tmp_path):
+    folder = run_copy(tmp_path, shared)
+    text = (folder / "scenario.yaml").read_text()
+    (folder / "scenario.yaml").write_text(text.replace("job_mtbf: 1 h", "job_mtbf: 30 min"))
+    made = _ftsim(["trace", str(folder)], tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "scenario.yaml was edited after the run (its config hash is" in made.stderr
+    assert "another version of ftsim" not in made.stderr
+
+
+def test_a_tiny_target_halfwidth_stops_at_max_reps_and_says_so(tmp_path):
+    """(t·s/h)² overflowed a float for a tiny target h: now the cap is reached and said."""
+    args = ["sweep", str(SMOKE), "--no-trainer", "--reps", "2", "--batch", "2", "--jobs", "1"]
+    args += ["--policy", "full", "--target-halfwidth", "1e-300", "--max-reps", "4", "-q"]
+    made = _ftsim([*args, "-o", str(tmp_path / "s")], tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "Traceback" not in made.stderr
+    assert "ftsim: full at point 0: --max-reps 4 reached with a 95% CI half-width of" in (
+        made.stderr
+    )
+    assert "computed 4, reused 0" in made.stdout
+
+
+def test_warnings_are_located_lines_and_the_run_goes_on(tmp_path):
+    (tmp_path / "t.csv").write_text("time_h,node\n1,emb_ps0\n9,emb_ps1\n")
+    path = scenario(
+        tmp_path,
+        {
+            "failures": [{"kind": "trace", "file": "t.csv"}],
+            "policies": [{"kind": "checknrun", "quantization": "uniform"}],
+        },
+    )
+    made = _ftsim(["run", str(path), "--reps", "1", "-q", "-o", str(tmp_path / "out")], tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert made.stderr.splitlines() == [
+        f"{path}: failures.0.file: warning: t.csv line 3, at 9 h, is after the failure-free "
+        "training time (4 h): a failure after it strikes only if earlier ones delay the job "
+        "that long",
+        f"{path}: policies.0.quantization: warning: has no effect: quantize_bits is null (no "
+        "quantization)",
+    ]
+
+
+def test_a_sweep_over_windows_of_a_log_runs_the_quiet_ones(tmp_path):
+    (tmp_path / "log.csv").write_text(
+        "nodenum,Prob Started,Down Time\n3,6/21/2005 10:54,5\n5,6/21/2005 13:00,5\n"
+    )
+    path = scenario(tmp_path, {"failures": [{"kind": "failure_log", "path": "log.csv"}]})
+    windows = "failures.0.start=6/21/2005 10:00,6/21/2005 12:00,6/23/2005 0:00"
+    args = ["sweep", str(path), "--grid", windows, "--reps", "1", "--jobs", "1", "-q"]
+    made = _ftsim([*args, "--policy", "full", "-o", str(tmp_path / "s")], tmp_path)
+    assert made.returncode == 0, made.stderr
+    runs = (tmp_path / "s" / "runs.csv").read_text().splitlines()
+    header = runs[0].split(",")
+    failures = [int(float(r.split(",")[header.index("n_failures")])) for r in runs[1:]]
+    assert failures == [2, 1, 0]

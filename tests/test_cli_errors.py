@@ -55,7 +55,7 @@ VARIANTS = [
     (
         "zero bandwidth",
         {"cluster.storage.write_bandwidth": "0 GB/s"},
-        "cluster.storage",
+        "cluster.storage.write_bandwidth",
         "must be positive",
     ),
     (

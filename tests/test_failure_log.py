@@ -155,26 +155,24 @@ def _error(tmp_path, capsys, rows=None, text=None, **source):
 
 BAD_LOGS = [
     ("missing node column", {"text": "System,Prob Started,Prob Fixed\n20,1/1/2005 1:00,\n"},
-     "path", "log.csv: missing column nodenum (LANL failure-data format"),
+     "path", "log.csv line 1: missing column nodenum (LANL failure-data format"),
     ("no repair column", {"text": "nodenum,Prob Started\n1,1/1/2005 1:00\n"},
      "path", "missing column Prob Fixed (or Down Time)"),
-    ("empty file", {"text": ""}, "path", "log.csv: the file is empty"),
+    ("empty file", {"text": ""}, "path", "log.csv line 1: the file is empty"),
     ("unparseable start", {"rows": [outage(1, "21.6.2005 10:54", down=5)]},
-     "path", "log.csv line 2: Prob Started: expected a time such as '6/21/2005 10:54'"),
+     "path", "log.csv line 2, column 17 (Prob Started): expected a time such as '6/21/2005"),
     ("unparseable fix", {"rows": [outage(1, "6/21/2005 10:54", "later")]},
-     "path", "line 2: Prob Fixed: expected a time"),
+     "path", "line 2, column 18 (Prob Fixed): expected a time"),
     ("NaN down time", {"rows": [outage(1, "6/21/2005 10:54", down="NaN")]},
-     "path", "line 2: Down Time must be a number of minutes >= 0 (got 'NaN')"),
+     "path", "line 2, column 19 (Down Time): Down Time must be a number of minutes >= 0 (got"),
     ("negative down time", {"rows": [outage(1, "6/21/2005 10:54", down=-3)]},
      "path", "Down Time must be a number of minutes >= 0 (got '-3')"),
     ("no repair time", {"rows": [outage(1, "6/21/2005 10:54")]},
-     "path", "line 2: no repair time (Prob Fixed and Down Time are empty)"),
+     "path", "line 2, column 19 (Down Time): no repair time (Prob Fixed and Down Time are"),
     ("fixed before started", {"rows": [*ROWS, outage(1, "6/21/2005 10:54", "6/21/2005 9:54")]},
-     "path", "line 6: Prob Fixed (6/21/2005 9:54) is before Prob Started (6/21/2005 10:54)"),
+     "path", "line 6, column 18 (Prob Fixed): Prob Fixed (6/21/2005 9:54) is before Prob"),
     ("empty node", {"rows": [outage("", "6/21/2005 10:54", down=5)]},
-     "path", "line 2: nodenum is empty"),
-    ("nothing to replay", {"rows": ROWS, "start": "1/1/2006 0:00"},
-     "path", "no failure to replay: 4 rows, 0 replayed; skipped: 4 before start"),
+     "path", "line 2, column 6 (nodenum): nodenum is empty"),
     ("bad start", {"rows": ROWS, "start": "soon"}, "start", "expected a time such as"),
     ("unknown system", {"rows": ROWS, "system": 7}, "system", "no row of system 7"),
     ("bad explicit node", {"rows": ROWS, "nodes": {2: "emb_ps9"}},
@@ -197,6 +195,17 @@ def test_a_missing_log_is_a_located_error(tmp_path, capsys):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
     assert main(["run", str(tmp_path / "s.yaml"), "-q", "-o", str(tmp_path / "out")]) == 2
     assert "failures.0.path: failure log not found: " in capsys.readouterr().err
+
+
+def test_a_window_without_failures_runs_with_a_warning(tmp_path, capsys):
+    """A quiet window of a log is a valid scenario with zero failures (a sweep over windows
+    of a real log must not stop at one)."""
+    status, err = _error(tmp_path, capsys, rows=ROWS, start="1/1/2006 0:00")
+    assert status == 0, err
+    assert err == (
+        f"{tmp_path / 's.yaml'}: failures.0.path: warning: no failure to replay: 4 rows, "
+        "0 replayed; skipped: 4 before start\n"
+    )
 
 
 def test_every_policy_recovers_from_a_failure_at_time_zero(tmp_path):

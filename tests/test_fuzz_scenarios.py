@@ -4,6 +4,8 @@ traceback, no engine crash on a value the schema let through)."""
 
 import copy
 import math
+import os
+import re
 import warnings
 
 import pytest
@@ -13,13 +15,22 @@ from hypothesis import strategies as st
 from ftsim.policies.cpr import distinct_rows
 from ftsim.scenario.loader import ScenarioError, load_scenario, read_yaml, validate_scenario
 from ftsim.sim.engine import simulate
+from ftsim.sim.failure_log import LogError, read_failure_log
 from tests.conftest import SCENARIOS, scenario
 
 NAMES = ["prod50h", "smoke", "composed", "checknrun", "swift_logging", "ecrm_vs_checkpoint"]
 JUNK = [
     None, True, 0, -1, 1, 2, 7, 0.5, -0.5, 1e-300, 1e300, math.inf, math.nan, "", "abc",
     "1 parsec", "-3 h", "0 s", "1e9 GB/s", "zipf", [], [1], {}, {"kind": "nope"},
+    "1e-300 s", "1 us", "1e12 h", 10**15, 2**62, 1e-9, "0 GB/s", "1e-300 B/s",
+    "2005-06-21T10:54+02:00",
 ]  # fmt: skip
+EXAMPLES = int(os.environ.get("FTSIM_FUZZ_EXAMPLES", "0"))
+"""Examples per fuzz test instead of its default (e.g. 3000 for a long local run)."""
+
+
+def _examples(default: int) -> int:
+    return EXAMPLES or default
 
 
 def _leaves(node, path=()):
@@ -40,7 +51,7 @@ def _set(data, path, value):
     node[path[-1]] = value
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=_examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(NAMES), data=st.data())
 def test_damaged_scenarios_load_or_are_refused_with_a_located_error(name, data):
     path = SCENARIOS / f"{name}.yaml"
@@ -62,7 +73,7 @@ def test_damaged_scenarios_load_or_are_refused_with_a_located_error(name, data):
         assert row["wall_h"] >= row["ideal_h"] or math.isclose(row["wall_h"], row["ideal_h"])
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=_examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from([*NAMES, "cpr_pls", "daly"]), data=st.data())
 def test_damaged_trainer_run_and_sweep_sections_are_refused_or_accepted(name, data):
     """The sections the simulation does not read (validated only: training is slow)."""
@@ -86,7 +97,7 @@ TEXT = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=_examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(NAMES), data=st.data())
 def test_random_set_overrides_load_or_are_refused_with_a_located_error(name, data):
     """``--set PATH=VALUE`` with an existing or mangled path and YAML-ish text as the value."""
@@ -104,6 +115,46 @@ def test_random_set_overrides_load_or_are_refused_with_a_located_error(name, dat
         load_scenario(path, [f"{key}={data.draw(TEXT)}"])
     except ScenarioError as error:
         assert str(error).startswith(str(path)) and ": " in str(error)
+
+
+NODE_IDS = ["1", "017", " 3 ", "²", "①", "١٢", "１２", "n5", "", "-1", "1e3"]
+TIMES = [
+    "6/21/2005 10:54", "6/21/05 10:54:30", "2005-06-21T10:54Z", "2005-06-21T10:54+05:30",
+    "2005-06-21 10:54", "2005-06-21T10:54-00:00", "13/45/2005 1:00", "junk", "", "0",
+]  # fmt: skip
+DOWN = ["5", "0", "", "-1", "nan", "inf", "x", "1e400"]
+LOCATED = re.compile(r"^log\.csv( line \d+(, column \d+ \([^)]+\))?)?: \S")
+
+
+@settings(max_examples=_examples(150), deadline=None)
+@given(
+    header=st.permutations(["nodenum", "Prob Started", "Prob Fixed", "Down Time", "System"]),
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(NODE_IDS),
+            st.sampled_from(TIMES),
+            st.sampled_from(TIMES),
+            st.sampled_from(DOWN),
+            st.sampled_from(["20", "", "3"]),
+        ),
+        max_size=6,
+    ),
+)
+def test_random_failure_logs_are_read_or_refused_at_a_located_cell(tmp_path_factory, header, rows):
+    """Failure logs with node ids in any script, times with and without zones, bad cells:
+    read, or a LogError naming the file (and line and column of a cell)."""
+    path = tmp_path_factory.mktemp("log") / "log.csv"
+    order = ["nodenum", "Prob Started", "Prob Fixed", "Down Time", "System"]
+    lines = [",".join(header)]
+    lines += [",".join(dict(zip(order, row, strict=True))[h] for h in header) for row in rows]
+    path.write_text("\n".join(lines) + "\n")
+    try:
+        entries = read_failure_log(path)
+    except LogError as error:
+        assert LOCATED.match(str(error)), str(error)
+        return
+    assert [e.started for e in entries] == sorted(e.started for e in entries)
+    assert all(e.repair_s >= 0 and e.started.tzinfo is None for e in entries)
 
 
 @pytest.mark.parametrize("name", NAMES)

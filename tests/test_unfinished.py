@@ -93,6 +93,7 @@ def _rows(policy, overheads, completed):
             "point": 0,
             "rep": rep,
             "overhead_frac": value if done else math.inf,
+            "ettr": 1 / (1 + value) if done else 0.01,
             "completed": done,
             **{f"{c}_h": 1.0 for c in ("save", "load", "lost", "reschedule", "degraded")},
             "other_h": 0.0,

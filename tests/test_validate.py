@@ -29,6 +29,10 @@ def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
         "daly_example",
         "daly_wall_time",
         "daly_optimum",
+        "kokolis_ettr.128",
+        "kokolis_ettr.1024",
+        "kokolis_ettr.4096",
+        "kokolis_ettr.16384",
         "accounting_identity",
         "exact_recovery",
         "exact_recovery_ecrm_swift",
@@ -54,11 +58,11 @@ def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
     assert len(sections) == len(ftsim.validation.suite.REGISTRY)
     links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)
     assert links == [f"validation/{name}.png" for name in (
-        "daly_wall_time", "accounting_identity", "pls_prediction", "cpr_prod50h"
+        "daly_wall_time", "kokolis_ettr", "accounting_identity", "pls_prediction", "cpr_prod50h"
     )]  # fmt: skip
     for link in links:
         assert (report.parent / link).read_bytes()[:8] == PNG
-    assert sorted(p.suffix for p in (report.parent / "validation").iterdir()) == [".png"] * 4
+    assert sorted(p.suffix for p in (report.parent / "validation").iterdir()) == [".png"] * 5
     out = capsys.readouterr().out
     assert "PASS  daly_example" in out and f"report: {report}" in out
 

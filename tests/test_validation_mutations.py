@@ -97,6 +97,16 @@ def _failed_shard_forgotten(monkeypatch):
     )
 
 
+def _restart_waits_twice(monkeypatch):
+    """A failed node's replacement arrives twice its rescheduling delay after the failure."""
+
+    def await_replacements(self, failures):
+        ready_s = max(f.time_s + 2 * f.reschedule_s for f in failures)
+        yield from self.phase("reschedule", ready_s - self.env.now, "replace failed nodes")
+
+    monkeypatch.setattr(ftsim.sim.engine.Simulation, "await_replacements", await_replacements)
+
+
 BUGS = {
     "daly_example": _closed_form_save_10pct_slow,
     "daly_wall_time": _lost_work_quartered,
@@ -105,6 +115,7 @@ BUGS = {
     "exact_recovery": _checkpoint_misses_dense_state,
     "exact_recovery_ecrm_swift": _decoding_off_by_1e_3,
     "pls_prediction": _failed_shard_forgotten,
+    "kokolis_ettr": _restart_waits_twice,
 }
 
 

@@ -131,9 +131,10 @@ def finished(row: dict) -> bool:
 
 
 def summarize(rows: list[dict]) -> list[dict]:
-    """Per policy: mean overhead with its 95% t-interval and mean breakdown in hours, over
-    the ``n`` finished replications (``n_unfinished`` counts the others, whose overhead is
-    undefined; with none finished the statistics are NaN); the time model's mean
+    """Per policy: mean overhead and mean ``ettr`` (ideal / wall) with their 95% t-intervals
+    and mean breakdown in hours, over the ``n`` finished replications (``n_unfinished``
+    counts the others, whose overhead is undefined; with none finished the statistics are
+    NaN); the time model's mean
     ``pls_model`` where the policy estimates it; and for the ``n_trained`` finished
     replications that trained the model, the mean and 95% t-interval of each accuracy column
     (:data:`ACCURACY`)."""
@@ -144,6 +145,8 @@ def summarize(rows: list[dict]) -> list[dict]:
         mean, half, n = mean_ci([r["overhead_frac"] for r in mine])
         summary = {"policy": policy, "n": n, "n_unfinished": unfinished}
         summary.update(overhead_mean=mean, overhead_ci95=half)
+        mean, half, _ = mean_ci([r["ettr"] for r in mine])
+        summary.update(ettr_mean=mean, ettr_ci95=half)
         for column in [f"{c}_h" for c in CATEGORIES] + ["wall_h", "n_failures"]:
             summary[column] = _mean([r[column] for r in mine])
         if mine and all("pls_model" in r for r in mine):

@@ -23,6 +23,7 @@ KEY = ("point", "policy")
 
 METRICS = (
     "overhead_frac",
+    "ettr",
     "wall_h",
     "save_h",
     "load_h",

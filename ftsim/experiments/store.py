@@ -85,11 +85,18 @@ class RunStore:
         """An existing run folder made by a sweep with the same ``config_hash``; its shards
         are verified against their recorded checksums."""
         store = cls(root)
+        if root.is_file():
+            raise StoreError(f"--resume {root}: is a file; give the sweep's folder")
         try:
             manifest = store.manifest()
             found = manifest["config_hash"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (FileNotFoundError, NotADirectoryError, ValueError, KeyError, TypeError):
             raise StoreError(f"--resume {root}: no sweep manifest ({root / MANIFEST})") from None
+        except OSError as exc:  # it is there but cannot be read: say so, not "missing"
+            raise StoreError(
+                f"--resume {root}: cannot read the sweep manifest {root / MANIFEST} "
+                f"({exc.strerror})"
+            ) from None
         if manifest.get("command", "sweep") != "sweep":
             raise StoreError(f"--resume {root}: the folder holds the output of ftsim run")
         if found != config_hash:

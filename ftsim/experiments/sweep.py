@@ -194,13 +194,29 @@ def _points(plain: dict, all_values: list[dict], path: Path) -> list[Point]:
                     set_path(data, key.split("."), copy.deepcopy(value))
                 except ValueError as exc:
                     raise ScenarioError(path, [(f"sweep {key}", str(exc))]) from None
-            points.append(Point(index, values, validate_scenario(data, path)))
+            points.append(Point(index, values, validate_scenario(data, path, warn=False)))
         except ScenarioError as exc:
-            for problem in exc.problems:
+            for path_, message in exc.problems:
+                problem = (_sweep_key_at(path_, message, values), message)
                 problems.setdefault(problem, f"sweep point {index}: {where}")
     if problems:
         raise ScenarioError(path, [(p, f"{m} [{w}]") for (p, m), w in problems.items()])
     return points
+
+
+def _sweep_key_at(path: str, message: str, values: dict) -> str:
+    """``sweep KEY`` when the problem at ``path`` is the sweep key KEY itself not fitting the
+    scenario (an unknown key on its way, ``cluster.storage.bogus`` of
+    ``cluster.storage.bogus.deep``), else ``path``."""
+    parts = path.split(".")
+    for key in values:
+        steps = key.split(".")
+        fits = len(parts) <= len(steps) and all(
+            s in ("*", p) for s, p in zip(steps, parts, strict=False)
+        )
+        if fits and (len(parts) < len(steps) or message.startswith("unknown key")):
+            return f"sweep {key}"
+    return path
 
 
 # -- execution -----------------------------------------------------------------------------
@@ -419,10 +435,11 @@ def _more_replications(
             continue
         needed = n + batch
         if s["std"] > 0:
-            needed = max(
-                needed, math.ceil((t_quantile(0.95, n - 1) * s["std"] / plan.target_halfwidth) ** 2)
-            )
-            needed = -(-needed // batch) * batch
+            # n with t·s/√n at most the target; a tiny target needs more than max_reps (and
+            # its square may overflow a float): the cap is reached, and said in the summary
+            root_n = t_quantile(0.95, n - 1) * s["std"] / plan.target_halfwidth
+            enough = math.ceil(root_n**2) if root_n < math.sqrt(plan.max_reps) else plan.max_reps
+            needed = -(-max(needed, enough) // batch) * batch
         targets[pair] = min(needed, plan.max_reps)
     return targets
 
@@ -473,6 +490,23 @@ def finish(plan: Plan, store: RunStore):
     summary = summarize(runs, plan.columns, plan.reference)
     write_csv(store.root / "summary.csv", summary.to_dict("records"))
     return summary
+
+
+def short_of_target(plan: Plan, summary) -> list[str]:
+    """One line per (point, policy) whose overhead interval is still wider than
+    ``--target-halfwidth`` when its replications reached ``--max-reps`` (the cap)."""
+    if plan.target_halfwidth is None:
+        return []
+    lines = []
+    for row in summary.to_dict("records"):
+        half = row.get("overhead_frac_ci95_half", math.nan)
+        if row["n"] + row["n_unfinished"] >= plan.max_reps and not half <= plan.target_halfwidth:
+            lines.append(
+                f"{row['policy']} at point {row['point']}: --max-reps {plan.max_reps} reached "
+                f"with a 95% CI half-width of {half:.3g}, above --target-halfwidth "
+                f"{plan.target_halfwidth:g}"
+            )
+    return lines
 
 
 def _yaml_value(text: str):

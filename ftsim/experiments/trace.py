@@ -454,13 +454,17 @@ def read_run_folder(run_dir: Path) -> tuple[Scenario, list[dict]]:
     folder is not one."""
     from ftsim.scenario.loader import load_scenario
 
+    if run_dir.is_file():
+        raise TraceError(f"{run_dir}: is a file; give a run folder (the output of ftsim run)")
     if not run_dir.is_dir():
         raise TraceError(f"{run_dir}: no such folder")
     manifest = run_dir / "manifest.json"
     if manifest.is_file():
         try:
             command = json.loads(manifest.read_text()).get("command")
-        except (OSError, ValueError, AttributeError):
+        except OSError as exc:
+            raise TraceError(f"{manifest}: cannot read the manifest ({exc.strerror})") from None
+        except (ValueError, AttributeError):
             command = None
         if command == "sweep":
             raise TraceError(
@@ -468,6 +472,8 @@ def read_run_folder(run_dir: Path) -> tuple[Scenario, list[dict]]:
                 "with `ftsim run SCENARIO --set KEY=VALUE ...` and trace that"
             )
     for name in ("scenario.yaml", "runs.csv"):
+        if (run_dir / name).is_dir():
+            raise TraceError(f"{run_dir / name}: is a folder, not a file (not a run folder)")
         if not (run_dir / name).is_file():
             raise TraceError(f"{run_dir}: no {name} (not a run folder)")
     scenario = load_scenario(run_dir / "scenario.yaml")
@@ -476,10 +482,29 @@ def read_run_folder(run_dir: Path) -> tuple[Scenario, list[dict]]:
     return scenario, rows
 
 
-def mismatches(sims: list[Simulation], rows: list[dict]) -> list[str]:
-    """Warnings for re-simulated replications that differ from the folder's ``runs.csv``
-    (another ftsim version, or an edited folder)."""
+def edited_scenario(run_dir: Path, scenario: Scenario) -> str | None:
+    """Why the folder's ``scenario.yaml`` is not the one that ran, when its config hash
+    differs from the manifest's (it was edited), else None."""
+    from ftsim.scenario.loader import config_hash
+
+    try:
+        recorded = json.loads((run_dir / "manifest.json").read_text()).get("config_hash")
+    except (OSError, ValueError, AttributeError):
+        return None
+    now = config_hash(scenario)
+    if not isinstance(recorded, str) or recorded == now:
+        return None
+    return (
+        f"scenario.yaml was edited after the run (its config hash is {now}, the manifest's "
+        f"{recorded})"
+    )
+
+
+def mismatches(sims: list[Simulation], rows: list[dict], edited: str | None = None) -> list[str]:
+    """Warnings for re-simulated replications that differ from the folder's ``runs.csv``:
+    ``edited`` says why (the scenario was edited), else another version of ftsim made it."""
     warnings = []
+    why = edited or "the folder was made by another version of ftsim"
     for sim in sims:
         row = sim.row()
         stored = [
@@ -499,7 +524,7 @@ def mismatches(sims: list[Simulation], rows: list[dict]) -> list[str]:
             warnings.append(
                 f"warning: {row['policy']} replication {row['rep']} simulated again differs "
                 f"from runs.csv (wall_h {row['wall_h']:.6g} vs {wall_h:.6g}, failures "
-                f"{row['n_failures']} vs {n_failures}): the folder was made by another "
-                "version of ftsim; the trace shows this version's simulation"
+                f"{row['n_failures']} vs {n_failures}): {why}; the trace shows this "
+                "version's simulation of the folder's scenario.yaml"
             )
     return warnings

@@ -78,6 +78,7 @@ current value). young/daly are still accepted with ``partial``: the rollback opt
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -92,6 +93,7 @@ from ftsim.policies.registry import register
 from ftsim.scenario.quantities import BytesPerSecond
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 from ftsim.sim.nodes import failed_shards
+from ftsim.trainer.config import MAX_ZIPF_EXPONENT
 
 RANGE_BYTES = 8
 """Bytes of a quantization range: offset and scale, 2 × fp32."""
@@ -128,6 +130,7 @@ class CheckNRunParams(PolicyParams):
     popularity_exponent: float = Field(
         1.05,
         ge=0,
+        le=MAX_ZIPF_EXPONENT,
         description="Zipf exponent of row popularity if the trainer has no synthetic data",
     )
     recovery: Literal["full", "partial"] = Field(
@@ -569,14 +572,17 @@ class CheckNRun(Policy):
             return None
         return tuple(progress_s - r for r in self.reference_s)
 
-    def _cycle(self, interval_s: float) -> list[_Kept]:
-        """The checkpoints of one baseline cycle at a regular ``interval_s``, no failure."""
+    def _cycle(self, interval_s: float) -> Iterator[_Kept]:
+        """The checkpoints of one baseline cycle at a regular ``interval_s``, no failure, one
+        at a time. A cycle longer than the failure-free run ends with the run's last
+        checkpoint: the later ones are never written (and planning them would cost time in
+        proportion to ``baseline_every``, which may be huge to mean "one baseline")."""
         one_shot = self.params.differential == "one_shot"
-        cycle = [self.checkpoint(0.0, None)]
-        for k in range(1, self.params.baseline_every):
+        in_run = math.floor(self.scenario.job.work_s / interval_s)
+        yield self.checkpoint(0.0, None)
+        for k in range(1, min(self.params.baseline_every, max(in_run, 1))):
             since = (k if one_shot else 1) * interval_s
-            cycle.append(self.checkpoint(k * interval_s, (since,) * self.n_shards))
-        return cycle
+            yield self.checkpoint(k * interval_s, (since,) * self.n_shards)
 
     def _chain_sums(self, chain: list[_Kept]) -> tuple[list[float], list[float]]:
         """Per PS, the bytes of ``chain`` and the fp32 bytes it quantized (to dequantize)."""
@@ -593,7 +599,10 @@ class CheckNRun(Policy):
         """Planned time to restore from ``chain`` alone, seconds: full recovery, every PS
         reads its part while every trainer reads the dense copy; partial, the m PS of a
         failure read theirs. Then their dequantization."""
-        per_shard, codec = self._chain_sums(chain)
+        return self._restore_sums_s(*self._chain_sums(chain))
+
+    def _restore_sums_s(self, per_shard: list[float], codec: list[float]) -> float:
+        """:meth:`_restore_s` of a chain whose per-PS sums are ``per_shard`` and ``codec``."""
         if self.partial:
             m = round(self.shards_per_failure)
             flows, codec = per_shard[:m], codec[:m]
@@ -606,12 +615,19 @@ class CheckNRun(Policy):
         to restore after each of its checkpoints (planning: each transfer alone)."""
         if math.isinf(interval_s):
             return self._stall_s(self.checkpoint(0.0, None)), 0.0
-        cycle = self._cycle(interval_s)
-        stall = sum(self._stall_s(k) for k in cycle) / len(cycle)
-        chains = [cycle[: i + 1] for i in range(len(cycle))]
-        if self.params.differential == "one_shot":
-            chains = [[cycle[0]] + ([k] if i else []) for i, k in enumerate(cycle)]
-        return stall, sum(self._restore_s(c) for c in chains) / len(chains)
+        one_shot = self.params.differential == "one_shot"
+        stall = restore = 0
+        for i, kept in enumerate(self._cycle(interval_s)):
+            stall += self._stall_s(kept)
+            if i == 0:  # the baseline, alone
+                baseline, per_shard, codec = kept, list(kept.shard_bytes), list(kept.codec_bytes)
+            elif one_shot:  # the baseline and this checkpoint
+                per_shard, codec = self._chain_sums([baseline, kept])
+            else:  # the chain so far, summed in chain order
+                per_shard = [a + b for a, b in zip(per_shard, kept.shard_bytes, strict=True)]
+                codec = [a + b for a, b in zip(codec, kept.codec_bytes, strict=True)]
+            restore += self._restore_sums_s(per_shard, codec)
+        return stall / (i + 1), restore / (i + 1)
 
     def predicted_pls(self, interval_s: float) -> float:
         """PLS of partial recovery, m · T / (2 · E · T_fail) (``cpr``'s (1)); 0 without

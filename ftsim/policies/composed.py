@@ -67,6 +67,7 @@ from ftsim.policies.registry import POLICIES, REGISTRY, register
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.sim.cluster import StateLayout
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
+from ftsim.trainer.config import MAX_ZIPF_EXPONENT
 
 for _info in POLICIES:  # the policies a part may use: every other registered kind
     if _info.module != __name__:
@@ -138,6 +139,7 @@ class ComposedParams(PolicyParams):
     popularity_exponent: float = Field(
         1.05,
         gt=0,
+        le=MAX_ZIPF_EXPONENT,
         description="Zipf exponent of row popularity if the trainer has no synthetic data",
     )
 

@@ -72,6 +72,7 @@ from ftsim.scenario.quantities import Seconds
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.sim.theory import daly_interval_s
+from ftsim.trainer.config import MAX_ZIPF_EXPONENT
 
 
 class CprParams(SavingParams):
@@ -122,6 +123,7 @@ class _PrioritizedParams(CprParams):
     popularity_exponent: float = Field(
         1.05,
         gt=0,
+        le=MAX_ZIPF_EXPONENT,
         description="Zipf exponent of row popularity if the trainer has no synthetic data",
     )
     select_ns: float = Field(

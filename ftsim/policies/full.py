@@ -43,6 +43,10 @@ def _interval(value):
     if isinstance(value, str) and value.strip() in INTERVAL_RULES:
         return value.strip()
     expected = f"expected a duration such as '30 min', or one of {', '.join(INTERVAL_RULES)}"
+    if isinstance(value, float) and math.isnan(value):  # YAML's .nan
+        raise ValueError(f"is not a number (NaN); {expected}")
+    if isinstance(value, float) and math.isinf(value):
+        raise ValueError(f"is infinite; {expected}")
     if isinstance(value, bool) or not isinstance(value, str):
         raise ValueError(expected)
     try:

@@ -124,6 +124,16 @@ class SwiftParams(SavingParams, TouchedRowsParams):
         0.1, ge=0, description="time to undo one iteration, in iterations (assumption)"
     )
 
+    def problems(self, scenario):
+        found = super().problems(scenario)
+        if self.replay_machines > scenario.cluster.emb_ps:
+            message = (
+                f"exceeds the {scenario.cluster.emb_ps} embedding PS a shard's replay can be "
+                "spread over (cluster.emb_ps)"
+            )
+            found.append(("replay_machines", message))
+        return found
+
     def part_problems(self, dense, by_rows):
         """SWIFT manages a part when a failure after the logged share does not roll the job
         back (``unlogged: drop``, or a full log). A trainer failure costs only the in-flight

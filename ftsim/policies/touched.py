@@ -19,6 +19,7 @@ from pydantic import Field
 
 from ftsim.policies.base import PolicyParams
 from ftsim.policies.cpr import distinct_rows, popularity_problems, row_popularity
+from ftsim.trainer.config import MAX_ZIPF_EXPONENT
 
 
 class TouchedRowsParams(PolicyParams):
@@ -32,6 +33,7 @@ class TouchedRowsParams(PolicyParams):
     popularity_exponent: float = Field(
         1.05,
         ge=0,
+        le=MAX_ZIPF_EXPONENT,
         description="Zipf exponent of row popularity if the trainer has no synthetic data "
         "(unique_lookup_fraction: zipf)",
     )

@@ -12,6 +12,7 @@ import hashlib
 import json
 import types
 import typing
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def read_yaml(path: Path) -> dict:
     try:
         data = parse_yaml(text)
     except yaml.YAMLError as exc:
-        raise ScenarioError(path, [("", _yaml_problem(exc))]) from None
+        raise ScenarioError(path, [(getattr(exc, "key_path", ""), _yaml_problem(exc))]) from None
     if not isinstance(data, dict):
         raise ScenarioError(
             path, [("", f"a scenario must be a mapping of sections (got {_show(data)})")]
@@ -171,17 +172,37 @@ def parse_yaml(text: str):
         node = loader.get_single_node()
         if node is None:
             return None
-        size, _ = _expanded_shape(node, {})
+        shapes: dict = {}
+        size, _ = _expanded_shape(node, shapes)
         if size > MAX_YAML_NODES:
-            raise yaml.composer.ComposerError(
+            keys, node = _largest_key(node, shapes)
+            error = yaml.composer.ComposerError(
                 None,
                 None,
-                f"aliases expand to {size:.3g} values, more than {MAX_YAML_NODES:,}",
+                f"aliases expand to {shapes[id(node)][0]:.3g} values, more than {MAX_YAML_NODES:,}",
                 node.start_mark,
             )
+            error.key_path = ".".join(keys)
+            raise error
         return loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def _largest_key(node: yaml.Node, shapes: dict) -> tuple[list[str], yaml.Node]:
+    """The dotted key path (and value node) where an alias-expansion bomb sits: from the top,
+    the key of the largest value while that value alone expands beyond ``MAX_YAML_NODES``."""
+    keys = []
+    while isinstance(node, yaml.MappingNode):
+        pairs = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+        if not pairs:
+            break
+        key, value = max(pairs, key=lambda pair: shapes[id(pair[1])][0])
+        if shapes[id(value)][0] <= MAX_YAML_NODES:
+            break
+        keys.append(key.value)
+        node = value
+    return keys, node
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -261,8 +282,10 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     return validate_scenario(data, path)
 
 
-def validate_scenario(data: dict, path: Path) -> Scenario:
-    """Validate a scenario mapping read from ``path``."""
+def validate_scenario(data: dict, path: Path, *, warn: bool = True) -> Scenario:
+    """Validate a scenario mapping read from ``path``; with ``warn``, each value that is valid
+    but probably not meant is issued as a :class:`~ftsim.scenario.notices.ScenarioWarning`
+    (a sweep warns about its base scenario, not about every point)."""
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": path.parent})
     except ValidationError as exc:
@@ -271,6 +294,10 @@ def validate_scenario(data: dict, path: Path) -> Scenario:
     problems = scenario.problems()
     if problems:
         raise ScenarioError(path, problems)
+    from ftsim.scenario.notices import ScenarioWarning, scenario_warnings
+
+    for where, message in scenario_warnings(scenario) if warn else ():
+        warnings.warn(ScenarioWarning(path, where, message), stacklevel=2)
     return scenario
 
 
@@ -354,10 +381,13 @@ def _locate(loc: tuple, data: dict) -> tuple[str, type[BaseModel] | None, object
     raw: object = data
     parts: list[str] = []
     owner: type[BaseModel] | None = Scenario
+    tagged = False  # the union member of the current mapping is already chosen
     for item in loc:
-        if isinstance(raw, dict) and item not in raw and raw.get("kind") == item:
+        if not tagged and isinstance(raw, dict) and _kind(raw) == item:
             model = _member_with_kind(model, item)
+            tagged = True
             continue
+        tagged = False
         if _is_union_tag(item) and not (isinstance(raw, dict) and item in raw):
             continue
         parts.append(str(item))
@@ -370,6 +400,12 @@ def _locate(loc: tuple, data: dict) -> tuple[str, type[BaseModel] | None, object
         else:
             raw = None
     return ".".join(parts), owner, raw
+
+
+def _kind(raw: dict) -> str | None:
+    """The ``kind`` a mapping selects: its ``kind``, or ``preset`` for the failure-preset
+    shorthand ``{preset: NAME}``."""
+    return raw.get("kind", "preset" if "preset" in raw else None)
 
 
 def _join(path: str, key: str) -> str:

@@ -244,13 +244,6 @@ class Storage(Section):
         None, description="per-node read limit (default: the NIC)"
     )
 
-    @model_validator(mode="after")
-    def _positive(self):
-        for name in ("write_bandwidth", "read_bandwidth"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
-        return self
-
 
 class Racks(Section):
     """Racks with an oversubscribed uplink. Nodes fill racks of ``size`` in index order
@@ -321,12 +314,6 @@ class Cluster(Section):
     @property
     def n_nodes(self) -> int:
         return self.trainers + self.emb_ps
-
-    @model_validator(mode="after")
-    def _positive(self):
-        if self.nic_bandwidth <= 0:
-            raise ValueError("nic_bandwidth must be positive")
-        return self
 
 
 class Run(Section):
@@ -503,7 +490,7 @@ class Scenario(Section):
             f"failures.{i}.{source.rate_field()}": source.expected_failures(self, horizon_s)
             for i, source in enumerate(self.failures)
         }
-        actions = {i: _checkpoints(policy, work_s) for i, policy in enumerate(self.policies)}
+        actions = {i: _checkpoints(policy, self) for i, policy in enumerate(self.policies)}
         busiest = max(actions, key=lambda i: sum(actions[i].values()))
         n_failures, n_actions = sum(failures.values()), sum(actions[busiest].values())
         total = n_failures + n_actions
@@ -533,14 +520,30 @@ class Scenario(Section):
         return [p.label for p in self.policies]
 
 
-def _checkpoints(policy, work_s: float) -> dict[str, float]:
+def _checkpoints(policy, scenario: Scenario) -> dict[str, float]:
     """Actions a policy takes in a failure-free run, per field: every policy field named
-    ``*interval`` holding a duration is compute time between two of its actions."""
+    ``*interval`` holding a duration is compute time between two of its actions; a target
+    portion of lost samples (``target_pls``, or ``target_accuracy_loss`` / ``pls_slope``)
+    sets an interval by CPR's rule (1), 2·N·M·PLS/m (N embedding PS, M the job's MTBF, m
+    PS lost per failure); a composed policy's parts count as the policy's own."""
+    from ftsim.sim.failures import job_mtbf_s, victims_per_failure
+
+    work_s = scenario.job.work_s
     found = {}
     for name in type(policy).model_fields:
         value = getattr(policy, name)
         if name.endswith("interval") and isinstance(value, float) and value > 0:
             found[name] = work_s / value
+        elif name in ("target_pls", "target_accuracy_loss") and value is not None:
+            target = value if name == "target_pls" else value / policy.pls_slope
+            lost = victims_per_failure(scenario, "emb_ps")
+            mtbf_s = job_mtbf_s(scenario)
+            if lost > 0 and math.isfinite(mtbf_s):
+                found[name] = work_s * lost / (2.0 * scenario.cluster.emb_ps * mtbf_s * target)
+        elif name == "parts":
+            for i, part in enumerate(value):
+                inner = _checkpoints(part.policy, scenario)
+                found.update({f"parts.{i}.policy.{k}": n for k, n in inner.items()})
     return found
 
 

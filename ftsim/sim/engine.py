@@ -302,6 +302,7 @@ class Simulation:
             "ideal_h": ideal_h,
             "wall_h": wall_h,
             "overhead_frac": (wall_h - ideal_h) / ideal_h if self.completed else math.inf,
+            "ettr": (self.work_s if self.completed else self.progress_s) / self.wall_s,
             "completed": self.completed,
         }
         row.update({f"{c}_h": breakdown[c] / 3600.0 for c in CATEGORIES})

@@ -23,17 +23,25 @@ read (others are ignored, so a log with just them is enough):
 
 Header names are matched without regard to case, spacing or a parenthesised suffix
 (``Prob Started (mm/dd/yy hh:mm)`` is ``Prob Started``). Times may also have seconds, a
-two-digit year, or be ISO 8601 (``2005-06-21 10:54``). Rows may be in any order.
+two-digit year, or be ISO 8601 (``2005-06-21 10:54``). ISO times may carry a time zone
+(``2005-06-21T10:54+02:00``, ``...Z``): they are converted to UTC; a log mixing times with
+and without a zone is refused, since their order is unknown. A node id of decimal digits
+(in any script) is an integer; any other id (``n17``, ``²``) is text. Rows may be in any
+order; a log with a header and no rows is valid (no outages). Every error names the file,
+line and column.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
+
+from ftsim.scenario.files import TextFileError, read_text
 
 TIME_FORMATS = ("%m/%d/%Y %H:%M", "%m/%d/%Y %H:%M:%S", "%m/%d/%y %H:%M", "%m/%d/%y %H:%M:%S")
 """LANL's month/day/year hour:minute, with optional seconds and two-digit years."""
@@ -49,7 +57,8 @@ COLUMNS = {
 
 
 class LogError(ValueError):
-    """An invalid failure log; the message names the file, and the line when it is one row."""
+    """An invalid failure log; the message names the file, and the line and column (number
+    and header name) of the value at fault."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +70,11 @@ class LogEntry:
     node: str
     """The log's node id (integers without leading zeros)."""
     started: datetime
+    """When the failure started: naive, in UTC when the log's times have a time zone."""
     repair_s: float
     """Seconds from the failure to the repair (Prob Fixed − Prob Started, or Down Time)."""
+    zoned: bool = False
+    """Whether the log's times have a time zone (then ``started`` is in UTC)."""
 
 
 def _key(header: str) -> str:
@@ -71,19 +83,26 @@ def _key(header: str) -> str:
     return " ".join(header.lower().split())
 
 
+def is_integer_id(text: str) -> bool:
+    """Whether a node id is an integer: decimal digits of any script (``17``, ``١٧``, ``１７``);
+    a digit that is not decimal (``²``, ``①``) makes it a text id."""
+    return text.isdecimal()
+
+
 def node_id(text: str) -> str:
-    """A log node id as compared: stripped; an integer without leading zeros."""
+    """A log node id as compared: stripped; an integer in ASCII digits without leading zeros."""
     text = str(text).strip()
-    return str(int(text)) if text.isdigit() else text
+    return str(int(text)) if is_integer_id(text) else text
 
 
 def id_order(node: str) -> tuple:
     """Sort key of node ids: integers numerically, before any other text."""
-    return (0, int(node), "") if node.isdigit() else (1, 0, node)
+    return (0, int(node), "") if is_integer_id(node) else (1, 0, node)
 
 
 def parse_time(text: str) -> datetime:
-    """A LANL time (``6/21/2005 10:54``) or ISO 8601; ValueError if neither."""
+    """A LANL time (``6/21/2005 10:54``) or ISO 8601, with or without a time zone
+    (``2005-06-21T10:54+02:00``); ValueError if neither."""
     text = " ".join(str(text).split())
     for form in TIME_FORMATS:
         try:
@@ -98,78 +117,130 @@ def parse_time(text: str) -> datetime:
         ) from None
 
 
+def as_utc(time: datetime) -> datetime:
+    """A zone-aware time as the naive time in UTC; a naive time unchanged."""
+    if time.tzinfo is None:
+        return time
+    return time.astimezone(UTC).replace(tzinfo=None)
+
+
 def read_failure_log(path: Path) -> list[LogEntry]:
-    """The outages of a failure log, sorted by start (then line); LogError naming the file
-    (and line) on a missing column or a bad value."""
+    """The outages of a failure log, sorted by start (then line); LogError naming the file,
+    line and column of the first problem.
+
+    Times with a time zone (``2005-06-21T10:54+02:00``) are converted to UTC; a log that
+    mixes times with and without a zone is refused (their order is unknown). A log with a
+    header and no rows has no outages.
+    """
     name = path.name
     try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle)
-            header = next(reader, None)
-            if header is None:
-                raise LogError(f"{name}: the file is empty")
-            found = {_key(h): i for i, h in reversed(list(enumerate(header)))}
-            where = {k: found.get(_key(v)) for k, v in COLUMNS.items()}
-            missing = [COLUMNS[k] for k in ("node", "started") if where[k] is None]
-            if where["fixed"] is None and where["down"] is None:
-                missing.append(f"{COLUMNS['fixed']} (or {COLUMNS['down']})")
-            if missing:
-                got = ", ".join(h.strip() for h in header if h.strip()) or "nothing"
-                raise LogError(
-                    f"{name}: missing column {', '.join(missing)} (LANL failure-data format: "
-                    f"nodenum, Prob Started, Prob Fixed or Down Time, optional System; got {got})"
-                )
-            entries = [
-                entry
-                for line, row in enumerate(reader, start=2)
-                if (entry := _entry(name, line, row, where)) is not None
-            ]
-    except UnicodeDecodeError:
-        raise LogError(f"{name}: not a text (UTF-8) CSV file") from None
+        text = read_text(path)
+    except TextFileError as exc:
+        raise LogError(f"{name}: {exc}") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise LogError(f"{name} line 1: the file is empty (expected a header line)")
+        found = {_key(h): i for i, h in reversed(list(enumerate(header)))}
+        where = {k: found.get(_key(v)) for k, v in COLUMNS.items()}
+        missing = [COLUMNS[k] for k in ("node", "started") if where[k] is None]
+        if where["fixed"] is None and where["down"] is None:
+            missing.append(f"{COLUMNS['fixed']} (or {COLUMNS['down']})")
+        if missing:
+            got = ", ".join(h.strip() for h in header if h.strip()) or "nothing"
+            raise LogError(
+                f"{name} line 1: missing column {', '.join(missing)} (LANL failure-data format: "
+                f"nodenum, Prob Started, Prob Fixed or Down Time, optional System; got {got})"
+            )
+        row = _Row(name, header, where)
+        entries = []
+        line = reader.line_num + 1
+        for cells in reader:
+            entry = row.entry(line, cells)
+            if entry is not None:
+                entries.append(entry)
+            line = reader.line_num + 1
     except csv.Error as exc:
-        raise LogError(f"{name}: not a readable CSV file ({exc})") from None
+        raise LogError(f"{name} line {reader.line_num}: not a readable CSV file ({exc})") from None
     entries.sort(key=lambda e: (e.started, e.line))
     return entries
 
 
-def _entry(name: str, line: int, row: list[str], where: dict) -> LogEntry | None:
-    def cell(key: str) -> str:
-        index = where[key]
-        return row[index].strip() if index is not None and index < len(row) else ""
+class _Row:
+    """Reads the rows of one log: the cells that matter, located by line and column."""
 
-    if not any(value.strip() for value in row):
-        return None  # a blank row
-    at = f"{name} line {line}"
-    node = cell("node")
-    if not node:
-        raise LogError(f"{at}: nodenum is empty")
-    started_text = cell("started")
-    if not started_text:
-        raise LogError(f"{at}: Prob Started is empty")
-    try:
-        started = parse_time(started_text)
-    except ValueError as exc:
-        raise LogError(f"{at}: Prob Started: {exc} (got {started_text!r})") from None
-    fixed_text = cell("fixed")
-    if fixed_text:
+    def __init__(self, name: str, header: list[str], where: dict[str, int | None]):
+        self.name = name
+        self.header = header
+        self.where = where
+        self.zone: tuple[bool, str] | None = None
+        """Whether the log's first time has a time zone, and where it is."""
+
+    def at(self, line: int, key: str) -> str:
+        """``log.csv line 3, column 17 (Prob Started)``."""
+        index = self.where[key]
+        return f"{self.name} line {line}, column {index + 1} ({self.header[index].strip()})"
+
+    def time(self, line: int, key: str, text: str) -> datetime:
+        """The time ``text`` of column ``key`` (naive; UTC if zoned); LogError if unreadable
+        or if it has a time zone and the log's first time has none, or the reverse."""
         try:
-            fixed = parse_time(fixed_text)
+            time = parse_time(text)
         except ValueError as exc:
-            raise LogError(f"{at}: Prob Fixed: {exc} (got {fixed_text!r})") from None
-        if fixed < started:
+            raise LogError(f"{self.at(line, key)}: {exc} (got {text!r})") from None
+        zoned = time.tzinfo is not None
+        if self.zone is None:
+            self.zone = (zoned, f"line {line}, column {self.where[key] + 1}")
+        elif self.zone[0] != zoned:
+            has, first = ("a", "none") if zoned else ("no", "one")
             raise LogError(
-                f"{at}: Prob Fixed ({fixed_text}) is before Prob Started ({started_text})"
+                f"{self.at(line, key)}: {text!r} has {has} time zone but the log's first time "
+                f"({self.zone[1]}) has {first}: give every time with a zone or none"
             )
-        repair_s = (fixed - started).total_seconds()
-    else:
-        down_text = cell("down")
-        if not down_text:
-            raise LogError(f"{at}: no repair time (Prob Fixed and Down Time are empty)")
-        try:
-            minutes = float(down_text)
-        except ValueError:
-            minutes = math.nan
-        if not math.isfinite(minutes) or minutes < 0:
-            raise LogError(f"{at}: Down Time must be a number of minutes >= 0 (got {down_text!r})")
-        repair_s = minutes * 60.0
-    return LogEntry(line, cell("system"), node_id(node), started, repair_s)
+        return as_utc(time)
+
+    def entry(self, line: int, row: list[str]) -> LogEntry | None:
+        """The outage of one row (None for a blank row)."""
+
+        def cell(key: str) -> str:
+            index = self.where[key]
+            return row[index].strip() if index is not None and index < len(row) else ""
+
+        if not any(value.strip() for value in row):
+            return None
+        node = cell("node")
+        if not node:
+            raise LogError(f"{self.at(line, 'node')}: nodenum is empty")
+        started_text = cell("started")
+        if not started_text:
+            raise LogError(f"{self.at(line, 'started')}: Prob Started is empty")
+        started = self.time(line, "started", started_text)
+        fixed_text = cell("fixed")
+        if fixed_text:
+            fixed = self.time(line, "fixed", fixed_text)
+            if fixed < started:
+                raise LogError(
+                    f"{self.at(line, 'fixed')}: Prob Fixed ({fixed_text}) is before "
+                    f"Prob Started ({started_text})"
+                )
+            repair_s = (fixed - started).total_seconds()
+        else:
+            down_text = cell("down")
+            if not down_text:
+                key = "fixed" if self.where["down"] is None else "down"
+                raise LogError(
+                    f"{self.at(line, key)}: no repair time (Prob Fixed and Down Time are empty)"
+                )
+            try:
+                minutes = float(down_text)
+            except ValueError:
+                minutes = math.nan
+            if not math.isfinite(minutes) or minutes < 0:
+                raise LogError(
+                    f"{self.at(line, 'down')}: Down Time must be a number of minutes >= 0 "
+                    f"(got {down_text!r})"
+                )
+            repair_s = minutes * 60.0
+        zoned = bool(self.zone and self.zone[0])
+        return LogEntry(line, cell("system"), node_id(node), started, repair_s, zoned)

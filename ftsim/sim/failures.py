@@ -19,6 +19,8 @@ Sources (``kind``):
   window, as in CPR's evaluation.
 - ``trace``: replay of a CSV with a time column (``time_s``, ``time_min`` or ``time_h``)
   and a ``node`` (``emb_ps3``) or ``role`` (a random node of that role) column.
+- ``preset`` (or just ``preset: NAME``): a published failure rate with its source
+  (:mod:`ftsim.sim.presets`), expanded into one ``exponential`` source per cause.
 - ``failure_log``: replay of a public failure log (LANL's failure data: node, failure
   start, repair end), its nodes mapped onto the cluster's, its repair times as the
   rescheduling delays (:mod:`ftsim.sim.failure_log`).
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import heapq
 import io
 import math
@@ -38,12 +41,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+)
 
 from ftsim.scenario.files import TextFileError, read_text
 from ftsim.scenario.quantities import Seconds
 from ftsim.scenario.units import format_duration
-from ftsim.sim import failure_log
+from ftsim.sim import failure_log, presets
 from ftsim.sim.nodes import Role, parse_node, role_range
 
 if TYPE_CHECKING:
@@ -73,6 +84,11 @@ class _Source(BaseModel):
 
     def problems(self, scenario: Scenario) -> list[tuple[str, str]]:
         """Inconsistencies with the rest of the scenario, as (field, message)."""
+        return []
+
+    def warnings(self, scenario: Scenario) -> list[tuple[str, str]]:
+        """What is valid but probably not meant (failures that can never strike), as
+        (field, message); asked once the scenario has no problems."""
         return []
 
     def events(self, rng: np.random.Generator, scenario: Scenario) -> Iterator[Failure]:
@@ -167,11 +183,17 @@ class ExponentialFailures(_LifetimeSource):
         return rng.standard_exponential(shape)
 
 
+MIN_WEIBULL_SHAPE = 0.01
+"""Smallest Weibull shape accepted. Fitted HPC node lifetimes have k of about 0.7–0.8
+(Schroeder & Gibson, DSN 2006); the unit-mean scale 1/Γ(1 + 1/k) overflows a float below
+k ≈ 0.006."""
+
+
 class WeibullFailures(_LifetimeSource):
     """Weibull node lifetimes with ``shape`` k (k < 1: infant mortality) and mean MTBF."""
 
     kind: Literal["weibull"]
-    shape: float = Field(gt=0, description="Weibull shape k")
+    shape: float = Field(ge=MIN_WEIBULL_SHAPE, description="Weibull shape k")
 
     def _standard_lifetimes(self, rng, shape):
         # Weibull with unit mean: scale 1/Γ(1 + 1/k).
@@ -271,6 +293,17 @@ class ScheduledFailures(_Source):
             found.append(("end", "must be after start"))
         return found
 
+    def warnings(self, scenario):
+        if self.times is not None:
+            late = _late(scenario, self.times)
+            if late:
+                first, why = late
+                return [(f"times.{first}", f"{format_duration(self.times[first])} is {why}")]
+        elif self.end is not None and self.end > scenario.job.work_s:
+            why = _after_training(scenario, self.end, cut_off=False)
+            return [("end", f"{format_duration(self.end)} (failures are drawn up to it) is {why}")]
+        return []
+
     def rate_per_s(self, scenario):
         end = self.end if self.end is not None else scenario.job.work_s
         return self._count() / (end - self.start)
@@ -316,6 +349,56 @@ class ScheduledFailures(_Source):
             yield Failure(float(times[i]), victims, self.kind)
 
 
+def user_file(value: str, info: ValidationInfo, what: str) -> Path:
+    """The absolute path of the file ``value`` (relative to the scenario file); ValueError
+    saying ``what`` is missing, a folder or not a regular file."""
+    path = Path((info.context or {}).get("base_dir", ".")) / value
+    try:
+        path = path.resolve()
+        if not path.exists():
+            raise ValueError(f"{what} not found: {path}")
+        if path.is_dir():
+            raise ValueError(f"{what} is a folder, not a file: {path}")
+        if not path.is_file():
+            raise ValueError(f"{what} is not a regular file (a device, FIFO or socket): {path}")
+    except (OSError, RuntimeError) as exc:  # a name too long, a symlink loop
+        raise ValueError(
+            f"{what} cannot be read: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    return path
+
+
+def _after_training(scenario: Scenario, time_s: float, cut_off: bool = True) -> str | None:
+    """Why a failure at ``time_s`` (wall seconds) is doubtful, or None when it comes within
+    the failure-free training time: ``after ...`` the training, or (``cut_off``) after the
+    cut-off of a replication."""
+    work_s = scenario.job.work_s
+    horizon_s = work_s * scenario.run.max_wall_factor
+    if cut_off and time_s > horizon_s:
+        return (
+            f"after the cut-off at run.max_wall_factor × the training time "
+            f"({format_duration(horizon_s)}): never simulated"
+        )
+    if time_s > work_s:
+        return (
+            f"after the failure-free training time ({format_duration(work_s)}): a failure "
+            "after it strikes only if earlier ones delay the job that long"
+        )
+    return None
+
+
+def _late(scenario: Scenario, times_s: list[float]) -> tuple[int, str] | None:
+    """(index of the first, what) of the ``times_s`` after the training, or None."""
+    late = [i for i, t in enumerate(times_s) if t > scenario.job.work_s]
+    if not late:
+        return None
+    first = late[0]
+    why = _after_training(scenario, times_s[first])
+    if len(late) > 1:
+        why += f" ({len(late)} of {len(times_s)} are after the training time)"
+    return first, why
+
+
 _TIME_COLUMNS = {"time_s": 1.0, "time_min": 60.0, "time_h": 3600.0}
 
 MAX_TRACE_ROWS = 1_000_000
@@ -326,7 +409,8 @@ class TraceFailures(_Source):
     """Replay of a failure trace CSV (path relative to the scenario file).
 
     Rows must be in time order, with finite, non-negative times: a NaN or negative time is
-    a broken trace, not a failure at time 0.
+    a broken trace, not a failure at time 0. A trace with a header only replays no failure
+    (with a warning): a quiet period is a valid scenario.
     """
 
     kind: Literal["trace"]
@@ -337,10 +421,7 @@ class TraceFailures(_Source):
     @classmethod
     def _resolve(cls, value: str, info: ValidationInfo) -> str:
         """The absolute path of a readable, well-formed trace."""
-        base = Path((info.context or {}).get("base_dir", "."))
-        path = (base / value).resolve()
-        if not path.is_file():
-            raise ValueError(f"trace file not found: {path}")
+        path = user_file(value, info, "trace file")
         _read_trace(path)
         return str(path)
 
@@ -358,7 +439,19 @@ class TraceFailures(_Source):
                     found.append(("file", f"at time {time_s:g} s: {exc}"))
         return found
 
+    def warnings(self, scenario):
+        if not self._rows:
+            return [("file", "the trace lists no failures (only a header): none are replayed")]
+        late = _late(scenario, [time_s for time_s, _, _ in self._rows])
+        if not late:
+            return []
+        first, why = late
+        line = f"{Path(self.file).name} line {first + 2}"
+        return [("file", f"{line}, at {format_duration(self._rows[first][0])}, is {why}")]
+
     def rate_per_s(self, scenario):
+        if not self._rows:
+            return 0.0
         return len(self._rows) / max(scenario.job.work_s, self._rows[-1][0])
 
     def expected_failures(self, scenario, horizon_s):
@@ -370,6 +463,8 @@ class TraceFailures(_Source):
     def victims(self, scenario, role):
         c = scenario.cluster
         wanted = set(role_range(c.trainers, c.emb_ps, role))
+        if not self._rows:
+            return 0.0
         share = 0.0
         for _, column, value in self._rows:
             if column == "node":
@@ -413,8 +508,6 @@ def _read_trace(path: Path) -> list[tuple[float, str, str]]:
             rows.append(_trace_row(record, time_columns[0], victim_columns[0], rows))
         except ValueError as exc:
             raise ValueError(f"{path.name} line {line}: {exc}") from None
-    if not rows:
-        raise ValueError(f"{path.name}: no failures (only a header)")
     return rows
 
 
@@ -460,7 +553,8 @@ class FailureLogFailures(_Source):
     start: datetime | None = Field(
         None,
         description="log time that is t = 0, e.g. '6/21/2005 10:54' (default: the first "
-        "replayed failure); earlier rows are skipped",
+        "replayed failure); earlier rows are skipped; with a time zone (converted to UTC) "
+        "when the log's times have one",
     )
     role: Role = Field("any", description="cluster nodes the log's nodes map onto")
     mapping: Literal["modulo", "first"] = Field(
@@ -485,23 +579,12 @@ class FailureLogFailures(_Source):
     @field_validator("path")
     @classmethod
     def _resolve(cls, value: str, info: ValidationInfo) -> str:
-        base = Path((info.context or {}).get("base_dir", "."))
-        path = (base / value).resolve()
-        if not path.is_file():
-            raise ValueError(f"failure log not found: {path}")
-        return str(path)
+        return str(user_file(value, info, "failure log"))
 
     @field_validator("start", mode="before")
     @classmethod
     def _time(cls, value):
         return failure_log.parse_time(value) if isinstance(value, str) else value
-
-    @field_validator("start")
-    @classmethod
-    def _local(cls, value):
-        if value is not None and value.tzinfo is not None:
-            raise ValueError("give a time without a time zone, as the log's times are")
-        return value
 
     @field_validator("nodes", mode="before")
     @classmethod
@@ -534,13 +617,14 @@ class FailureLogFailures(_Source):
                 with contextlib.suppress(ValueError):  # reported by problems()
                     target[log_id] = parse_node(c.trainers, c.emb_ps, name)
         else:  # log node n: its nodenum if an integer, else its rank among the sorted ids
-            index = {i: int(i) if i.isdigit() else k for k, i in enumerate(ids)}
+            index = {i: int(i) if failure_log.is_integer_id(i) else k for k, i in enumerate(ids)}
             if self.mapping == "modulo":
                 target = {i: pool[n % len(pool)] for i, n in index.items()}
             else:
                 target = {i: pool[n] for i, n in index.items() if n < len(pool)}
         mapped = [e for e in entries if e.node in target]
-        t0 = self.start or (mapped[0].started if mapped else None)
+        t0 = failure_log.as_utc(self.start) if self.start else None
+        t0 = t0 or (mapped[0].started if mapped else None)
         kept = [e for e in mapped if e.started >= t0] if t0 else []
         plan = {
             "failures": [
@@ -575,12 +659,27 @@ class FailureLogFailures(_Source):
             found.append(
                 ("system", f"no row of system {self.system} (the log has: {', '.join(systems)})")
             )
-        elif not found and not plan["failures"]:
-            found.append(("path", f"no failure to replay: {self._counts(plan)}"))
+        zoned = bool(self._entries) and self._entries[0].zoned
+        if self.start is not None and self._entries and (self.start.tzinfo is not None) != zoned:
+            if zoned:
+                message = "has no time zone but the log's times have one: give one (e.g. +00:00)"
+            else:
+                message = "has a time zone but the log's times have none: leave it out"
+            found.append(("start", message))
         return found
 
+    def warnings(self, scenario):
+        plan = self._plan(scenario)
+        if not plan["rows"]:
+            return [("path", "the log has no rows (only a header): no failure is replayed")]
+        if not plan["failures"]:
+            return [("path", f"no failure to replay: {self._counts(plan)}")]
+        return []
+
     @staticmethod
-    def _counts(plan: dict) -> str:
+    def _counts(plan: dict, scenario: Scenario | None = None) -> str:
+        work_s = scenario.job.work_s if scenario is not None else math.inf
+        late = sum(time_s > work_s for time_s, _, _ in plan["failures"])
         skipped = [
             (plan["other_system"], "of other systems"),
             (plan["unmapped"], f"of {plan['unmapped_nodes']} log nodes mapped to no node"),
@@ -588,13 +687,16 @@ class FailureLogFailures(_Source):
         ]
         parts = [f"{n} {why}" for n, why in skipped if n]
         replayed = f"{plan['rows']} rows, {len(plan['failures'])} replayed"
+        if late:
+            replayed += f" ({late} after the training time, {format_duration(work_s)})"
         return replayed + (f"; skipped: {', '.join(parts)}" if parts else "")
 
     def note(self, scenario) -> str:
-        """What was read and skipped, for the user."""
+        """What was read and skipped, for the user (a log usually runs on past the job's
+        training time: said here, not warned about)."""
         plan = self._plan(scenario)
         start = f"; t = 0 is {plan['t0']:%Y-%m-%d %H:%M}" if plan["t0"] else ""
-        return f"failure log {Path(self.path).name}: {self._counts(plan)}{start}"
+        return f"failure log {Path(self.path).name}: {self._counts(plan, scenario)}{start}"
 
     def rate_per_s(self, scenario):
         failures = self._plan(scenario)["failures"]
@@ -621,6 +723,84 @@ class FailureLogFailures(_Source):
             yield Failure(time_s, (node,), self.kind, repair_s if logged else None)
 
 
+class PresetFailures(_Source):
+    """A published failure rate (``preset``), expanded into one ``exponential`` source per
+    cause; see :mod:`ftsim.sim.presets` for how the rate maps onto the cluster's nodes and
+    ``python -m ftsim show presets`` for the sources. ``kind: preset`` may be left out:
+    ``failures: [{preset: llama3_405b}]``."""
+
+    kind: Literal["preset"]
+    preset: Literal[tuple(presets.PRESETS)] = Field(
+        description="name of the preset (python -m ftsim show presets)"
+    )
+    role: Role = Field("any", description="nodes the preset applies to: trainer, emb_ps or any")
+    gpus_per_node: int | None = Field(
+        None,
+        ge=1,
+        description="GPUs one node of role stands for (default: the measured node's); "
+        "the rate scales with it",
+    )
+    scale: float = Field(1.0, gt=0, description="multiplies every rate (sensitivity)")
+
+    @property
+    def spec(self) -> presets.Preset:
+        return presets.PRESETS[self.preset]
+
+    def node_rate_per_s(self) -> float:
+        """Failures per second of one node of ``role``, all causes."""
+        spec = self.spec
+        gpus = self.gpus_per_node or spec.gpus_per_node
+        return spec.rate_per_node_day * gpus / spec.gpus_per_node * self.scale / presets.DAY_S
+
+    def sources(self) -> list[tuple[str, ExponentialFailures]]:
+        """(cause label, source) per cause: the expansion into existing kinds."""
+        rate = self.node_rate_per_s()
+        return [
+            (
+                f"{self.preset}: {cause}",
+                ExponentialFailures.model_construct(  # SI seconds, already validated
+                    kind="exponential", role=self.role, node_mtbf=1 / (rate * p), job_mtbf=None
+                ),
+            )
+            for cause, p in self.spec.shares()
+        ]
+
+    def rate_field(self):
+        return "preset"
+
+    def rate_per_s(self, scenario):
+        c = scenario.cluster
+        return len(role_range(c.trainers, c.emb_ps, self.role)) * self.node_rate_per_s()
+
+    def victims(self, scenario, role):
+        c = scenario.cluster
+        return _share_of_role(scenario, role_range(c.trainers, c.emb_ps, self.role), role)
+
+    def events(self, rng, scenario):
+        """The causes' sources merged in time order, each from its own child stream, each
+        failure labelled with its cause."""
+        parts = self.sources()
+        streams = rng.spawn(len(parts))
+        labelled = [
+            _labelled(label, source.events(child, scenario))
+            for (label, source), child in zip(parts, streams, strict=True)
+        ]
+        yield from heapq.merge(*labelled, key=lambda f: f.time_s)
+
+
+def _labelled(label: str, failures: Iterator[Failure]) -> Iterator[Failure]:
+    """``failures`` with ``source`` set to ``label`` (a preset's cause)."""
+    for failure in failures:
+        yield dataclasses.replace(failure, source=label)
+
+
+def preset_shorthand(value):
+    """``{preset: NAME, ...}`` without a ``kind`` is a preset source (``kind: preset``)."""
+    if isinstance(value, dict) and "preset" in value and "kind" not in value:
+        return {"kind": "preset", **value}
+    return value
+
+
 def source_notes(scenario: Scenario) -> list[str]:
     """One line per failure source with something to say (a failure log's rows skipped)."""
     return [
@@ -636,8 +816,10 @@ FailureSourceConfig = Annotated[
     | CorrelatedFailures
     | ScheduledFailures
     | TraceFailures
-    | FailureLogFailures,
+    | FailureLogFailures
+    | PresetFailures,
     Field(discriminator="kind"),
+    BeforeValidator(preset_shorthand),
 ]
 
 

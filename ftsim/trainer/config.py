@@ -93,8 +93,13 @@ class OptimizerConfig(_Strict):
     sparse: SparseOptimizerConfig = Field(default_factory=SparseOptimizerConfig)
 
 
-ZipfExponent = Annotated[float, Field(ge=0)]
-"""A power-law exponent of row popularity (0: uniform); the bound applies to each value of a
+MAX_ZIPF_EXPONENT = 10.0
+"""Largest power-law exponent of row popularity accepted. Measured exponents of recommendation
+data are about 0.5–1.5; at 10 the first row of a table already takes 99.9% of its lookups,
+and far above it a table's least popular row has a probability below the smallest float."""
+
+ZipfExponent = Annotated[float, Field(ge=0, le=MAX_ZIPF_EXPONENT)]
+"""A power-law exponent of row popularity (0: uniform); the bounds apply to each value of a
 list too (a bound on the union itself cannot apply to a list)."""
 
 

@@ -258,6 +258,75 @@ def daly_optimum(ctx: Context) -> Check:
     )
 
 
+# -- Kokolis et al.'s expected ETTR at scale ------------------------------------------------
+
+
+@check("kokolis_ettr", "Expected ETTR at scale against Kokolis et al.'s model")
+def kokolis_ettr(ctx: Context) -> list[Check]:
+    """Full checkpointing every Δt_cp = 15 min on jobs of 128 to 16,384 GPUs (nodes of 8)
+    failing at RSC-1's 6.50 failures per 1000 node-days (the `meta_rsc1` preset), restart
+    overhead u_0 = 10 min (a constant rescheduling delay), checkpoints of negligible size,
+    200 h of training: the simulated mean ETTR (ideal / wall) against Kokolis et al.'s
+    expected ETTR 1 − N r_f (u_0 + Δt_cp/2), an independent oracle (nothing is fitted to
+    it). The model is first order in ε = N r_f (u_0 + Δt_cp/2): a row passes if the mean
+    is within ε² (the model's neglected terms) + 3 × its 95% half-width. The figure also
+    shows the exact renewal result (Daly's T_w with δ = 0), which the simulation should
+    follow more closely than the first-order model at 16,384 GPUs."""
+    from ftsim.validation.kokolis import GPUS_PER_NODE, KOKOLIS, ettr_points
+
+    reps = ctx.reps(40, 10)
+    points = ettr_points(reps)
+
+    def draw(plt):
+        from ftsim.sim.presets import META_RSC1
+        from ftsim.validation.kokolis import INTERVAL_S, RESTART_S, daly_ettr, expected_ettr
+
+        fig, ax = plt.subplots()
+        gpus = np.geomspace(points[0].gpus, points[-1].gpus, 60)
+        rate = META_RSC1.rate_per_node_day
+        args = (rate, INTERVAL_S, RESTART_S)
+        nodes = gpus / GPUS_PER_NODE
+        ax.plot(gpus, [expected_ettr(n, *args) for n in nodes], color="0.3", label="Kokolis model")
+        ax.plot(
+            gpus,
+            [daly_ettr(n, *args) for n in nodes],
+            color="0.6",
+            linestyle="--",
+            label="exact (Daly, δ = 0)",
+        )
+        ax.errorbar(
+            [p.gpus for p in points],
+            [p.simulated for p in points],
+            yerr=[p.ci95 for p in points],
+            fmt="o",
+            color="black",
+            label=f"simulated, 95% CI (n = {reps})",
+        )
+        ax.set_xscale("log")
+        ax.set_xticks([p.gpus for p in points], [f"{p.gpus:,}" for p in points])
+        ax.set_xticks([], minor=True)
+        ax.set_xlabel("job size (GPUs, nodes of 8)")
+        ax.set_ylabel("ETTR (ideal / wall)")
+        ax.set_title("r_f = 6.50 / 1000 node-days, u_0 = 10 min, Δt_cp = 15 min")
+        ax.legend(loc="lower left")
+        return fig
+
+    figure = _figure(ctx, "kokolis_ettr", draw)
+    return [
+        Check(
+            name=f"kokolis_ettr.{p.gpus}",
+            claim=f"mean ETTR of full on {p.gpus:,} GPUs = Kokolis et al.'s E[ETTR]",
+            measured=f"{p.simulated:.4f} ± {p.ci95:.4f} (n = {p.n})",
+            expected=f"{p.model:.4f} (exact renewal {p.daly:.4f})",
+            tolerance=f"ε² + 3 × 95% CI = {p.tolerance:.4f}",
+            passed=p.passed,
+            source=KOKOLIS,
+            figure=figure,
+        )
+        for p in points
+    ]
+
+
 # -- 4, 6: prod50h --------------------------------------------------------------------------
 
 
