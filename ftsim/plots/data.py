@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -168,6 +169,7 @@ class RunData:
         the point may change (and folders written before it was resolved hold a wrong one).
         """
         from ftsim.scenario.loader import read_yaml, set_path, validate_scenario
+        from ftsim.scenario.notices import ScenarioWarning
 
         path = self.root / "scenario.yaml"
         data = {k: v for k, v in read_yaml(path).items() if k != "sweep"}
@@ -177,4 +179,6 @@ class RunData:
             if entry["point"] == point:
                 for key, value in entry["values"].items():
                     set_path(data, key.split("."), copy.deepcopy(value))
-        return validate_scenario(data, path)
+        with warnings.catch_warnings():  # ftsim's own resolved file: its notes were said
+            warnings.simplefilter("ignore", ScenarioWarning)  # when the sweep read the input
+            return validate_scenario(data, path)
