@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import shlex
 import sys
 import typing
@@ -260,14 +261,37 @@ def _plot_parser(commands) -> None:
     plot = commands.add_parser("plot", help="paper figures from a run or sweep folder")
     plot.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     plot.add_argument(
-        "--point", type=int, help="sweep point of the breakdown and timeline (default: best)"
+        "-o",
+        "--output",
+        type=Path,
+        metavar="DIR",
+        help="folder for the figures (default RUN_DIR/plots)",
+    )
+    plot.add_argument(
+        "--format",
+        default="pdf,png",
+        metavar="pdf,png,svg",
+        help="image formats, comma-separated (default pdf,png; the CSV is always written)",
+    )
+    plot.add_argument(
+        "--point",
+        type=int,
+        help="draw the breakdown and timeline at this sweep point, into a point_N/ folder "
+        "beside the other figures (default: each policy's best point)",
+    )
+    plot.add_argument(
+        "--max-pls",
+        type=float,
+        metavar="X",
+        help="the breakdown's best point of each policy: its cheapest with PLS at most X",
     )
     plot.add_argument(
         "--breakdown-scale",
         choices=("auto", "linear", "log"),
         default="auto",
-        help="y axis of the breakdown (default auto: log when the bars span more than 10x)",
+        help="x axis of the breakdown (default auto: log when the bars span more than 10x)",
     )
+    plot.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     plot.set_defaults(handler=_cmd_plot)
 
 
@@ -557,14 +581,27 @@ def resume_command(argv: list[str], folder: Path) -> str:
 
 def _cmd_plot(args, argv) -> int:
     from ftsim.experiments.folders import check_results, make_writable_folder
+    from ftsim.plots import parse_formats, plot_run
 
+    try:
+        formats = parse_formats(args.format)
+    except ValueError as exc:
+        raise UsageError(f"--format: {exc}") from None
+    if args.max_pls is not None and not args.max_pls >= 0:
+        raise UsageError(f"--max-pls: must be a number >= 0 (got {args.max_pls})")
     for note in check_results(args.run_dir, args.point):
         print(f"ftsim: {note}", file=sys.stderr)
-    make_writable_folder(args.run_dir / "plots")
-    from ftsim.plots import plot_run
-
-    for name, outcome in plot_run(args.run_dir, args.point, args.breakdown_scale):
-        print(f"{name}: {outcome}")
+    out = args.output if args.output is not None else args.run_dir / "plots"
+    make_writable_folder(out if args.point is None else out / f"point_{args.point}")
+    plot_run(
+        args.run_dir,
+        out,
+        formats,
+        args.point,
+        quiet=args.quiet,
+        breakdown_scale=args.breakdown_scale,
+        max_pls=args.max_pls,
+    )
     return 0
 
 
@@ -615,9 +652,16 @@ def _cmd_show_policies(args, argv) -> int:
 
     for kind, cls in policy_classes().items():
         doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
-        print(f"{kind}: {doc[0] if doc else ''}")
+        summary = re.sub(r"^(``\w+``(, )?)+: ", "", doc[0]) if doc else ""  # the kinds again
+        print(f"{kind}: {_plain(summary)}")
         _print_fields(cls.Params, "    ")
     return 0
+
+
+def _plain(text: str) -> str:
+    """``text`` without reStructuredText markup (``literal``, :role:`target`)."""
+    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
 
 
 def _print_fields(model, indent: str) -> None:
@@ -628,8 +672,11 @@ def _print_fields(model, indent: str) -> None:
     for name, field in model.model_fields.items():
         if name == "kind":
             continue
+        described = _plain(field.description or "")
         default = "required" if field.is_required() else f"default {field.default!r}"
-        print(f"{indent}{name}: {field.description or ''} ({default})")
+        if "(default" not in described:  # a description that says its default already
+            described += f" ({default})"
+        print(f"{indent}{name}: {described.strip()}")
         inner = field.annotation
         while typing.get_origin(inner) in (list, typing.Annotated):
             inner = typing.get_args(inner)[0]

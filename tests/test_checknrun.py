@@ -375,7 +375,8 @@ def test_a_bad_parameter_is_a_located_error():
 def test_show_policies_lists_the_policy_with_its_parameters(capsys):
     assert main(["show", "policies"]) == 0
     out = capsys.readouterr().out
-    assert "checknrun: ``checknrun``: differential and quantized checkpoints (Check-N-Run" in out
+    assert "checknrun: differential and quantized checkpoints (Check-N-Run" in out
+    assert "``" not in out and ":class:" not in out  # plain text, no reStructuredText
     block = out[out.index("checknrun:") :]
     for name in ("interval", "differential", "baseline_every", "quantize_bits", "quantization"):
         assert f"\n    {name}: " in block

@@ -66,3 +66,31 @@ def test_replication_0_trains_to_the_committed_accuracy(tmp_path):
         assert row["pls_measured"] == committed[key]["pls_measured"], key
         for column in ("final_logloss", "logloss_delta"):
             assert float(row[column]) == pytest.approx(float(committed[key][column]), abs=2e-3)
+
+
+INTERVAL_EXAMPLE = ROOT / "results" / "examples" / "prod50h_interval"
+
+
+def test_the_interval_example_is_what_the_code_computes_now(tmp_path):
+    """Figure (b)'s sweep, re-run from its folder's scenario.yaml (which holds the sweep),
+    gives every timing column of every row, and CPR's decision, to the last digit."""
+    command = [sys.executable, "-m", "ftsim", "sweep", str(INTERVAL_EXAMPLE / "scenario.yaml")]
+    out = tmp_path / "now"
+    policies = ["--policy", "full", "--policy", "cpr"]  # its scenario.yaml keeps them all
+    subprocess.run(
+        [*command, *policies, "--no-trainer", "-q", "-o", str(out)], check=True, cwd=ROOT
+    )
+
+    def rows(path):
+        with open(path, newline="") as handle:
+            return {(r["point"], r["policy"], r["rep"]): r for r in csv.DictReader(handle)}
+
+    committed, now = rows(INTERVAL_EXAMPLE / "runs.csv"), rows(out / "runs.csv")
+    assert committed.keys() == now.keys()
+    for key, row in committed.items():
+        for column in (*TIMING, "interval_h", "cpr_decision"):
+            if column in row:
+                assert now[key][column] == row[column], (key, column)
+    assert {"overhead_vs_interval.png", "breakdown.png"} <= {
+        p.name for p in (INTERVAL_EXAMPLE / "plots").iterdir()
+    }

@@ -113,19 +113,18 @@ def prod50h_run(tmp_path_factory):
 
 @pytest.fixture
 def figures(monkeypatch):
-    """The matplotlib figures the breakdown and the timeline save, by name."""
-    from ftsim.plots import breakdown, timeline
+    """The matplotlib figures that are saved, by name: (figure, x scale, x limits)."""
+    from ftsim.plots.style import Output
 
     drawn = {}
-    for module in (breakdown, timeline):
-        real = module.save
+    real = Output.save
 
-        def keep(fig, data, folder, name, real=real):
-            drawn[name] = (fig, fig.axes[0].get_yscale(), fig.axes[0].get_xlim())
-            drawn[name + "_legend"] = [t.get_text() for t in _legend(fig).get_texts()]
-            return real(fig, data, folder, name)
+    def keep(self, fig, data, name):
+        drawn[name] = (fig, fig.axes[0].get_xscale(), fig.axes[0].get_xlim())
+        drawn[name + "_legend"] = [t.get_text() for t in _legend(fig).get_texts()]
+        return real(self, fig, data, name)
 
-        monkeypatch.setattr(module, "save", keep)
+    monkeypatch.setattr(Output, "save", keep)
     return drawn
 
 
@@ -200,5 +199,69 @@ def test_the_breakdown_names_every_part_of_a_composed_policy(tmp_path, figures):
         whole = t[(t["policy"] == policy) & t["part"].isna()].iloc[0]
         expected = whole["overhead_pct"] - whole["reschedule_pct"]
         assert mine["overhead_pct"].sum() == pytest.approx(expected, rel=1e-5)  # 6 digits
-    ticks = [t.get_text() for t in figures["breakdown"][0].axes[0].get_xticklabels()]
+    ticks = [t.get_text() for t in figures["breakdown"][0].axes[0].get_yticklabels()]
     assert {"↳ parity", "↳ checkpoint", "↳ logged", "↳ mfu", "↳ cnr"} <= set(ticks)
+
+
+@pytest.fixture(scope="module")
+def cpr_sweep(tmp_path_factory):
+    """prod50h's full and CPR, CPR's target PLS (0.002: it falls back to full recovery) ×
+    the failure count (an environment dimension), timing only."""
+    out = tmp_path_factory.mktemp("cpr") / "sweep"
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "full", "--policy", "cpr"]
+    args += ["--grid", "policies.1.target_pls=0.002,0.02,0.1", "--grid", "failures.0.count=2,5"]
+    assert main([*args, "--no-trainer", "--reps", "2", "--jobs", "1", "-q", "-o", str(out)]) == 0
+    return out
+
+
+def test_interval_points_sit_at_the_interval_run_and_fall_backs_are_marked(cpr_sweep, figures):
+    """CPR asked for a tiny target PLS falls back to full recovery at Daly's interval: its
+    point is drawn there, as a fall-back (✕, off CPR's line, in the legend); every drawn
+    x is an interval that ran."""
+    runs = pd.read_csv(cpr_sweep / "runs.csv")
+    cpr = runs[runs.policy == "cpr"].groupby("point")[["interval_h", "cpr_decision"]].first()
+    assert list(cpr["cpr_decision"]) == ["full", "full"] + ["partial"] * 4
+    plot_run(cpr_sweep, formats="png")
+    drawn = pd.read_csv(cpr_sweep / "plots" / "overhead_vs_interval.csv")
+    points = drawn[drawn.series == "cpr"].set_index("point").sort_index()
+    assert points["interval_h"].to_numpy() == pytest.approx(cpr["interval_h"].to_numpy(), rel=1e-5)
+    assert list(points["decision"]) == list(cpr["cpr_decision"])
+    assert points.loc[0, "asked"] == "target_pls=0.002, count=2"
+    fig = figures["overhead_vs_interval"][0]
+    assert len(fig.axes) == 2  # a panel per failure count, one file
+    assert "fell back to full recovery (at Daly's τ)" in figures["overhead_vs_interval_legend"]
+    (line,) = [x for x in fig.axes[0].get_lines() if x.get_label() == "CPR"]
+    partial = cpr[(cpr.cpr_decision == "partial") & (cpr.index % 2 == 0)]  # 2 failures
+    assert list(line.get_xdata()) == pytest.approx(list(partial["interval_h"]))
+
+
+def test_the_best_point_is_per_environment_point_over_policy_knobs(cpr_sweep):
+    """The breakdown has a panel per failure count; in each, CPR is at its cheapest target
+    PLS there (never at another failure count), and within --max-pls when given."""
+    summary = pd.read_csv(cpr_sweep / "summary.csv")
+    cpr = summary[summary.policy == "cpr"]
+    plot_run(cpr_sweep, formats="png")
+    t = pd.read_csv(cpr_sweep / "plots" / "breakdown.csv")
+    assert list(t["panel"].astype(str)) == ["2", "2", "5", "5"]
+    for count, chosen in zip((2, 5), t[t.policy == "cpr"]["point"], strict=True):
+        mine = cpr[cpr["failures.0.count"] == count]
+        assert chosen == mine.loc[mine["overhead_frac_mean"].idxmin(), "point"]
+    limit = cpr["pls_model_mean"].sort_values().iloc[2]  # some settings are over it
+    plot_run(cpr_sweep, out=cpr_sweep / "limited", formats="png", max_pls=limit)
+    t = pd.read_csv(cpr_sweep / "limited" / "breakdown.csv")
+    for count, chosen in zip((2, 5), t[t.policy == "cpr"]["point"], strict=True):
+        mine = cpr[(cpr["failures.0.count"] == count) & (cpr["pls_model_mean"] <= limit)]
+        assert chosen == mine.loc[mine["overhead_frac_mean"].idxmin(), "point"]
+    assert (t[t.policy == "cpr"]["pls"] <= limit * (1 + 1e-5)).all()  # 6 digits in the CSV
+
+
+def test_point_writes_beside_and_formats_are_chosen(cpr_sweep, capsys):
+    assert main(["plot", str(cpr_sweep), "--point", "3", "--format", "svg", "-q"]) == 0
+    assert capsys.readouterr().out == ""
+    folder = cpr_sweep / "plots" / "point_3"
+    assert (folder / "breakdown.svg").exists() and (folder / "breakdown.csv").exists()
+    assert not (folder / "breakdown.png").exists()
+    t = pd.read_csv(folder / "breakdown.csv")
+    assert set(t["point"]) == {3}
+    assert main(["plot", str(cpr_sweep), "--format", "pdf,gif"]) == 2
+    assert "--format: unknown image format gif" in capsys.readouterr().err

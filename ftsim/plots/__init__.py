@@ -1,8 +1,11 @@
 """Paper figures from a run folder (``ftsim plot RUN_DIR``), from stored results only.
 
-Each figure is written to ``RUN_DIR/plots/`` as PDF, PNG and the CSV of the plotted
-numbers. A figure the folder cannot support (no interval sweep, no accuracy columns) is
-skipped with the reason, and so is an overlay a figure is drawn without (the Daly model).
+Each figure is written to ``RUN_DIR/plots/`` (or ``-o DIR``) as PDF and PNG (or the
+formats asked for) and the CSV of the plotted numbers, one file per kind: a sweep's other
+dimensions are panels of it (small multiples, :mod:`ftsim.plots.facets`). A figure the
+folder cannot support (no interval sweep, no accuracy columns) is skipped with the reason,
+and so is an overlay a figure is drawn without (the Daly model). Every figure is checked
+for overlapping labels (:mod:`ftsim.plots.collisions`); ``plot`` warns of any it finds.
 
 - ``breakdown``: overhead per policy split into save, load, lost, reschedule, degraded,
   other (:mod:`ftsim.plots.breakdown`);
@@ -16,6 +19,8 @@ skipped with the reason, and so is an overlay a figure is drawn without (the Dal
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -26,28 +31,65 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from ftsim.plots import breakdown, interval, pls, timeline, tradeoff  # noqa: E402
 from ftsim.plots.data import RunData, Skip  # noqa: E402
-from ftsim.plots.style import STYLE  # noqa: E402
+from ftsim.plots.style import DEFAULT_FORMATS, FORMATS, STYLE, Output  # noqa: E402
 
 FIGURES = (breakdown, interval, tradeoff, pls, timeline)
 
 
 def plot_run(
-    run_dir: Path, point: int | None = None, breakdown_scale: str = "auto"
+    folder: str | Path,
+    out: str | Path | None = None,
+    formats: str | Sequence[str] = DEFAULT_FORMATS,
+    point: int | None = None,
+    quiet: bool = True,
+    breakdown_scale: str = "auto",
+    max_pls: float | None = None,
 ) -> list[tuple[str, str]]:
-    """Draw every figure; returns (figure name, files written or 'skipped: why'), the files
-    followed by the overlays left out of the figure and why."""
-    data = RunData.load(run_dir)
-    folder = Path(run_dir) / "plots"
-    options = {breakdown.NAME: {"scale": breakdown_scale}}
+    """Draw every figure of the run or sweep in ``folder``; nothing is simulated again.
+
+    ``out``: the folder for the figures (default ``folder/plots``); with ``point`` (one sweep
+    point for the breakdown and the timeline) they go to ``out/point_N/``, beside the others,
+    never over them. ``formats``: image formats among pdf, png, svg (a list or
+    ``"pdf,png"``); the CSV of the plotted numbers is always written. ``max_pls``: the
+    breakdown's best point of each policy is its cheapest with a PLS at most this.
+    ``quiet=False`` prints a line per figure. Returns (figure name, files written or
+    'skipped: why'), the files followed by the overlays left out of the figure and why.
+    """
+    folder = Path(folder)
+    formats = parse_formats(formats)
+    data = RunData.load(folder)
+    target = Path(out) if out is not None else folder / "plots"
+    if point is not None:
+        target = target / f"point_{point}"
+    output = Output(target, formats)
+    options = {breakdown.NAME: {"scale": breakdown_scale, "max_pls": max_pls}}
     outcomes = []
     with plt.style.context(STYLE):
         for module in FIGURES:
             try:
-                paths = module.plot(data, folder, point, **options.get(module.NAME, {}))
+                paths = module.plot(data, output, point, **options.get(module.NAME, {}))
             except Skip as why:
                 outcomes.append((module.NAME, f"skipped: {why}"))
                 continue
             stems = dict.fromkeys(str(p.with_suffix("")) for p in paths)
+            kinds = " ".join(f".{p.suffix[1:]}" for p in paths)
             notes = "".join(f"; {why}" for why in data.omitted.get(module.NAME, []))
-            outcomes.append((module.NAME, ", ".join(stems) + " (.pdf .png .csv)" + notes))
+            for problem in output.problems.get(module.NAME, []):
+                print(f"ftsim: warning: {module.NAME}: {problem}", file=sys.stderr)
+            outcomes.append((module.NAME, ", ".join(stems) + f" ({kinds})" + notes))
+    if not quiet:
+        for name, outcome in outcomes:
+            print(f"{name}: {outcome}")
     return outcomes
+
+
+def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
+    """``"pdf,png"`` or ``["pdf", "png"]`` as a tuple of known formats; ValueError naming
+    an unknown one."""
+    names = formats.split(",") if isinstance(formats, str) else list(formats)
+    names = [n.strip().lower().lstrip(".") for n in names if n.strip()]
+    unknown = [n for n in names if n not in FORMATS]
+    if unknown or not names:
+        named = ", ".join(unknown) or "(none)"
+        raise ValueError(f"unknown image format {named}: choose from {', '.join(FORMATS)}")
+    return tuple(dict.fromkeys(names))

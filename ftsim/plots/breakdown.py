@@ -13,13 +13,13 @@ segment's share of the bar's height is its share of the overhead.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
-from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, SINGLE_COLUMN_IN, save
+from ftsim.plots.style import CATEGORY_COLORS, Output
 from ftsim.sim.accounting import CATEGORIES, OTHER, PART_CATEGORIES
 
 NAME = "breakdown"
@@ -30,39 +30,120 @@ LABELS = {c: c for c in CATEGORIES} | {"other": OTHER.replace(": ", ":\n", 1)}
 """Legend entries; ``other`` says what it is (background traffic), on two lines."""
 
 
-def table(data: RunData, point: int | None) -> pd.DataFrame:
-    """One row per policy: its point (``point``, or its lowest mean overhead) and the bars."""
+def table(data: RunData, point: int | None, max_pls: float | None = None) -> pd.DataFrame:
+    """One row per panel and policy (then its parts): the policy's point and its bars.
+
+    The point is ``point``, or in each panel (environment point) the policy's lowest mean
+    overhead over its knobs, among the settings with PLS at most ``max_pls`` (the measured
+    PLS where the model trained, else the time model's ``pls_model``; a policy without
+    either loses no samples).
+    """
     s = data.summary
+    grid = _layout(data, point)
     rows = []
-    for policy in data.policies:
-        mine = s[s["policy"] == policy]
-        if point is not None:
-            mine = mine[mine["point"] == point]
-        if mine.empty:
-            continue
-        if mine["overhead_frac_mean"].isna().all():
-            data.omit(NAME, f"without {policy}: none of its replications finished")
-            continue
-        best = mine.loc[mine["overhead_frac_mean"].idxmin()]
-        ideal = best["ideal_h_mean"]
-        row = {
-            "policy": policy,
-            "point": int(best["point"]),
-            "setting": data.describe_point(best["point"]),
-        }
-        row.update({f"{c}_pct": 100 * best[f"{c}_h_mean"] / ideal for c in CATEGORIES})
-        row.update(
-            overhead_pct=100 * best["overhead_frac_mean"],
-            ci95_low_pct=100 * best["overhead_frac_ci95_low"],
-            ci95_high_pct=100 * best["overhead_frac_ci95_high"],
-            n=int(best["n"]),
-            n_unfinished=int(best.get("n_unfinished", 0)),
-        )
-        rows.append(row)
-        rows += _part_rows(row, best, ideal)
+    for panel in grid.panels:
+        here = s[s["point"].isin(panel.points)]
+        for policy in data.policies:
+            best = _best(data, here[here["policy"] == policy], policy, panel, max_pls)
+            if best is None:
+                continue
+            ideal = best["ideal_h_mean"]
+            row = {
+                "panel": panel.title,
+                "policy": policy,
+                "point": int(best["point"]),
+                "setting": _setting(
+                    data, int(best["point"]), here[here["policy"] == policy], policy
+                )
+                + _fell_back(data, best),
+                "pls": _pls(best),
+            }
+            row.update({f"{c}_pct": 100 * best[f"{c}_h_mean"] / ideal for c in CATEGORIES})
+            row.update(
+                overhead_pct=100 * best["overhead_frac_mean"],
+                ci95_low_pct=100 * best["overhead_frac_ci95_low"],
+                ci95_high_pct=100 * best["overhead_frac_ci95_high"],
+                n=int(best["n"]),
+                n_unfinished=int(best.get("n_unfinished", 0)),
+            )
+            rows.append(row)
+            rows += _part_rows(row, best, ideal)
     if not rows:
-        raise Skip("no policy has a finished replication")
+        raise Skip(
+            "no policy has a finished replication"
+            + (f" with PLS ≤ {max_pls:g}" if max_pls is not None else "")
+        )
     return pd.DataFrame(rows)
+
+
+def _layout(data: RunData, point: int | None) -> facets.Layout:
+    """One panel per environment point (one panel for ``point``)."""
+    if point is not None:
+        return facets.layout(data, [], [point])
+    return facets.layout(data, [d for d in data.dimensions if not d.policy_knob], max_columns=3)
+
+
+def _best(data: RunData, mine: pd.DataFrame, policy: str, panel, max_pls) -> pd.Series | None:
+    """The policy's cheapest row of ``mine`` within the PLS limit; None (noted) if none."""
+    where = f" ({panel.title})" if panel.title else ""
+    if mine.empty:
+        return None
+    if mine["overhead_frac_mean"].isna().all():
+        data.omit(NAME, f"without {policy}{where}: none of its replications finished")
+        return None
+    if max_pls is not None:
+        pls = mine.apply(_pls, axis=1)
+        mine = mine[pls.isna() | (pls <= max_pls)]
+        if mine.empty:
+            data.omit(NAME, f"without {policy}{where}: no setting has PLS ≤ {max_pls:g}")
+            return None
+        if mine["overhead_frac_mean"].isna().all():
+            return None
+    return mine.loc[mine["overhead_frac_mean"].idxmin()]
+
+
+def _fell_back(data: RunData, best: pd.Series) -> str:
+    """What ran instead, when CPR fell back to full recovery at Daly's interval ('' if not)."""
+    if data.decisions.get((best["point"], best["policy"])) != "full":
+        return ""
+    return f"\n→ full recovery at {best['interval_h_mean']:.2g} h"
+
+
+def _pls(row: pd.Series) -> float:
+    """The row's PLS: measured where the model trained, else the time model's estimate."""
+    for column in ("pls_measured_mean", "pls_model_mean"):
+        if column in row and pd.notna(row[column]):
+            return float(row[column])
+    return float("nan")
+
+
+def _setting(data: RunData, point: int, mine: pd.DataFrame, policy: str) -> str:
+    """The values at ``point`` of the policy knobs that change this policy (``mine``: its
+    summary rows in the panel), ``key=value, …``: what its best point chose. A knob of
+    another policy (``policies.0.interval`` for policy 1) leaves its rows identical."""
+    knobs = [d for d in data.dimensions if d.policy_knob]
+    results = [  # what ran, not the swept values themselves (nor their ``<key>_si`` forms)
+        c for c in mine.columns if c.endswith("_mean") and not c.startswith(tuple(data.columns))
+    ]
+    means = mine[results].astype(float).round(12)
+    signature = pd.Series([str(tuple(row)) for row in means.to_numpy()], index=mine.index)
+    chosen = []
+    for d in knobs:
+        others = mine["point"].map(
+            lambda p, d=d: tuple(data.value_of(p, k) for k in knobs if k is not d)
+        )
+        if (signature.groupby(others).nunique() > 1).any():
+            values = dict(zip(d.keys, data.value_of(point, d), strict=True))
+            mine_keys = [k for k in d.keys if _applies(data, k, policy)] or list(d.keys)
+            chosen += [f"{k.rsplit('.', 1)[-1]}={values[k]}" for k in mine_keys]
+    return ", ".join(dict.fromkeys(chosen))
+
+
+def _applies(data: RunData, key: str, policy: str) -> bool:
+    """Whether ``policies.I.field`` or ``policies.*.field`` names ``policy`` (the I-th
+    policy of the run)."""
+    index = key.split(".")[1] if key.count(".") >= 2 else "*"
+    return index == "*" or index == str(data.policies.index(policy))
 
 
 def _part_rows(row: dict, best: pd.Series, ideal: float) -> list[dict]:
@@ -105,48 +186,76 @@ def segments(t: pd.DataFrame, log: bool, floor: float) -> dict[str, tuple[np.nda
     return {c: (edges[:, i], edges[:, i + 1] - edges[:, i]) for i, c in enumerate(CATEGORIES)}
 
 
-def plot(data: RunData, folder, point: int | None = None, scale: str = "auto"):
+def plot(data: RunData, out: Output, point: int | None = None, scale: str = "auto", max_pls=None):
     """The figure; ``scale`` is ``auto``, ``linear`` or ``log`` (see the module)."""
-    t = table(data, point)
+    t = table(data, point, max_pls)
+    grid = _layout(data, point)
+    panels = [p for p in grid.panels if p.title in set(t["panel"])]
+    grid = facets.Layout(tuple(panels), grid.rows, grid.cols, grid.dimensions)
     log = log_axis(t, scale)
-    width = SINGLE_COLUMN_IN if len(t) <= 4 else DOUBLE_COLUMN_IN
-    fig, ax = plt.subplots(figsize=(width, 2.4))
-    x = np.arange(len(t))
     positive = t.loc[t["overhead_pct"] > 0, "overhead_pct"]
     floor = 10 ** np.floor(np.log10(positive.min())) if log and len(positive) else 0.0
-    widths = np.where(_is_part(t), 0.4, 0.6)
-    for c, (bottom, height) in segments(t, log, floor).items():
-        ax.bar(
-            x,
-            height,
-            widths,
-            bottom=bottom,
+    top = max(t["ci95_high_pct"].fillna(t["overhead_pct"]).max(), t["overhead_pct"].max())
+    settings = bool(t["setting"].str.len().gt(0).any())
+    bars = t.groupby("panel", sort=False).size().max()
+    fig, axes = facets.figure(grid, max(0.8, bars * _row_in(t)) + 0.25, 0.6)
+    same_rows = t.groupby("panel", sort=False)[["policy", "setting"]].apply(
+        lambda g: tuple(map(tuple, g.to_numpy()))
+    )
+    for panel, ax in axes.items():
+        mine = t[t["panel"] == panel.title].reset_index(drop=True)
+        _bars(data, ax, mine, log, floor)
+        _policy_ticks(data, ax, mine, settings)
+        if same_rows.nunique() == 1 and panel.col > 0:  # the first column's names serve
+            ax.tick_params(labelleft=False)
+        ax.set_ylim(len(mine) - 0.5, -0.5)
+        if log:
+            ax.set_xscale("log")
+            ax.set_xlim(floor, top * 1.5)
+            decades = np.log10(top * 1.5 / floor)
+            ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5) if decades <= 3 else (1,)))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        else:
+            ax.set_xlim(0, top * 1.1)
+        ax.grid(axis="y", visible=False)
+        if grid.panels[1:]:
+            ax.set_title(panel.title)
+    xlabel = "overhead (%, log axis)" if log else "overhead (%)"
+    for ax in axes.values():
+        if facets.lowest(ax, fig.axes):
+            ax.set_xlabel(xlabel)
+    handles, names = next(iter(axes.values())).get_legend_handles_labels()
+    facets.legend(fig, grid.width_in, handles, names, handlelength=1.0)
+    facets.title(fig, grid.width_in, _title(data, t, point, max_pls, log), grid.header())
+    return out.save(fig, t, NAME)
+
+
+BAR_IN = 0.2
+"""Height of a bar's row with a one-line name, in inches."""
+
+
+def _row_in(t: pd.DataFrame) -> float:
+    """Height of a bar's row: room for the longest label (name, setting, fall-back)."""
+    lines = 1 + max((s.count("\n") + 1 for s in t["setting"] if s), default=0)
+    return max(BAR_IN, 0.125 * lines + 0.06)
+
+
+def _bars(data: RunData, ax, t: pd.DataFrame, log: bool, floor: float) -> None:
+    y = np.arange(len(t))
+    heights = np.where(_is_part(t), 0.45, 0.7)
+    for c, (left, width) in segments(t, log, floor).items():
+        ax.barh(
+            y,
+            width,
+            heights,
+            left=left,
             color=CATEGORY_COLORS[c],
             label=LABELS[c],
             edgecolor="white",
             linewidth=0.3,
         )
     _error_bars(data, ax, t)
-    _policy_ticks(data, ax, t, x, point)
-    ax.set_xlim(-0.6, len(t) - 0.4 if len(t) > 1 else 0.6)
-    top = max(t["ci95_high_pct"].fillna(t["overhead_pct"]).max(), t["overhead_pct"].max())
-    if log:
-        ax.set_yscale("log")
-        ax.set_ylim(floor, top * 1.5)
-        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_ylabel("overhead (% of failure-free time)\nlog axis; segments in proportion")
-    else:
-        ax.set_ylim(0, top * 1.1)
-        ax.set_ylabel("overhead (% of failure-free time)")
-    ax.grid(axis="x", visible=False)
-    handles, names = ax.get_legend_handles_labels()
-    ax.legend(
-        handles[::-1], names[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0), handlelength=1.0
-    )
-    ax.set_title(_title(data, t, point))
-    return save(fig, t, folder, NAME)
 
 
 def _error_bars(data: RunData, ax, t: pd.DataFrame) -> None:
@@ -159,9 +268,9 @@ def _error_bars(data: RunData, ax, t: pd.DataFrame) -> None:
             [row["ci95_high_pct"] - row["overhead_pct"]],
         ]
         ax.errorbar(
-            i,
             row["overhead_pct"],
-            yerr=err,
+            i,
+            xerr=err,
             color=style.color,
             marker=style.marker,
             markersize=3.5,
@@ -169,20 +278,24 @@ def _error_bars(data: RunData, ax, t: pd.DataFrame) -> None:
         )
 
 
-def _policy_ticks(data: RunData, ax, t: pd.DataFrame, x: np.ndarray, point: int | None) -> None:
-    """Policy names (with their best sweep setting) in the policies' colours."""
-    labels = [data.styles[p].name for p in t["policy"]]
-    if data.columns and point is None:
-        labels = [
-            f"{n}\n" + s.replace(", ", "\n") for n, s in zip(labels, t["setting"], strict=True)
-        ]
+def _policy_ticks(data: RunData, ax, t: pd.DataFrame, settings: bool) -> None:
+    """Policy names (with their chosen setting on a second line) in the policies' colours;
+    a composed policy's parts indented under it."""
     parts = t["part"] if "part" in t else pd.Series(np.nan, index=t.index)
-    labels = [f"↳ {p}" if isinstance(p, str) else n for n, p in zip(labels, parts, strict=True)]
-    ax.set_xticks(
-        x, labels, rotation=0 if len(t) <= 4 else 20, ha="center" if len(t) <= 4 else "right"
-    )
-    for tick, policy in zip(ax.get_xticklabels(), t["policy"], strict=True):
+    labels = []
+    for policy, setting, part in zip(t["policy"], t["setting"], parts, strict=True):
+        if isinstance(part, str):
+            labels.append(f"↳ {part}")
+        else:
+            name = data.styles[policy].name
+            labels.append(f"{name}\n{setting}" if settings and setting else name)
+    ax.set_yticks(np.arange(len(t)), labels)
+    for tick, policy, part in zip(ax.get_yticklabels(), t["policy"], parts, strict=True):
         tick.set_color(data.styles[policy].color)
+        if isinstance(part, str):
+            tick.set_fontsize(6)
+        else:
+            tick.set_linespacing(1.0)
 
 
 def _is_part(t: pd.DataFrame) -> np.ndarray:
@@ -190,16 +303,19 @@ def _is_part(t: pd.DataFrame) -> np.ndarray:
     return t["part"].notna().to_numpy() if "part" in t else np.zeros(len(t), dtype=bool)
 
 
-def _title(data: RunData, t: pd.DataFrame, point: int | None) -> str:
+def _title(data: RunData, t: pd.DataFrame, point: int | None, max_pls, log: bool) -> str:
     t = t[~_is_part(t)]
     n = "/".join(str(v) for v in sorted(set(t["n"])))
     where = ""
-    if data.columns:
-        where = (
-            "; each policy at its best point"
-            if point is None
-            else f"; {data.describe_point(point)}"
-        )
+    if point is not None and data.columns:
+        where = f"; {data.describe_point(point)}"
+    elif any(d.policy_knob for d in data.dimensions):
+        limit = f" with PLS ≤ {max_pls:g}" if max_pls is not None else ""
+        where = f"; each policy at its lowest-overhead setting{limit}"
     unfinished = int(t["n_unfinished"].sum())
     excluded = f" ({unfinished} unfinished left out)" if unfinished else ""
-    return f"{data.scenario_name}: mean of n = {n} replications{excluded}, 95% CI{where}"
+    scale = "; log axis, each bar split in proportion to its parts" if log else ""
+    return (
+        f"{data.scenario_name}: overhead in % of the failure-free time, mean of n = {n} "
+        f"replications{excluded}, 95% CI{where}{scale}"
+    )

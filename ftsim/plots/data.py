@@ -1,9 +1,17 @@
-"""What the figures read from a run folder (``run`` or ``sweep``): never a new simulation."""
+"""What the figures read from a run folder (``run`` or ``sweep``): never a new simulation.
+
+A sweep's points vary along *dimensions*: each ``grid`` key is one, and the keys of the
+``zip`` together are one more (they vary together, so they are one axis of the study). A
+dimension whose keys all start with ``policies.`` is a *policy knob* (the interval, a target
+PLS, ECRM's k, …); any other (failure rates, the cluster, the job) is the *environment*,
+which figures show as separate panels and never optimise over.
+"""
 
 from __future__ import annotations
 
 import copy
 import json
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -13,9 +21,41 @@ import pandas as pd
 from ftsim.experiments.stats import summarize, with_point
 from ftsim.plots.style import PolicyStyle, policy_styles
 
+INTERVAL_KEYS = {"interval", "checkpoint_interval", "target_pls", "target_accuracy_loss"}
+INTERVAL_KEYS |= {"pls_slope"}
+"""Swept fields that set a policy's checkpoint interval (the interval figure's x axis)."""
+
 
 class Skip(Exception):
     """A figure that this run folder cannot support; the message says why."""
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One axis of a sweep: a grid key, or all the zip's keys (they vary together)."""
+
+    keys: tuple[str, ...]
+    values: tuple[tuple, ...]
+    """The dimension's values (one entry per key), in the sweep's order."""
+
+    @property
+    def policy_knob(self) -> bool:
+        """Whether it only changes policies (a knob to optimise), not the environment."""
+        return all(k.startswith("policies.") for k in self.keys)
+
+    @property
+    def sets_interval(self) -> bool:
+        """Whether one of its keys sets a checkpoint interval (directly or by a target)."""
+        return any(k.rsplit(".", 1)[-1] in INTERVAL_KEYS for k in self.keys)
+
+    @property
+    def name(self) -> str:
+        return " & ".join(self.keys)
+
+    @staticmethod
+    def label(value: tuple) -> str:
+        """A value as a panel title: the values only (the keys are in the figure's title)."""
+        return ", ".join(map(str, value))
 
 
 @dataclass
@@ -41,6 +81,54 @@ class RunData:
         if len(timeline):
             timeline = with_point(timeline)
         return cls(root, runs, timeline, manifest, list(manifest.get("columns", [])))
+
+    @cached_property
+    def dimensions(self) -> list[Dimension]:
+        """The dimensions along which the points vary (constant keys are none), in the
+        order of the swept columns; the zip's keys form one, as ``scenario.yaml`` says."""
+        zipped = set(self._sweep_section().get("zip") or {}) & set(self.columns)
+        groups = [(c,) for c in self.columns if c not in zipped]
+        if zipped:
+            groups.append(tuple(c for c in self.columns if c in zipped))
+        firsts = self.runs.drop_duplicates("point")
+        out = []
+        for keys in groups:
+            values = tuple(dict.fromkeys(zip(*(firsts[k] for k in keys), strict=True)))
+            if len(values) > 1:
+                out.append(Dimension(keys, values))
+        return out
+
+    def value_of(self, point: int, dimension: Dimension) -> tuple:
+        """The value of ``dimension`` at ``point``."""
+        row = self._point_rows.loc[point]
+        return tuple(row[k] for k in dimension.keys)
+
+    @cached_property
+    def _point_rows(self) -> pd.DataFrame:
+        return self.runs.drop_duplicates("point").set_index("point")
+
+    def _sweep_section(self) -> dict:
+        """``sweep:`` of the saved scenario ({} when it is missing or unreadable: then every
+        swept key is a dimension of its own)."""
+        import yaml
+
+        try:
+            data = yaml.safe_load((self.root / "scenario.yaml").read_text())
+        except (OSError, yaml.YAMLError):
+            return {}
+        section = data.get("sweep") if isinstance(data, dict) else None
+        return section if isinstance(section, dict) else {}
+
+    @cached_property
+    def decisions(self) -> pd.Series:
+        """CPR's recovery per (point, policy): ``partial``, ``full`` (it fell back to full
+        recovery at Daly's interval) or ``mixed``; empty without a ``cpr_decision`` column."""
+        if not self.has("cpr_decision"):
+            return pd.Series(dtype=object)
+        rows = self.runs.dropna(subset=["cpr_decision"])
+        return rows.groupby(["point", "policy"])["cpr_decision"].agg(
+            lambda d: d.iloc[0] if d.nunique() == 1 else "mixed"
+        )
 
     @property
     def policies(self) -> list[str]:
@@ -83,6 +171,7 @@ class RunData:
         from ftsim.policies import catalog  # noqa: F401 (the kinds the scenario may name)
         from ftsim.scenario import overrides as rules
         from ftsim.scenario.loader import read_yaml, validate_scenario
+        from ftsim.scenario.notices import ScenarioWarning
 
         path = self.root / "scenario.yaml"
         data = {k: v for k, v in read_yaml(path).items() if k != "sweep"}
@@ -94,4 +183,6 @@ class RunData:
             if entry["point"] == point:
                 for key, value in entry["values"].items():
                     rules.assign(data, key, copy.deepcopy(value), positions)
-        return validate_scenario(rules.only_selected(data, positions), path)
+        with warnings.catch_warnings():  # ftsim's own resolved file: its notes were said
+            warnings.simplefilter("ignore", ScenarioWarning)  # when the sweep read the input
+            return validate_scenario(rules.only_selected(data, positions), path)

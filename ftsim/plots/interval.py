@@ -1,48 +1,27 @@
 """(b) Overhead versus checkpoint interval: one line per policy with its 95% band, and the
-Young/Daly closed form overlaid for ``full`` (Daly's expected wall time, and its optimum)."""
+Young/Daly closed form overlaid for ``full`` (Daly's expected wall time, and its optimum).
+
+Each point sits at the interval that actually ran (the ``interval_h`` column), not at the
+value asked for: CPR with ``fallback`` switches to full recovery at Daly's interval when its
+model says that is cheaper. Such fall-backs are drawn apart (a ✕ in the policy's colour,
+outside its line) and named in the legend; two requests that ran the same setting are one
+point. The dimensions that set an interval are the x axis; every other swept dimension
+(failure rates, the cluster, other knobs) is a panel.
+"""
 
 from __future__ import annotations
 
-import math
-import textwrap
-
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator
 
+from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
-from ftsim.plots.style import SINGLE_COLUMN_IN, save
+from ftsim.plots.style import Output
 
 NAME = "overhead_vs_interval"
 MODEL_POLICY = "full"
-INTERVAL_KEYS = {"interval", "target_pls", "target_accuracy_loss", "pls_slope"}
-"""Swept fields that set a policy's checkpoint interval (the x axis, not a separate figure)."""
-
-
-def _groups(data: RunData) -> list[tuple[str, pd.DataFrame]]:
-    """Summary rows per combination of the swept keys other than those setting the interval."""
-    s = data.summary
-    if "interval_h_mean" not in s:
-        raise Skip("no policy has an interval_h column")
-    varying = s.groupby("policy", sort=False)["interval_h_mean"].nunique()
-    if not (varying > 1).any():
-        raise Skip(
-            "needs a sweep over the checkpoint interval (e.g. --grid 'policies.*.interval=…')"
-        )
-    others = [c for c in data.columns if c.rsplit(".", 1)[-1] not in INTERVAL_KEYS]
-    if not others:
-        return [("", s)]
-    return [
-        (
-            textwrap.fill(
-                ", ".join(f"{c.rsplit('.', 1)[-1]}={v}" for c, v in zip(others, key, strict=True)),
-                60,
-            ),
-            g,
-        )
-        for key, g in s.groupby(others, sort=False)
-    ]
 
 
 def model_curve(data: RunData, rows: pd.DataFrame, grid_h: np.ndarray) -> pd.DataFrame:
@@ -88,72 +67,147 @@ def model_curve(data: RunData, rows: pd.DataFrame, grid_h: np.ndarray) -> pd.Dat
     return curve
 
 
-def plot(data: RunData, folder, point: int | None = None):
-    groups = _groups(data)
-    paths = []
-    for i, (title, rows) in enumerate(groups):
-        name = NAME if len(groups) == 1 else f"{NAME}_{i + 1}"
-        paths += _figure(data, rows, title, folder, name)
-    return paths
+def _layout(data: RunData) -> facets.Layout:
+    """Panels over the swept dimensions that do not set an interval."""
+    s = data.summary
+    if "interval_h_mean" not in s:
+        raise Skip("no policy has an interval_h column")
+    sweeps = [d for d in data.dimensions if d.sets_interval]
+    varying = s.groupby("policy", sort=False)["interval_h_mean"].nunique()
+    if not sweeps or not (varying > 1).any():
+        raise Skip(
+            "needs a sweep over the checkpoint interval (e.g. --grid 'policies.*.interval=…')"
+        )
+    return facets.layout(data, [d for d in data.dimensions if not d.sets_interval])
 
 
-def _figure(data: RunData, rows: pd.DataFrame, title: str, folder, name: str):
-    entries = rows["policy"].nunique() + 2
-    fig, ax = plt.subplots(figsize=(SINGLE_COLUMN_IN, 2.2 + 0.14 * math.ceil(entries / 2)))
-    table = []
-    for policy, g in rows.groupby("policy", sort=False):
-        g = g.sort_values("interval_h_mean")
+def points(data: RunData, rows: pd.DataFrame) -> pd.DataFrame:
+    """The plotted points of ``rows`` (summary rows): one per policy and interval run, with
+    CPR's decision (``partial``, ``full`` for a fall-back, '' for other policies)."""
+    t = pd.DataFrame(
+        {
+            "series": rows["policy"],
+            "point": rows["point"],
+            "interval_h": rows["interval_h_mean"],
+            "decision": [
+                data.decisions.get((p, q), "")
+                for p, q in zip(rows["point"], rows["policy"], strict=True)
+            ],
+            "overhead_pct": 100 * rows["overhead_frac_mean"],
+            "ci95_low_pct": 100 * rows["overhead_frac_ci95_low"],
+            "ci95_high_pct": 100 * rows["overhead_frac_ci95_high"],
+            "n": rows["n"],
+        }
+    )
+    t["decision"] = t["decision"].fillna("")
+    t["asked"] = [data.describe_point(p) for p in t["point"]]
+    t = t.dropna(subset=["interval_h"])
+    return t.drop_duplicates(["series", "interval_h", "decision", "overhead_pct"])
+
+
+def plot(data: RunData, out: Output, point: int | None = None):
+    grid = _layout(data)
+    x_keys = [k for d in data.dimensions if d.sets_interval for k in d.keys]
+    along = ", ".join(k for k in x_keys if not k.startswith("policies."))
+    fig, axes = facets.figure(grid, 1.7 if grid.cols > 1 else 1.9, 0.4, sharex=True)
+    tables = []
+    fell_back = False
+    model = {}
+    for panel, ax in axes.items():
+        rows = data.summary[data.summary["point"].isin(panel.points)]
+        t = points(data, rows)
+        fell_back |= _draw_policies(data, ax, t)
+        low, high = t["interval_h"].min(), t["interval_h"].max()
+        try:
+            if along:
+                raise Skip(f"{along} varies along the x axis (a zip with the interval)")
+            curve = model_curve(data, rows, np.geomspace(low, high, 200))
+        except Skip as why:
+            note = f"without the Daly model: {why}"
+            if note not in data.omitted.get(NAME, []):
+                data.omit(NAME, note)
+        else:
+            _draw_model(data, ax, curve, low, high)
+            model[panel] = curve.attrs["text"]
+            t = pd.concat([t, curve.assign(series="daly_model", point=np.nan)], ignore_index=True)
+        tables.append(t.assign(panel=panel.title))
+        if grid.panels[1:]:
+            ax.set_title("\n".join(x for x in (panel.title, model.get(panel)) if x))
+        ax.set_ylim(bottom=0)
+        _interval_axis(ax)
+    facets.axis_labels(fig, "interval τ run (h of compute)", "overhead (%)")
+    table = pd.concat(tables, ignore_index=True)
+    n = "/".join(str(int(v)) for v in sorted(set(table["n"].dropna())))
+    single = "" if grid.panels[1:] else next(iter(model.values()), "")
+    facets.title(
+        fig,
+        grid.width_in,
+        f"{data.scenario_name}: overhead (% of failure-free time) vs interval run; "
+        f"n = {n} per point, 95% CI bands",
+        single,
+        "".join(f"x: {d.name} (a zip)" for d in data.dimensions if d.sets_interval and d.keys[1:]),
+        grid.header(),
+    )
+    handles, labels = facets.legend_entries(fig)
+    if fell_back:
+        handles.append(_fallback_handle())
+        labels.append("fell back to full recovery (at Daly's τ)")
+    facets.legend(fig, grid.width_in, handles, labels)
+    return out.save(fig, table, NAME)
+
+
+def _draw_policies(data: RunData, ax, t: pd.DataFrame) -> bool:
+    """Each policy's line and band through the points it ran as asked, and its fall-backs
+    apart; whether there was a fall-back."""
+    fell_back = False
+    for policy, g in t.groupby("series", sort=False):
+        g = g.sort_values("interval_h")
         style = data.styles[policy]
-        x = g["interval_h_mean"]
+        asked = g[g["decision"] != "full"]
         ax.fill_between(
-            x,
-            100 * g["overhead_frac_ci95_low"],
-            100 * g["overhead_frac_ci95_high"],
+            asked["interval_h"],
+            asked["ci95_low_pct"],
+            asked["ci95_high_pct"],
             color=style.color,
             alpha=0.18,
             linewidth=0,
         )
         ax.plot(
-            x,
-            100 * g["overhead_frac_mean"],
+            asked["interval_h"],
+            asked["overhead_pct"],
             color=style.color,
             marker=style.marker,
             label=style.name,
         )
-        table.append(
-            pd.DataFrame(
-                {
-                    "series": policy,
-                    "interval_h": x,
-                    "overhead_pct": 100 * g["overhead_frac_mean"],
-                    "ci95_low_pct": 100 * g["overhead_frac_ci95_low"],
-                    "ci95_high_pct": 100 * g["overhead_frac_ci95_high"],
-                    "n": g["n"],
-                }
+        back = g[g["decision"] == "full"]
+        if len(back):
+            fell_back = True
+            ax.errorbar(
+                back["interval_h"],
+                back["overhead_pct"],
+                yerr=[
+                    back["overhead_pct"] - back["ci95_low_pct"],
+                    back["ci95_high_pct"] - back["overhead_pct"],
+                ],
+                color=style.color,
+                **FALLBACK,
             )
-        )
-    low, high = rows["interval_h_mean"].min(), rows["interval_h_mean"].max()
-    try:
-        curve = model_curve(data, rows, np.geomspace(low, high, 200))
-    except Skip as why:
-        data.omit(NAME, f"without the Daly model: {why}")
-    else:
-        _draw_model(data, ax, curve, low, high)
-        table.append(curve.assign(series="daly_model", ci95_low_pct=np.nan, ci95_high_pct=np.nan))
-        title = ", ".join(t for t in (title, curve.attrs["text"]) if t)
+    return fell_back
+
+
+FALLBACK = {"marker": "x", "markersize": 6, "markeredgewidth": 1.4, "linestyle": "none"}
+"""How a CPR point that fell back to full recovery is drawn (no line: it is another strategy)."""
+
+
+def _fallback_handle():
+    return Line2D([], [], color="0.3", **FALLBACK)
+
+
+def _interval_axis(ax) -> None:
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=2))
     ax.xaxis.set_major_formatter(FuncFormatter(_hours))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-    ax.set_xlabel("checkpoint interval τ (h of compute)")
-    ax.set_ylabel("overhead (% of failure-free time)")
-    ax.set_ylim(bottom=0)
-    n = "/".join(str(v) for v in sorted(set(rows["n"])))
-    ax.set_title(
-        f"{data.scenario_name}: n = {n} per point, 95% CI bands" + (f"\n{title}" if title else "")
-    )
-    fig.legend(loc="outside lower center", ncols=2)
-    return save(fig, pd.concat(table, ignore_index=True), folder, name)
 
 
 def _draw_model(data: RunData, ax, curve: pd.DataFrame, low: float, high: float) -> None:

@@ -11,13 +11,13 @@ replications (over all sweep points).
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
-from ftsim.plots.style import SINGLE_COLUMN_IN, save
+from ftsim.plots.style import Output
 
 NAME = "accuracy_vs_pls"
 X, Y = "pls_measured", "logloss_delta"
@@ -40,42 +40,61 @@ def fits(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["policy", "slope", "intercept", "r2", "n"])
 
 
-def plot(data: RunData, folder, point: int | None = None):
+def plot(data: RunData, out: Output, point: int | None = None):
     if not (data.has(X) and data.has(Y)):
         raise Skip(f"no {X} and {Y} columns (the runs were timing only)")
     runs = data.runs.dropna(subset=[X, Y])
     table = fits(runs)
     if table.empty:
         raise Skip("every policy's PLS is 0: no line to fit")
-    fig, ax = plt.subplots(figsize=(SINGLE_COLUMN_IN, 2.4))
-    for fit in table.itertuples():
-        g = runs[runs["policy"] == fit.policy]
-        style = data.styles[fit.policy]
-        label = f"{style.name}: n = {fit.n}"
-        if fit.slope == fit.slope:
-            label += f", slope {fit.slope:.3g}, r² = {fit.r2:.2f}"
-            x = np.linspace(g[X].min(), g[X].max(), 50)
-            ax.plot(x, fit.intercept + fit.slope * x, color=style.color, linewidth=1.0)
-        ax.plot(
-            g[X],
-            g[Y],
-            color=style.color,
-            marker=style.marker,
-            linestyle="none",
-            alpha=0.6,
-            markersize=3,
-            label=label,
-        )
-    ax.axhline(0, color="0.3", linewidth=0.5)
-    ax.set_xlabel("PLS measured (portion of lost samples)")
-    ax.set_ylabel("log-loss increase vs failure-free")
+    grid = facets.layout(data, [d for d in data.dimensions if not d.policy_knob])
+    fig, axes = facets.figure(grid, 1.8, 0.4)
+    drawn, labels, plotted = {}, {}, []
+    for panel, ax in axes.items():
+        here = runs[runs["point"].isin(panel.points)]
+        mine = fits(here)
+        rows = here[here["policy"].isin(mine["policy"])][["point", "policy", "rep", X, Y]]
+        rows = rows.merge(mine.add_prefix("fit_").rename(columns={"fit_policy": "policy"}))
+        plotted.append(rows.assign(panel=panel.title))
+        for fit in mine.itertuples():
+            g = here[here["policy"] == fit.policy]
+            style = data.styles[fit.policy]
+            label = f"{style.name}: n = {fit.n}"
+            if fit.slope == fit.slope:
+                label += f", slope {fit.slope:.3g}, r² = {fit.r2:.2f}"
+                x = np.linspace(g[X].min(), g[X].max(), 50)
+                ax.plot(x, fit.intercept + fit.slope * x, color=style.color, linewidth=1.0)
+            (handle,) = ax.plot(
+                g[X],
+                g[Y],
+                color=style.color,
+                marker=style.marker,
+                linestyle="none",
+                alpha=0.6,
+                markersize=3,
+            )
+            drawn.setdefault(fit.policy, handle)
+            labels.setdefault(fit.policy, []).append(label)
+        ax.axhline(0, color="0.3", linewidth=0.5)
+        if grid.panels[1:]:
+            ax.set_title(panel.title)
+    facets.axis_labels(
+        fig, "PLS measured (portion of lost samples)", "log-loss increase vs failure-free"
+    )
     counts = sorted(set(table["n"]))
     title = f"{data.scenario_name}: n = {'/'.join(map(str, counts))} trained reps per policy"
+    if grid.panels[1:]:
+        title += " (all panels); one least-squares line per policy and panel"
+        legend = [data.styles[p].name for p in drawn]
+    else:
+        legend = [labels[p][0] for p in drawn]
     exact = [data.styles[p].name for p in runs["policy"].unique() if p not in set(table.policy)]
-    if exact:
-        title += f"\nPLS 0, not shown: {', '.join(exact)}"
-    ax.set_title(title)
-    ax.legend(loc="best", fontsize="small")
-    rows = runs[runs["policy"].isin(table["policy"])][["point", "policy", "rep", X, Y]]
-    rows = rows.merge(table.add_prefix("fit_").rename(columns={"fit_policy": "policy"}))
-    return save(fig, rows, folder, NAME)
+    facets.title(
+        fig,
+        grid.width_in,
+        title,
+        f"PLS 0, not shown: {', '.join(exact)}" if exact else "",
+        grid.header(),
+    )
+    facets.legend(fig, grid.width_in, list(drawn.values()), legend)
+    return out.save(fig, pd.concat(plotted, ignore_index=True), NAME)

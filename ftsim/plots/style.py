@@ -10,7 +10,7 @@ the run's policies, so a policy looks the same in every figure of a run. Time ca
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -93,19 +93,41 @@ def policy_styles(kinds: dict[str, str]) -> dict[str, PolicyStyle]:
     return {label: styles[label] for label in kinds}
 
 
-def save(fig, data: pd.DataFrame, folder: Path, name: str) -> list[Path]:
-    """Write ``name``.pdf, .png and .csv (the plotted numbers) atomically; close the figure."""
-    import matplotlib.pyplot as plt
+FORMATS = ("pdf", "png", "svg")
+"""Image formats a figure can be written in (besides the CSV of its numbers, always)."""
+DEFAULT_FORMATS = ("pdf", "png")
+_METADATA = {"pdf": {"CreationDate": None}, "svg": {"Date": None}, "png": {}}
+"""No timestamps in the files, so that the same results give the same bytes."""
 
-    with writing(folder):
-        folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt, metadata in (("pdf", {"CreationDate": None}), ("png", {})):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, metadata=metadata)
-        paths.append(folder / f"{name}.{fmt}")
-        atomic_write_bytes(paths[-1], buffer.getvalue())
-    plt.close(fig)
-    paths.append(folder / f"{name}.csv")
-    atomic_write_text(paths[-1], data.to_csv(index=False, float_format="%.6g"))
-    return paths
+
+@dataclass(frozen=True)
+class Output:
+    """Where figures go and in which formats."""
+
+    folder: Path
+    formats: tuple[str, ...] = DEFAULT_FORMATS
+    problems: dict[str, list[str]] = field(default_factory=dict)
+    """Per figure: what :func:`~ftsim.plots.collisions.collisions` found (``plot`` says it)."""
+
+    def save(self, fig, data: pd.DataFrame, name: str) -> list[Path]:
+        """Write ``name`` in each format and ``name``.csv (the plotted numbers), atomically;
+        close the figure. The files are exactly as wide as the figure (no tight bbox)."""
+        import matplotlib.pyplot as plt
+
+        from ftsim.plots.collisions import collisions
+
+        found = collisions(fig)
+        if found:
+            self.problems[name] = found
+        with writing(self.folder):
+            self.folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for fmt in self.formats:
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=fmt, metadata=_METADATA[fmt])
+            paths.append(self.folder / f"{name}.{fmt}")
+            atomic_write_bytes(paths[-1], buffer.getvalue())
+        plt.close(fig)
+        paths.append(self.folder / f"{name}.csv")
+        atomic_write_text(paths[-1], data.to_csv(index=False, float_format="%.6g"))
+        return paths

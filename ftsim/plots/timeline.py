@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from ftsim.plots.data import RunData, Skip
-from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, OKABE_ITO, save
+from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, OKABE_ITO, Output
 
 NAME = "timeline"
 LANE = 0.7
@@ -33,7 +33,7 @@ LEGEND_COLUMNS = 6
 """Most legend entries in a row (more wrap onto rows of equal length)."""
 
 
-def plot(data: RunData, folder, point: int | None = None):
+def plot(data: RunData, out: Output, point: int | None = None):
     t = data.timeline
     if t.empty:
         raise Skip("timeline.csv is empty")
@@ -82,7 +82,7 @@ def plot(data: RunData, folder, point: int | None = None):
     ax.set_title(f"{data.scenario_name}: replication {rep}" + (f", {where}" if where else ""))
     rows = math.ceil(len(handles) / LEGEND_COLUMNS)
     fig.legend(handles=handles, ncols=math.ceil(len(handles) / rows), loc="outside lower center")
-    return save(fig, t, folder, NAME)
+    return out.save(fig, t, NAME)
 
 
 def _best_point(data: RunData) -> int:

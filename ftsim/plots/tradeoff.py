@@ -1,14 +1,14 @@
 """(c) Accuracy cost versus time overhead: mean log-loss delta against mean overhead for
 every policy at every sweep point, with 95% intervals, and the trade-off frontier (the
-points no other point beats on both)."""
+points no other point beats on both), in a panel per environment point of a sweep."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
+from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
-from ftsim.plots.style import SINGLE_COLUMN_IN, save
+from ftsim.plots.style import Output
 
 NAME = "accuracy_vs_overhead"
 
@@ -24,7 +24,7 @@ def frontier(points: pd.DataFrame) -> pd.DataFrame:
     return ordered.loc[keep]
 
 
-def plot(data: RunData, folder, point: int | None = None):
+def plot(data: RunData, out: Output, point: int | None = None):
     if not data.has("logloss_delta"):
         raise Skip("no logloss_delta column (the runs were timing only, without the trainer)")
     s = data.summary.dropna(subset=["logloss_delta_mean"])
@@ -42,9 +42,35 @@ def plot(data: RunData, folder, point: int | None = None):
             "n_trained": s["n_trained"],
         }
     )
-    t["frontier"] = t.index.isin(frontier(t).index)
-    fig, ax = plt.subplots(figsize=(SINGLE_COLUMN_IN, 2.4))
-    edge = frontier(t)
+    grid = facets.layout(data, [d for d in data.dimensions if not d.policy_knob])
+    fig, axes = facets.figure(grid, 1.8, 0.4)
+    tables = []
+    for panel, ax in axes.items():
+        mine = t[t["point"].isin(panel.points)].copy()
+        mine["frontier"] = mine.index.isin(frontier(mine).index)
+        mine.insert(0, "panel", panel.title)
+        tables.append(mine)
+        _draw(data, ax, mine)
+        if grid.panels[1:]:
+            ax.set_title(panel.title)
+    facets.axis_labels(
+        fig, "overhead (% of failure-free time)", "log-loss increase vs failure-free"
+    )
+    n = "/".join(str(v) for v in sorted(set(t["n"])))
+    n_trained = "/".join(str(v) for v in sorted(set(t["n_trained"])))
+    facets.title(
+        fig,
+        grid.width_in,
+        f"{data.scenario_name}: means, 95% CI; overhead n = {n}, accuracy n = {n_trained}",
+        grid.header(),
+    )
+    facets.legend(fig, grid.width_in)
+    return out.save(fig, pd.concat(tables), NAME)
+
+
+def _draw(data: RunData, ax, t: pd.DataFrame) -> None:
+    """The frontier (a grey staircase) and each policy's points with both intervals."""
+    edge = t[t["frontier"]]
     ax.plot(
         edge["overhead_pct"],
         edge["logloss_delta"],
@@ -76,10 +102,3 @@ def plot(data: RunData, folder, point: int | None = None):
             label=style.name,
         )
     ax.axhline(0, color="0.3", linewidth=0.5)
-    ax.set_xlabel("overhead (% of failure-free time)")
-    ax.set_ylabel("log-loss increase vs failure-free")
-    n = "/".join(str(v) for v in sorted(set(t["n"])))
-    n_trained = "/".join(str(v) for v in sorted(set(t["n_trained"])))
-    ax.set_title(f"{data.scenario_name}: means, 95% CI; overhead n = {n}, accuracy n = {n_trained}")
-    ax.legend(loc="best")
-    return save(fig, t, folder, NAME)

@@ -1,0 +1,207 @@
+"""Small multiples: one figure per kind, one panel per value of the sweep's dimensions.
+
+The first faceted dimension runs across the columns and any further ones down the rows (a
+single one wraps after ``MAX_COLUMNS``). Panel titles hold the values only; the figure's
+title names the keys once. A figure is exactly 3.33 in wide with one column of panels and
+7.0 in with more (the documented widths: nothing in the style grows the saved file).
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+
+from ftsim.plots.data import Dimension, RunData
+from ftsim.plots.style import DOUBLE_COLUMN_IN, SINGLE_COLUMN_IN
+
+MAX_COLUMNS = 4
+"""Most panels in a row when one dimension is faceted (more wrap onto further rows)."""
+CHAR_IN = 7 * 0.6 / 72
+"""Width of an average character at 7 pt (DejaVu Sans), in inches: to wrap titles and size
+legends to the figure's width."""
+TITLE_SEPARATOR = "; "
+LINE_IN = 7 * 1.25 / 72
+"""Height of a line of 7 pt text, in inches."""
+HANDLE_IN = 0.4
+"""Room of a legend entry's handle and the gaps around it, in inches."""
+LEGEND_LINE_IN = 7 * 1.6 / 72
+"""Height of a row of the legend (7 pt text and its spacing), in inches."""
+
+
+@dataclass(frozen=True)
+class Panel:
+    row: int
+    col: int
+    title: str
+    points: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Layout:
+    panels: tuple[Panel, ...]
+    rows: int
+    cols: int
+    dimensions: tuple[Dimension, ...]
+
+    @property
+    def width_in(self) -> float:
+        return SINGLE_COLUMN_IN if self.cols == 1 else DOUBLE_COLUMN_IN
+
+    def header(self) -> str:
+        """What the panels are, for the figure's title ('' for a single panel)."""
+        if not self.dimensions:
+            return ""
+        names = [d.name for d in self.dimensions]
+        if len(names) == 1:
+            return f"panels: {names[0]}"
+        return f"columns: {names[0]}; rows: {', '.join(names[1:])}"
+
+
+def layout(
+    data: RunData,
+    dimensions: list[Dimension],
+    points: list[int] | None = None,
+    max_columns: int = MAX_COLUMNS,
+) -> Layout:
+    """Panels for the points (default: all) along ``dimensions`` (none: one panel); a
+    single dimension wraps after ``max_columns`` panels."""
+    points = sorted(set(data.runs["point"])) if points is None else sorted(points)
+    if not dimensions:
+        return Layout((Panel(0, 0, "", tuple(points)),), 1, 1, ())
+    keys = {p: tuple(data.value_of(p, d) for d in dimensions) for p in points}
+    combos = [c for c in _product_order(dimensions) if c in set(keys.values())]
+    members = {c: tuple(p for p in points if keys[p] == c) for c in combos}
+    titles = {c: TITLE_SEPARATOR.join(Dimension.label(v) for v in c) for c in combos}
+    if len(dimensions) == 1:
+        n = len(combos)
+        cols = math.ceil(n / math.ceil(n / max_columns))
+        panels = [Panel(i // cols, i % cols, titles[c], members[c]) for i, c in enumerate(combos)]
+        return Layout(tuple(panels), math.ceil(n / cols), cols, tuple(dimensions))
+    columns = [v for v in dimensions[0].values if any(c[0] == v for c in combos)]
+    rows = list(dict.fromkeys(c[1:] for c in combos))
+    panels = [Panel(rows.index(c[1:]), columns.index(c[0]), titles[c], members[c]) for c in combos]
+    return Layout(tuple(panels), len(rows), len(columns), tuple(dimensions))
+
+
+def _product_order(dimensions: list[Dimension]) -> list[tuple]:
+    """Every combination of the dimensions' values, rows (later dimensions) slowest."""
+    combos = [()]
+    for d in dimensions:
+        combos = [(*c, v) for v in d.values for c in combos]
+    return combos
+
+
+def figure(grid: Layout, panel_height_in: float, extra_height_in: float = 0.5, **subplots):
+    """The figure and its axes by panel (unused cells of a wrapped row removed);
+    ``extra_height_in`` is for the x axis' labels (:func:`title` and :func:`legend` add
+    their own height)."""
+    fig, axes = plt.subplots(
+        grid.rows,
+        grid.cols,
+        figsize=(grid.width_in, grid.rows * panel_height_in + extra_height_in),
+        squeeze=False,
+        **subplots,
+    )
+    used = {(p.row, p.col) for p in grid.panels}
+    for (r, c), ax in _cells(axes):
+        if (r, c) not in used:
+            ax.remove()
+        elif (r + 1, c) not in used:  # the lowest panel of its column shows the x ticks
+            ax.xaxis.set_tick_params(labelbottom=True)
+    return fig, {p: axes[p.row][p.col] for p in grid.panels}
+
+
+def axis_labels(fig, xlabel: str, ylabel: str) -> None:
+    """The x label under the lowest panel of each column (the legend goes below them), one
+    y label for all the panels."""
+    for ax in fig.axes:
+        if lowest(ax, fig.axes):
+            ax.set_xlabel(xlabel)
+    fig.supylabel(ylabel, fontsize=8)
+
+
+def lowest(ax, axes) -> bool:
+    """Whether no other panel lies under ``ax`` in its column."""
+    mine = ax.get_subplotspec()
+    return not any(
+        other.get_subplotspec().colspan == mine.colspan
+        and other.get_subplotspec().rowspan.start > mine.rowspan.start
+        for other in axes
+        if other is not ax
+    )
+
+
+def _cells(axes):
+    for r, row in enumerate(axes):
+        for c, ax in enumerate(row):
+            yield (r, c), ax
+
+
+def wrap(text: str, width_in: float) -> str:
+    """``text`` wrapped at blanks to lines that fit ``width_in`` at 7 pt."""
+    chars = max(20, int(width_in / CHAR_IN))
+    text = text.replace(" = ", "\u00a0=\u00a0")  # keep "n = 20" on one line
+    return "\n".join(
+        line for paragraph in text.split("\n") for line in textwrap.wrap(paragraph, chars)
+    )
+
+
+def title(fig, width_in: float, *parts: str) -> None:
+    """The figure's title: ``parts`` (empty ones left out), one per line, wrapped."""
+    text = "\n".join(wrap(p, width_in - 0.1) for p in parts if p)
+    fig.suptitle(text, x=0.01, ha="left", fontsize=7)
+    _grow(fig, LINE_IN * (text.count("\n") + 1) + 0.04)
+
+
+def legend(fig, width_in: float, handles=None, labels=None, **options):
+    """One legend below the panels (never over data), as many columns as fit the width."""
+    if handles is None:
+        handles, labels = legend_entries(fig)
+    if not handles:
+        return None
+    widths = [max(map(len, str(label).split("\n"))) * CHAR_IN + HANDLE_IN for label in labels]
+    columns = next(
+        n
+        for n in range(len(handles), 0, -1)
+        if _legend_width(widths, n) <= width_in - 0.3 or n == 1
+    )
+    lines = max(
+        sum(str(label).count("\n") + 1 for label in column)
+        for column in _columns(list(labels), columns)
+    )
+    _grow(fig, LEGEND_LINE_IN * lines + 0.08)
+    return fig.legend(handles, labels, loc="outside lower center", ncols=columns, **options)
+
+
+def _columns(items: list, columns: int) -> list[list]:
+    """``items`` in ``columns`` columns as matplotlib's legend lays them out (column by
+    column, the first ones one longer when they do not divide evenly)."""
+    size, extra = divmod(len(items), columns)
+    out, start = [], 0
+    for c in range(columns):
+        end = start + size + (c < extra)
+        out.append(items[start:end])
+        start = end
+    return out
+
+
+def _legend_width(widths: list[float], columns: int) -> float:
+    """Width of a legend of entries ``widths`` (inches) in ``columns`` columns."""
+    return sum(max(column, default=0.0) for column in _columns(widths, columns))
+
+
+def _grow(fig, inches: float) -> None:
+    """Make ``fig`` taller by ``inches`` (for a title or legend outside the panels)."""
+    fig.set_figheight(fig.get_figheight() + inches)
+
+
+def legend_entries(fig):
+    """Legend entries of every axes of ``fig``, each label once, in order of appearance."""
+    found = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+    return list(found.values()), list(found)
