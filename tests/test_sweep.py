@@ -69,7 +69,7 @@ def test_points_carry_their_values_and_the_yaml_sweep_section_merges_with_grid(t
     assert plan.reference == "checkfreq"
     assert plan.points[3].scenario.policies[1].interval == 1800.0
     assert plan.points[3].scenario.cluster.storage.write_bandwidth == 2e9
-    assert plan.row_cells(plan.points[3], 2) == {
+    assert plan.row_cells(plan.points[3], 1) == {
         "point": 3,
         "cluster.storage.write_bandwidth": "2 GB/s",
         "cluster.storage.write_bandwidth_si": 2e9,
