@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, PlainSerializer
 
 from ftsim.experiments.runner import simulate
-from ftsim.policies.registry import policy_classes
+from ftsim.policies.catalog import policy_classes
 from ftsim.scenario import schema
 from ftsim.scenario.loader import ScenarioError, read_yaml, validate_scenario
 from ftsim.scenario.notices import NO_EFFECT, ScenarioWarning
