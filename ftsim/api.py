@@ -35,6 +35,7 @@ def load_scenario(path: str | Path, overrides: Mapping[str, object] | None = Non
     """The validated scenario of the file ``path``, with ``overrides`` (dotted key →
     value, as ``--set key=value``: ``{"policies.0.interval": "30 min"}``) applied; a
     ``ScenarioError`` locates every problem."""
+    from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
     from ftsim.scenario.loader import load_scenario as load
 
     return load(path, _assignments(overrides))

@@ -62,21 +62,6 @@ def short_duration(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
-def policy_notices(scenario, where: str = "") -> list[Notice]:
-    """What each policy of ``scenario`` decided for the user when it planned (CPR's fall-back
-    to full recovery), named with ``where`` (a sweep point) if given. Builds each policy
-    once, without simulating: the decision depends on the scenario only, not on the
-    replication."""
-    from ftsim.sim.cluster import StateLayout
-
-    layout = StateLayout(scenario)
-    found = []
-    for params in scenario.policies:
-        for notice in params.policy_class(params, scenario, layout).notices():
-            found.append(notice.at(where) if where else notice)
-    return found
-
-
 def warn_renamed(old: str, new: str) -> None:
     """Say that the field ``old`` (a dotted location) is deprecated in favour of ``new``."""
     warnings.warn(f"{old} is deprecated: call it {new}", RenamedField, stacklevel=3)

@@ -32,6 +32,15 @@ def test_import_ftsim_is_cheap_and_exports_the_api_lazily():
         ftsim.runn  # noqa: B018
 
 
+def test_a_fresh_session_loads_a_scenario_with_the_api_alone():
+    """``import ftsim`` then ``ftsim.load_scenario``: the policy kinds are registered by the
+    API itself (the test session's conftest registers them, which would hide this)."""
+    code = f"import ftsim; print(ftsim.load_scenario({str(PROD50H)!r}).policies[0].kind)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "full"
+
+
 def test_run_gives_the_command_lines_runs_csv(tmp_path):
     """The acceptance check of issue 21: the API's rows are the CLI's runs.csv."""
     results = ftsim.run(PROD50H, reps=3, trainer=False, out=tmp_path / "api")

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from ftsim.cli import main
-from ftsim.experiments.sweep import plan_sweep
-from ftsim.notices import CprFallback, policy_notices
+from ftsim.experiments.sweep import plan_sweep, policy_notices
+from ftsim.notices import CprFallback
 from ftsim.scenario.loader import load_scenario
 from tests.conftest import SCENARIOS
 

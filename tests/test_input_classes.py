@@ -289,15 +289,11 @@ NO_EFFECT_CASES = {
         plain("checknrun", quantization="uniform"),
         plain("checknrun", quantization="uniform", quantize_bits=8),
     ),
-    ("CheckNRunParams", "popularity_exponent"): None,  # the trainer's data (below)
-    ("CprParams", "popularity_exponent"): None,
-    ("TouchedRowsParams", "popularity_exponent"): (
+    # one rule for every policy that reads the Zipf exponent (the trainer's data, when
+    # present, sets it: test_popularity_exponent_without_effect_when_the_trainer_sets_it)
+    ("PopularityParams", "popularity_exponent"): (
         plain("swift", popularity_exponent=1.2),
         plain("swift", popularity_exponent=1.2, unique_lookup_fraction="zipf"),
-    ),
-    ("ComposedParams", "popularity_exponent"): (
-        {**composed("swift"), "popularity_exponent": 1.2},
-        {**composed("ecrm"), "popularity_exponent": 1.2},
     ),
     ("CprParams", "pls_slope"): (
         plain("cpr", pls_slope=0.5),
@@ -362,6 +358,19 @@ def test_a_policy_field_without_effect_warns_naming_it(rule, case):
     assert any(re.match(rf"policies\.0\.{name}: has no effect: ", w) for w in found), found
     assert not any(
         w.startswith(f"policies.0.{name}:") for w in loads_with_warnings(scenario_with(used))
+    )
+
+
+def test_a_composed_zipf_exponent_without_effect_warns_naming_it():
+    """The same rule through a composed policy: its parts decide whether the exponent is
+    read (SWIFT's unique-lookup fraction is not a Zipf one; ECRM's hot rows are)."""
+    idle = {**composed("swift"), "popularity_exponent": 1.2}
+    used = {**composed("ecrm"), "popularity_exponent": 1.2}
+    found = loads_with_warnings(scenario_with(idle))
+    assert any(re.match(r"policies\.0\.popularity_exponent: has no effect: ", w) for w in found)
+    assert not any(
+        w.startswith("policies.0.popularity_exponent:")
+        for w in loads_with_warnings(scenario_with(used))
     )
 
 

@@ -29,7 +29,7 @@ INTERVAL_KEYS = {
     "failure_log_example": ("policies.0.interval", ["30 min", "1 h", "2 h"]),
     "prod50h": ("policies.0.interval", ["30 min", "1 h", "2 h"]),
     "smoke": ("policies.*.interval", ["10 min", "20 min", "40 min"]),
-    "swift_logging": ("policies.*.checkpoint_interval", ["3 h", "9 h", "18 h"]),
+    "swift_logging": ("policies.*.interval", ["3 h", "9 h", "18 h"]),
 }
 """Per shipped scenario, a key that sets a checkpoint interval and three values of it."""
 

@@ -40,7 +40,7 @@ from ftsim.experiments.pool import default_jobs, process_pool
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.stats import SI_SUFFIX
 from ftsim.experiments.store import RunStore, StoreError, TaskKey
-from ftsim.notices import Notice, policy_notices
+from ftsim.notices import Notice
 from ftsim.scenario.loader import (
     Overrides,
     ScenarioError,
@@ -747,3 +747,18 @@ def _cell(value):
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def policy_notices(scenario, where: str = "") -> list[Notice]:
+    """What each policy of ``scenario`` decided for the user when it planned (CPR's fall-back
+    to full recovery), named with ``where`` (a sweep point) if given. Builds each policy
+    once, without simulating: the decision depends on the scenario only, not on the
+    replication."""
+    from ftsim.sim.cluster import StateLayout
+
+    layout = StateLayout(scenario)
+    found = []
+    for params in scenario.policies:
+        for notice in params.policy_class(params, scenario, layout).notices():
+            found.append(notice.at(where) if where else notice)
+    return found

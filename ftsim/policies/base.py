@@ -241,7 +241,7 @@ class Policy:
 
     def notices(self) -> list[Notice]:
         """Decisions the policy took for the user when it planned (at construction), to be
-        said once per run or sweep point (:func:`ftsim.notices.policy_notices`)."""
+        said once per run or sweep point (:func:`ftsim.experiments.sweep.policy_notices`)."""
         return []
 
     def side_inputs(self) -> dict[str, Any]:
