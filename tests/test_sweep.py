@@ -176,6 +176,20 @@ def test_cli_sweep_writes_the_run_folder_and_refuses_a_foreign_resume(tmp_path, 
     assert "different sweep" in capsys.readouterr().err
 
 
+def test_force_starts_a_sweep_over_and_reuses_nothing_of_the_earlier_one(tmp_path, capsys):
+    """The documented way to regenerate a sweep folder (results/README.md): ``--force``
+    replaces it. The earlier sweep's shards go, or a later ``--resume`` of the new sweep
+    could take them for its own."""
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SMOKE), "--reps", "2", "--jobs", "1", "-q", "-o", str(out)]
+    assert main([*args, "--grid", INTERVALS]) == 0
+    before = {p.name for p in (out / "shards").iterdir()}
+    assert main([*args, "--grid", "policies.*.interval=20 min", "--force"]) == 0
+    assert "computed 6, reused 0 (replications)" in capsys.readouterr().out
+    after = {p.name for p in (out / "shards").iterdir()}
+    assert len(after) < len(before)
+
+
 def test_target_halfwidth_reads_only_finished_replications():
     """Unfinished replications (overhead inf) are left out of the interval, as in the
     summary: four close overheads and two unfinished need no more replications."""

@@ -5,7 +5,8 @@ Nothing on disk is lost by accident:
 - ``run -o DIR`` and ``sweep -o DIR`` write into a new or empty folder, or into the earlier
   output of the same command (recognized by the ``command`` of its ``manifest.json``) and,
   for ``run``, of the same configuration (its ``config_hash``); any other non-empty folder
-  needs ``--force``. A folder holding a sweep is only ever continued, with ``--resume``.
+  needs ``--force``. A folder holding a sweep is continued with ``--resume``, or started
+  over with ``--force`` (its shards are discarded, so nothing of the earlier sweep is reused).
   Whether the folder can be written is checked before anything is simulated, so a
   read-only or mistyped path fails at once. ftsim's own hidden entries (names starting
   with ``.ftsim``: the lock of :mod:`ftsim.experiments.lock`, a staging folder) do not
@@ -60,10 +61,10 @@ def prepare_output(
     if folder.is_dir() and any(not p.name.startswith(".ftsim") for p in folder.iterdir()):
         manifest = _manifest_or_none(folder)
         found = manifest.get("command")
-        if found == "sweep":
+        if found == "sweep" and not force:
             raise FolderError(
-                f"{folder} already holds a sweep; continue it with --resume {folder}, "
-                "or choose another folder"
+                f"{folder} already holds a sweep; continue it with --resume {folder}, start "
+                "it over with --force, or choose another folder"
             )
         if found != command and not force:
             raise FolderError(

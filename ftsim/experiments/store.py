@@ -77,10 +77,12 @@ class RunStore:
 
     @classmethod
     def create(cls, root: Path, manifest: dict, force: bool = False) -> RunStore:
-        """A new run folder; refuses a sweep's folder, and without ``force`` any other
-        non-empty folder that is not a sweep's (see :func:`prepare_output`)."""
+        """A new run folder; without ``force``, refuses an earlier sweep's folder and any
+        other non-empty folder (see :func:`prepare_output`). An earlier sweep's shards are
+        discarded, so that a sweep started over with ``force`` reuses nothing of it."""
         prepare_output(root, "sweep", force)
         store = cls(root)
+        store.discard_shards()
         write_json(store.root / MANIFEST, manifest)  # first: a folder with it can be resumed
         with writing(store.shards):
             store.shards.mkdir(exist_ok=True)
