@@ -1,5 +1,5 @@
 """Progress on standard error: a bar on a terminal, a line per 5% of the tasks (and per
-trained task) with an ETA otherwise, nothing if quiet."""
+trained task, at most one per 10 s) with an ETA otherwise, nothing if quiet."""
 
 import io
 
@@ -25,12 +25,12 @@ class Clock:
         return self.now
 
 
-def _report(stream, tasks=40, quiet=False, trained=()):
+def _report(stream, tasks=40, quiet=False, trained=(), seconds=10):
     clock = Clock()
     progress = Progress("sweep", quiet, stream, clock)
     progress.planned(tasks, 10 * tasks, 0)
     for task in range(tasks):
-        clock.now += 10
+        clock.now += seconds
         progress.finished(10, task in trained)
     progress.close()
     return stream.getvalue()
@@ -50,6 +50,14 @@ def test_few_tasks_get_a_line_each_and_trained_tasks_always_get_one():
     lines = _report(io.StringIO(), tasks=400, trained={0, 1, 2}).splitlines()
     assert len(lines) == 20 + 3
     assert lines[0].startswith("sweep: 1/400 tasks (0%)")
+
+
+def test_short_trained_tasks_get_a_line_per_ten_seconds_at_most():
+    """120 trained tasks of 1 s each (a run of 120 short trained replications): a line per
+    5% (24) plus one per 10 s between them, not 120."""
+    lines = _report(io.StringIO(), tasks=120, trained=set(range(120)), seconds=1).splitlines()
+    assert 20 <= len(lines) <= 20 + 12
+    assert lines[-1].startswith("sweep: 120/120 tasks (100%)")
 
 
 def test_reused_replications_count_as_done_but_not_in_the_eta():

@@ -3,8 +3,8 @@
 On a terminal a tqdm bar counts replications. When standard error is not a terminal (a
 batch job, ``nohup``, a CI log, a notebook) a bar's carriage returns would leave a mess of
 partial lines, so a plain line is printed each time another 5% of the tasks is done, and
-after every task that trained the model (those take seconds to minutes each), with the
-time elapsed and an estimate of the time left::
+after a task that trained the model (those take seconds to minutes each) if the last line
+is :data:`TRAINED_GAP_S` old, with the time elapsed and an estimate of the time left::
 
     sweep: 12/240 tasks (5%), 120/2400 replications, 0:00:31 elapsed, ETA 0:09:49
 
@@ -22,6 +22,10 @@ from collections.abc import Callable
 STEP = 0.05
 """Fraction of the tasks between two progress lines (when standard error is a log)."""
 
+TRAINED_GAP_S = 10.0
+"""Seconds since the last progress line after which a trained task prints one (a run of
+many short trained tasks would otherwise fill a log with a line each)."""
+
 
 class Progress:
     """Reports a study's tasks (see :class:`ftsim.experiments.sweep.Progress`)."""
@@ -38,7 +42,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.clock = clock
-        self.started = clock()
+        self.started = self._said = clock()
         self.tasks = self.tasks_done = 0
         self.reps = self.reps_done = self.reps_reused = 0
         self._bar = None
@@ -63,7 +67,10 @@ class Progress:
             return
         if self.tty:
             self._show_bar().update(reps)
-        elif trained or _steps(self.tasks_done, self.tasks) > _steps(before, self.tasks):
+        elif _steps(self.tasks_done, self.tasks) > _steps(before, self.tasks) or (
+            trained and self.clock() - self._said >= TRAINED_GAP_S
+        ):
+            self._said = self.clock()
             print(self.line(), file=self.stream, flush=True)
 
     def line(self) -> str:
