@@ -91,7 +91,7 @@ def cycle(overrides: list[str]) -> dict[str, float]:
     scenario = load_scenario(SCENARIO, ["trainer=null", *overrides])
     params = scenario.policies[2]
     policy = CheckNRun(params, scenario, StateLayout(scenario), np.random.default_rng(0))
-    kept = policy._cycle(policy.interval_s)
+    kept = list(policy._cycle(policy.interval_s))
     dense = policy.layout.dense_bytes
     written = sum(sum(k.shard_bytes) for k in kept) + len(kept) * dense
     if params.differential == "one_shot":
