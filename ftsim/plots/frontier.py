@@ -7,23 +7,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import pandas as pd
-
 from ftsim.plots.style import SINGLE_COLUMN_IN, STYLE, policy_styles
+from ftsim.plots.tradeoff import frontier
 
 NAME = "frontier"
 HEIGHT_IN = 2.8
-
-
-def frontier(points: pd.DataFrame) -> pd.DataFrame:
-    """Rows not dominated on (pls_model_mean, overhead_mean): lower is better for both."""
-    ordered = points.sort_values(["pls_model_mean", "overhead_mean"])
-    best, keep = float("inf"), []
-    for index, row in ordered.iterrows():
-        if row["overhead_mean"] < best:
-            best = row["overhead_mean"]
-            keep.append(index)
-    return ordered.loc[keep]
 
 
 def frontier_figure(advice):
@@ -41,7 +29,7 @@ def frontier_figure(advice):
                 continue
             ax.scatter(valid["pls_model_mean"], 100 * valid["overhead_mean"], s=6,
                        color=style.color, alpha=0.35, linewidths=0, zorder=2)  # fmt: skip
-            edge = frontier(valid)
+            edge = frontier(valid, x="pls_model_mean", y="overhead_mean")
             ax.plot(edge["pls_model_mean"], 100 * edge["overhead_mean"], color=style.color,
                     linewidth=0.8, drawstyle="steps-post", zorder=3, label=style.name)  # fmt: skip
             if p.pick is not None:

@@ -13,13 +13,15 @@ from ftsim.plots.style import SINGLE_COLUMN_IN, save
 NAME = "accuracy_vs_overhead"
 
 
-def frontier(points: pd.DataFrame) -> pd.DataFrame:
-    """Rows not dominated on (overhead_pct, logloss_delta): lower is better for both."""
-    ordered = points.sort_values(["overhead_pct", "logloss_delta"])
+def frontier(
+    points: pd.DataFrame, x: str = "overhead_pct", y: str = "logloss_delta"
+) -> pd.DataFrame:
+    """Rows not dominated on (``x``, ``y``): lower is better for both."""
+    ordered = points.sort_values([x, y])
     best, keep = float("inf"), []
     for index, row in ordered.iterrows():
-        if row["logloss_delta"] < best:
-            best = row["logloss_delta"]
+        if row[y] < best:
+            best = row[y]
             keep.append(index)
     return ordered.loc[keep]
 
