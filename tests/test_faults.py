@@ -14,8 +14,10 @@ import hashlib
 import io
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -457,3 +459,40 @@ def test_every_non_ascii_character_of_the_sources_has_a_fallback():
     package = Path(console.__file__).parent
     used = {c for path in package.rglob("*.py") for c in path.read_text() if not c.isascii()}
     assert {c for c in used if console.look_alike(c) == "?"} == set()
+
+
+# -- a pool worker between its fork and its set-up -------------------------------------------
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, None)])
+def test_a_forked_worker_not_yet_set_up_acts_as_a_worker_on_a_signal(signum, status):
+    """A process forked inside ``handled()`` (a pool worker before its initializer runs, when
+    ``terminate()`` may already reach it) inherits the parent's handlers: they must end it
+    quietly on SIGTERM and ignore SIGINT, never raise the parent's ``Interrupted`` (which
+    printed a worker's traceback under a Ctrl-C'd run). The parent's own handling is
+    unchanged."""
+    from ftsim.experiments import interrupts
+
+    read, write = os.pipe()
+    with interrupts.handled():
+        pid = os.fork()
+        if pid == 0:  # the child: pure Python, so the inherited handler runs
+            os.close(read)
+            os.write(write, b"ready")
+            try:
+                deadline = time.monotonic() + 2.0
+                while time.monotonic() < deadline:
+                    time.sleep(0.01)
+                os._exit(0)
+            except BaseException:
+                os._exit(99)  # the parent's Interrupted raised in the worker
+        os.close(write)
+        assert os.read(read, 5) == b"ready"
+        os.kill(pid, signum)
+        _, wait_status = os.waitpid(pid, 0)
+        os.close(read)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    code = os.waitstatus_to_exitcode(wait_status)
+    assert code == (status if status is not None else 0)

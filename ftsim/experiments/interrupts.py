@@ -13,6 +13,7 @@ a signal received there is acted on when it ends, so the section is never cut in
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -24,6 +25,9 @@ _received: int | None = None
 """The last signal handled since :func:`handled` started (None: none)."""
 _deferring = 0
 _pending: int | None = None
+_owner: int | None = None
+"""The process that installed the handlers: a process forked from it (a pool worker, until
+its initializer runs) inherits them and must not raise in the parent's stead."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -41,6 +45,10 @@ class Interrupted(KeyboardInterrupt):
 
 def _handler(signum: int, frame) -> None:
     global _received, _pending
+    if os.getpid() != _owner:  # a forked worker not yet set up: act as a worker does
+        if signum == signal.SIGTERM:
+            os._exit(128 + signum)
+        return
     _received = signum
     if _deferring:
         _pending = signum
@@ -52,11 +60,12 @@ def _handler(signum: int, frame) -> None:
 def handled() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` inside the block (the main
     thread only: Python runs signal handlers there); the previous handlers come back after."""
-    global _received
+    global _received, _owner
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     _received = None
+    _owner = os.getpid()
     previous = {}
     for signum in SIGNALS:
         if signal.getsignal(signum) is not signal.SIG_IGN:

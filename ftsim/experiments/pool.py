@@ -50,12 +50,14 @@ def process_pool(jobs: int):
 
 def _init_worker(parent_pid: int) -> None:
     """Pool worker set-up: ignore SIGINT and SIGHUP, die of SIGTERM, exit when the parent
-    process is gone, one BLAS thread for the worker's lifetime."""
-    from threadpoolctl import threadpool_limits
-
+    process is gone, one BLAS thread for the worker's lifetime. The signals come first:
+    until then the worker has the parent's handlers, which act as a worker's
+    (:func:`ftsim.experiments.interrupts._handler`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    from threadpoolctl import threadpool_limits
+
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     threadpool_limits(limits=1, user_api="blas")
 
