@@ -28,9 +28,8 @@ import pandas as pd
 
 from ftsim.experiments.stats import mean_ci
 from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
-from ftsim.policies.checknrun import CheckNRun
+from ftsim.policies.inputs import PlanInputs
 from ftsim.scenario.loader import load_scenario
-from ftsim.sim.cluster import StateLayout
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "checknrun.yaml"
@@ -54,7 +53,7 @@ def run(folder: Path | None, extra: list[str]) -> pd.DataFrame:
 def results(runs: pd.DataFrame) -> None:
     """Per policy: overhead, write and capacity reductions, log-loss change."""
     scenario = load_scenario(SCENARIO)
-    full_gb = StateLayout(scenario).total_bytes / 1e9
+    full_gb = PlanInputs.of(scenario).layout.total_bytes / 1e9
     runs = runs.copy()
     full = runs.kind == "full"
     runs.loc[full, "write_reduction"] = 1.0  # a full checkpoint against itself
@@ -91,19 +90,19 @@ def cycle(overrides: list[str]) -> dict[str, float]:
     and capacity reductions and its mean share of rows per differential checkpoint."""
     scenario = load_scenario(SCENARIO, ["trainer=null", *overrides])
     params = scenario.policies[2]
-    policy = CheckNRun(params, scenario, StateLayout(scenario))
-    kept = list(policy._cycle(policy.interval_s))
-    dense = policy.layout.dense_bytes
+    plan = params.plan(PlanInputs.of(scenario))
+    kept = list(plan._cycle(plan.interval_s))
+    dense = plan.layout.dense_bytes
     written = sum(sum(k.shard_bytes) for k in kept) + len(kept) * dense
     if params.differential == "one_shot":
         chains = [kept[:1]] + [[kept[0], k] for k in kept[1:]]
     else:
         chains = [kept[: i + 1] for i in range(len(kept))]
     stored = max(sum(sum(k.shard_bytes) for k in c) for c in chains) + dense
-    diffs = [sum(k.rows) / policy.n_shards / policy.shard_rows for k in kept[1:]]
+    diffs = [sum(k.rows) / plan.n_shards / plan.shard_rows for k in kept[1:]]
     return {
-        "write": len(kept) * policy.full_bytes / written,
-        "capacity": policy.full_bytes / stored,
+        "write": len(kept) * plan.full_bytes / written,
+        "capacity": plan.full_bytes / stored,
         "rows": float(np.mean(diffs)) if diffs else 1.0,
     }
 

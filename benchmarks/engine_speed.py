@@ -55,8 +55,30 @@ ONE_THREAD = {
 
 
 def _engine():
-    """``(load_scenario, simulate)`` of whichever ftsim is importable: this layout, or the
-    flat one of commits before the package was split (for ``--compare``)."""
+    """``(load_scenario, replicator)`` of whichever ftsim is importable: ``replicator(scenario,
+    index)`` returns a function that runs replication ``rep`` of that policy and returns the
+    finished simulation. This layout prepares the policy once (as a run or a sweep task
+    does); commits before it (for ``--compare``) build everything per replication."""
+    try:
+        from ftsim.experiments.prepare import prepare
+        from ftsim.scenario.loader import load_scenario
+    except ImportError:
+        load_scenario, simulate = _engine_before_prepare()
+
+        def per_replication(scenario, index):
+            return lambda rep: simulate(scenario, index, rep)
+
+        return load_scenario, per_replication
+
+    def prepared(scenario, index):
+        policy = prepare(scenario, index)
+        return lambda rep: policy.replicate(rep).run()
+
+    return load_scenario, prepared
+
+
+def _engine_before_prepare():
+    """``(load_scenario, simulate)`` of commits before the prepare step."""
     try:
         from ftsim.experiments.runner import simulate
         from ftsim.scenario.loader import load_scenario
@@ -103,14 +125,15 @@ def command_seconds(runs: int = 7) -> float:
 
 def per_replication_ms(overrides: list[str], reps: int = 1000) -> tuple[float, int]:
     """Median over 5 batches of the in-process cost of one replication, and its event count."""
-    load_scenario, simulate = _engine()
+    load_scenario, replicator = _engine()
     scenario = load_scenario(PROD, [*overrides, "trainer.enabled=false"])
-    simulate(scenario, 0, 0)  # warm-up
+    simulate = replicator(scenario, 0)
+    simulate(0)  # warm-up
     batches = []
     for batch in range(5):
         start = time.perf_counter()
         for rep in range(reps // 5):
-            sim = simulate(scenario, 0, batch * reps + rep)
+            sim = simulate(batch * reps + rep)
         batches.append((time.perf_counter() - start) / (reps // 5) * 1e3)
     return statistics.median(batches), next(sim.env._eid)
 
@@ -122,26 +145,26 @@ def worker(root: Path, big: bool) -> None:
     replication of replications FIRST … FIRST + COUNT − 1 of that run."""
     from threadpoolctl import threadpool_info
 
-    load_scenario, simulate = _engine()
+    load_scenario, replicator = _engine()
     path = root / "scenarios" / "prod50h.yaml"
     scenarios = {"1x": load_scenario(path, ["trainer.enabled=false"])}
     if big:
         scenarios["10x"] = load_scenario(path, [*BIG, "trainer.enabled=false"])
     runs = {
-        f"{scale} {policy.label}": (scenario, index)
+        f"{scale} {policy.label}": replicator(scenario, index)
         for scale, scenario in scenarios.items()
         for index, policy in enumerate(scenario.policies)
     }
-    for scenario, index in runs.values():  # warm-up: allocator and caches
+    for simulate in runs.values():  # warm-up: allocator and caches
         for rep in range(WARM_UP):
-            simulate(scenario, index, 10**6 + rep)
+            simulate(10**6 + rep)
     print(json.dumps({"runs": list(runs), "blas": threadpool_info()}), flush=True)
     for line in sys.stdin:
         scale, label, first, count = line.split()
-        scenario, index = runs[f"{scale} {label}"]
+        simulate = runs[f"{scale} {label}"]
         start = time.process_time()
         for rep in range(int(first), int(first) + int(count)):
-            simulate(scenario, index, rep)
+            simulate(rep)
         print((time.process_time() - start) / int(count) * 1e3, flush=True)
 
 

@@ -648,13 +648,13 @@ def _cmd_show_config(args, argv) -> int:
 
 
 def _cmd_show_policies(args, argv) -> int:
-    from ftsim.policies.catalog import policy_classes
+    from ftsim.policies.catalog import policy_params
 
-    for kind, cls in policy_classes().items():
-        doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
+    for kind, params in policy_params().items():
+        doc = (sys.modules[params.__module__].__doc__ or "").strip().splitlines()
         summary = re.sub(r"^(``\w+``(, )?)+: ", "", doc[0]) if doc else ""  # the kinds again
         print(f"{kind}: {_plain(summary)}")
-        _print_fields(cls.Params, "    ")
+        _print_fields(params, "    ")
     return 0
 
 

@@ -1,7 +1,7 @@
 """Check-N-Run: differential checkpoints (one-shot, consecutive), quantized checkpoints."""
 
+import dataclasses
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +18,7 @@ from ftsim.policies.checknrun import (
     RestoreQuantizedChain,
     quantize,
 )
+from ftsim.policies.inputs import PlanInputs
 from ftsim.scenario.loader import ScenarioError
 from ftsim.sim.failures import job_mtbf_s
 from ftsim.sim.theory import daly_interval_s
@@ -161,7 +162,7 @@ def test_model_events_name_every_commit_and_restore_the_last_one():
 
 def test_daly_interval_is_the_fixed_point_of_the_mean_cycle_stall():
     s = scenario("checknrun", "policies.5.interval=daly", "trainer=null")
-    policy = simulate(s, 5, 0).policy
+    policy = simulate(s, 5, 0).policy.plan
     stall, _ = policy._planned_costs(policy.interval_s)
     assert policy.interval_s == pytest.approx(daly_interval_s(stall, job_mtbf_s(s)), rel=1e-8)
     assert stall < policy.layout.full_save_s() / 4  # 4-bit differential saves are cheaper
@@ -366,9 +367,8 @@ def test_a_bad_parameter_is_a_located_error():
     # exponents that do not pair with the job's tables (built by hand: the trainer's own
     # validation refuses such a list first; this checks the policy's check)
     s = scenario("checknrun")
-    data = SimpleNamespace(kind="synthetic", zipf_exponent=[1.0, 1.1])
-    odd = SimpleNamespace(job=s.job, trainer=SimpleNamespace(data=data))
-    [(field, message)] = s.policies[2].problems(odd)
+    odd = dataclasses.replace(PlanInputs.of(s), exponents=(1.0, 1.1))
+    [(field, message)] = s.policies[2].input_problems(odd)
     assert field == "popularity_exponent" and "lists 2 exponents but the job has 26" in message
 
 

@@ -29,7 +29,7 @@ def test_full_save_of_prod50h_is_storage_bound():
     from tests.conftest import scenario
 
     s = scenario("prod50h")
-    layout = StateLayout(s)
+    layout = StateLayout(s.job, s.cluster)
     total = layout.total_bytes
     assert total == pytest.approx(s.job.embedding_bytes + s.job.dense_bytes)
     # 18 PS at 3.125 GB/s each could write 56 GB/s: the 4 GB/s storage share is the limit,

@@ -12,8 +12,16 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ftsim.experiments.runner import build_simulation, simulate
-from ftsim.sim.cluster import ClusterNetwork, StateLayout, lone_transfer_s, transfer_time_s
+from ftsim.experiments.prepare import prepare
+from ftsim.experiments.runner import simulate
+from ftsim.policies.inputs import PlanInputs
+from ftsim.sim.cluster import (
+    ClusterNetwork,
+    SharedRoutes,
+    StateLayout,
+    lone_transfer_s,
+    transfer_time_s,
+)
 from tests.conftest import scenario
 
 NIC = 1.25e9
@@ -24,14 +32,14 @@ DENSE = 8e6
 def _run(s, make_flows, until=None):
     """Seconds until the flows that ``make_flows(cluster_network)`` builds are all done."""
     env = simpy.Environment()
-    net = ClusterNetwork(env, s, StateLayout(s))
+    net = ClusterNetwork(env, s.cluster, StateLayout(s.job, s.cluster))
     done = net.start(make_flows(net), "test")
     env.run(until=done if until is None else until)
     return env.now, net
 
 
 def test_the_sizes_in_the_docstring():
-    layout = StateLayout(scenario("smoke"))
+    layout = PlanInputs.of(scenario("smoke")).layout
     assert (layout.shard_bytes, layout.dense_bytes) == (SHARD, DENSE)
 
 
@@ -46,7 +54,7 @@ def test_the_sizes_in_the_docstring():
 )
 def test_a_lone_save_or_load_takes_the_closed_form(overrides):
     s = scenario("smoke", *overrides)
-    layout = StateLayout(s)
+    layout = StateLayout(s.job, s.cluster)
     save_s, _ = _run(s, lambda net: net.full_save())
     load_s, _ = _run(s, lambda net: net.full_load())
     assert save_s == pytest.approx(layout.full_save_s(), rel=1e-9)
@@ -73,7 +81,7 @@ def test_training_traffic_share_slows_a_nic_bound_persist_by_one_over_one_minus_
     assert alone == pytest.approx(SHARD / NIC, rel=1e-12)
     assert shared == pytest.approx(SHARD / (0.5 * NIC), rel=1e-12)
     # the planning closed form knows the share
-    layout = StateLayout(scenario("smoke", *fast, "cluster.background.ps_nic_share=0.5"))
+    layout = PlanInputs.of(scenario("smoke", *fast, "cluster.background.ps_nic_share=0.5")).layout
     assert layout.write_s([SHARD] * 4) == pytest.approx(shared, rel=1e-12)
 
 
@@ -127,10 +135,13 @@ def test_lone_transfer_with_unequal_caps_matches_the_network():
     assert lone_transfer_s([], [], 3) == 0.0
 
 
-def test_every_replication_has_its_own_network():
+def test_every_replication_has_its_own_network_on_the_prepared_topology():
     s = scenario("smoke")
-    a, b = build_simulation(s, 0, 0), build_simulation(s, 0, 1)
+    prepared = prepare(s, 0)
+    a, b = prepared.replicate(0), prepared.replicate(1)
     assert a.net.net is not b.net.net
+    assert a.net.net.topology is b.net.net.topology is prepared.routes.topology
+    assert prepare(s, 0).routes.topology is not prepared.routes.topology
     assert math.isfinite(a.run().wall_s)
 
 
@@ -167,7 +178,7 @@ def test_closed_form_takes_one_step_per_distinct_size_with_the_same_result(
 def test_a_stream_on_every_ps_nic_is_one_operation_reused_by_the_next_replication():
     s = scenario("smoke")
     env = simpy.Environment()
-    one_by_one = ClusterNetwork(env, s, StateLayout(s))
+    one_by_one = ClusterNetwork(env, s.cluster, StateLayout(s.job, s.cluster))
     nics = [
         one_by_one.net.link(f"emb_ps{i}.{way}", NIC) for i in range(4) for way in ("send", "recv")
     ]
@@ -175,8 +186,10 @@ def test_a_stream_on_every_ps_nic_is_one_operation_reused_by_the_next_replicatio
         one_by_one.net.reserve_rate(link, 1e8)
     expected = [one_by_one.net.capacity_of(link) for link in nics]
     assert expected == [NIC - 1e8] * 8
+    shared = SharedRoutes()
     for _ in range(2):  # the second copies the first's result
-        bulk = ClusterNetwork(simpy.Environment(), s, StateLayout(s))
+        layout = StateLayout(s.job, s.cluster)
+        bulk = ClusterNetwork(simpy.Environment(), s.cluster, layout, shared)
         bulk.stream_on_ps_nics(1e8)
         assert [bulk.net.capacity_of(link) for link in nics] == expected
     assert len(bulk.net.topology.snapshots) == 1

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import PolicyModel, trainer_config
+from ftsim.experiments.prepare import prepare
 from ftsim.experiments.runner import simulate
-from ftsim.policies import composed as composed_module
 from ftsim.policies.composed import Composed, PartEvent
 from ftsim.scenario.loader import ScenarioError
 from ftsim.sim.accounting import PART_CATEGORIES
@@ -307,14 +307,15 @@ def test_the_cli_names_the_file_and_field_and_exits_2(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_parts_are_built_once_per_scenario():
+def test_parts_are_planned_once_and_shared_by_every_replication():
     s = scenario("composed")
-    params = s.policies[2]
-    first = composed_module.part_scopes(s, params)
-    assert composed_module.part_scopes(s, params) is first
-    alone = composed_module.part_scenario(s, params, 1)
-    assert composed_module.part_scenario(s, params, 1) is alone
-    assert sum(scope.lookups_share for scope in first) == pytest.approx(1.0, rel=1e-12)
+    prepared = prepare(s, 2)
+    plan = prepared.plan
+    a, b = prepared.replicate(0).policy, prepared.replicate(1).policy
+    assert a.scopes is b.scopes is plan.scopes
+    assert [part.plan for part in a.parts] == plan.parts == [part.plan for part in b.parts]
+    assert a.parts[0] is not b.parts[0]  # each replication's own state
+    assert sum(scope.lookups_share for scope in plan.scopes) == pytest.approx(1.0, rel=1e-12)
 
 
 def test_show_policies_lists_the_parts_and_their_scope(capsys):

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from ftsim.cosim.replay import PolicyModel, trainer_config
-from ftsim.experiments.runner import build_simulation
+from ftsim.experiments.prepare import prepare
+from ftsim.policies.inputs import PlanInputs
 from ftsim.sim.popularity import (
-    row_popularity,
     sampled_buffer,
     top_rows_share,
     zipf_harmonic,
@@ -81,24 +81,29 @@ def test_per_table_exponents_load_and_run():
     the time model pairs it with the job's tables."""
     exponents = "[" + ", ".join(["1.0"] * 13 + ["0.5"] * 13) + "]"
     s = scenario("prod50h", f"trainer.data.zipf_exponent={exponents}")
-    assert row_popularity(s, 9.0) == ((1, 33_000_000, 1.0),) * 13 + ((1, 33_000_000, 0.5),) * 13
-    assert build_simulation(s, MFU, 0).run().row()["saved_share_model"] > 0
+    assert (
+        PlanInputs.of(s).row_popularity(9.0)
+        == ((1, 33_000_000, 1.0),) * 13 + ((1, 33_000_000, 0.5),) * 13
+    )
+    assert prepare(s, MFU).replicate(0).run().row()["saved_share_model"] > 0
 
 
 def test_popularity_comes_from_the_trainer_data_else_from_the_policy():
-    assert row_popularity(scenario("prod50h"), 9.0) == ((26, 33_000_000, 1.05),)
+    assert PlanInputs.of(scenario("prod50h")).row_popularity(9.0) == ((26, 33_000_000, 1.05),)
     steeper = scenario("prod50h", "trainer.data.zipf_exponent=1.2")
-    assert row_popularity(steeper, 9.0) == ((26, 33_000_000, 1.2),)
-    assert row_popularity(scenario("prod50h", "trainer=null"), 0.9) == ((26, 33_000_000, 0.9),)
-    mfu = build_simulation(steeper, MFU, 0).policy
-    assert mfu.saved_share > build_simulation(scenario("prod50h"), MFU, 0).policy.saved_share
+    assert PlanInputs.of(steeper).row_popularity(9.0) == ((26, 33_000_000, 1.2),)
+    assert PlanInputs.of(scenario("prod50h", "trainer=null")).row_popularity(0.9) == (
+        (26, 33_000_000, 0.9),
+    )
+    mfu = prepare(steeper, MFU).plan
+    assert mfu.saved_share > prepare(scenario("prod50h"), MFU).replicate(0).policy.plan.saved_share
 
 
 def test_per_table_exponents_pair_with_the_job_tables_in_order():
     s = scenario("prod50h")
     paired = _per_table_exponents(s, [1.0] * 13 + [0.5] * 13)
     expected = ((1, 33_000_000, 1.0),) * 13 + ((1, 33_000_000, 0.5),) * 13
-    assert row_popularity(paired, 9.0) == expected
+    assert PlanInputs.of(paired).row_popularity(9.0) == expected
     assert s.policies[MFU].problems(paired) == []
     unpaired = _per_table_exponents(s, [1.0, 1.1])
     [(field, message)] = s.policies[SSU].problems(unpaired)
@@ -134,7 +139,7 @@ def _measured_share(s, index: int, rep: int) -> float:
     """Train ``STEPS`` steps from scratch with the policy's trainer side attached, let it
     choose the rows of a partial save, and return the share of the steps' lookups that
     those rows carry."""
-    sim = build_simulation(s, index, rep)
+    sim = prepare(s, index).replicate(rep)
     model = PolicyModel(sim, trainer_config(s, rep), s.trainer.steps)
     trainer = Trainer(model.cfg)
     model.follow(trainer, own=True)
@@ -149,7 +154,7 @@ def test_mfu_share_of_the_time_model_is_what_the_trainer_saves():
     # selection bias at the threshold) and each shard rounds its k up (846 rows instead of
     # the model's 836): both add less than 0.005 here; the tolerance is 0.01.
     s = _trainer_scenario()
-    predicted = build_simulation(s, MFU, 0).policy.saved_share
+    predicted = prepare(s, MFU).replicate(0).policy.plan.saved_share
     assert 0.6 < predicted < 0.85
     assert _measured_share(s, MFU, 0) == pytest.approx(predicted, abs=0.01)
 
@@ -162,9 +167,9 @@ def test_ssu_share_of_the_time_model_is_what_the_trainer_saves(extra, buffer_fil
     # Which rows of the tail get sampled is random: the share varies by about 0.01 from
     # seed to seed (sd), so the mean of two seeds is within 0.02 (about 3 sd / √2).
     s = _trainer_scenario(*extra)
-    policy = build_simulation(s, SSU, 0).policy
+    policy = prepare(s, SSU).plan
     p = policy.params
-    groups = row_popularity(s, p.popularity_exponent)
+    groups = PlanInputs.of(s).row_popularity(p.popularity_exponent)
     held = sampled_buffer(groups, p.sampling_rate, BATCH, policy.buffer_rows * 18, STEPS)
     assert held.share == pytest.approx(policy.saved_share)
     assert (held.window < STEPS) == buffer_fills
@@ -175,7 +180,7 @@ def test_ssu_share_of_the_time_model_is_what_the_trainer_saves(extra, buffer_fil
 def _ssu_sample(s, rep: int, cfg) -> np.ndarray:
     """The ids SSU's trainer side samples from ``STEPS`` steps of a trainer built from
     ``cfg`` (the same batches whatever ``s``): only the side's stream differs."""
-    model = PolicyModel(build_simulation(s, SSU, rep), cfg, s.trainer.steps)
+    model = PolicyModel(prepare(s, SSU).replicate(rep), cfg, s.trainer.steps)
     trainer = Trainer(cfg)
     model.follow(trainer, own=True)
     trainer.train(STEPS)

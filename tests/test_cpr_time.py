@@ -3,7 +3,8 @@
 import pytest
 
 from ftsim.experiments.runner import simulate
-from ftsim.sim.popularity import distinct_rows, row_popularity, sampled_buffer
+from ftsim.policies.inputs import PlanInputs
+from ftsim.sim.popularity import distinct_rows, sampled_buffer
 from tests.conftest import scenario
 
 CPR, MFU, SSU = 1, 2, 3  # policy indices in prod50h
@@ -95,7 +96,7 @@ def test_mfu_pays_for_counters_their_updates_and_the_selection():
     # One 10-ns increment per touched row and iteration, over 20 PS cores: U/E rows per
     # 100 ms, with U the expected distinct rows among 20480 Zipf(1.05) lookups of each of
     # the 26 tables.
-    touched = distinct_rows(row_popularity(s, 1.05), 20480) / 18
+    touched = distinct_rows(PlanInputs.of(s).row_popularity(1.05), 20480) / 18
     assert 0.4 * 20480 * 26 / 18 < touched < 0.6 * 20480 * 26 / 18
     assert row["tracking_slowdown_frac"] == pytest.approx(touched * 10e-9 / 20 / 0.1)
     assert row["other_h"] == pytest.approx(job.training / 3600 * touched * 10e-9 / 20 / 0.1)
@@ -103,7 +104,8 @@ def test_mfu_pays_for_counters_their_updates_and_the_selection():
     write_s = sim.layout.write_s([0.05 * sim.layout.shard_bytes] * 18)
     assert row["partial_save_s"] == pytest.approx(shard_rows * 10e-9 + write_s)
     saves = (
-        row["n_checkpoints"] * sim.policy.save_s + row["n_partial_saves"] * (row["partial_save_s"])
+        row["n_checkpoints"] * sim.policy.plan.save_s
+        + row["n_partial_saves"] * (row["partial_save_s"])
     )
     assert row["save_h"] * 3600 == pytest.approx(saves)
 
@@ -115,11 +117,13 @@ def test_ssu_pays_for_sampling_and_its_buffer_and_saves_what_it_sampled():
     shard_rows = 26 * 33e6 / 18
     buffer = 0.05 * shard_rows  # default: fraction × rows of a shard
     assert row["tracker_bytes_per_shard"] == pytest.approx(8 * buffer)  # 8-byte row ids
-    touched = distinct_rows(row_popularity(s, 1.05), 20480) / 18
+    touched = distinct_rows(PlanInputs.of(s).row_popularity(1.05), 20480) / 18
     assert row["tracking_slowdown_frac"] == pytest.approx(touched * 5e-9 / 20 / 0.1)
     # The buffer holds the ids sampled in its last W iterations: repeats of hot rows leave
     # far fewer distinct rows than its capacity, and those are what a partial save writes.
-    held = sampled_buffer(row_popularity(s, 1.05), 0.01, 20480, 18 * buffer, 2 * 36000)
+    held = sampled_buffer(
+        PlanInputs.of(s).row_popularity(1.05), 0.01, 20480, 18 * buffer, 2 * 36000
+    )
     assert held.entries == pytest.approx(18 * buffer)
     assert held.window < 2 * 36000
     assert row["partial_rows_per_shard"] == pytest.approx(held.rows / 18)

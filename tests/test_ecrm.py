@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ftsim.cosim.replay import cosimulate, run_models
 from ftsim.experiments.runner import simulate
-from ftsim.policies.ecrm import DecodeShards, Ecrm, EcrmParams, EcrmSide
+from ftsim.policies.ecrm import DecodeShards, EcrmParams, EcrmPlan, EcrmSide
 from ftsim.scenario.loader import ScenarioError
 from ftsim.sim.accounting import CATEGORIES
 from ftsim.stripes import StripeLayout
@@ -80,7 +80,7 @@ def test_single_failures_are_decoded_without_stopping_training():
     assert row["lost_h"] == pytest.approx(0, abs=1e-9)
     assert row["load_h"] == 0 and row["reschedule_h"] == 0  # training never stops
     assert row["parity_mem_frac"] == 0.5
-    assert sim.policy.parity_slowdown == pytest.approx(rates.parity)
+    assert sim.policy.plan.parity_slowdown == pytest.approx(rates.parity)
     # Recovery = rescheduling delay + rebuild of one shard (k · shard bytes at half a NIC,
     # plus the update pauses of 11 range switches).
     assert row["recovery_s"] == pytest.approx(60 + rates.duration())
@@ -99,7 +99,7 @@ def test_parity_traffic_slowdown_follows_bytes_over_bandwidth():
     job = sim.scenario.job
     rows = job.samples_per_iteration * 26 * 0.25 / 18
     expected = rows * job.mean_row_bytes * 1 / 3.125e9 / job.iteration_s
-    assert sim.policy.parity_slowdown == pytest.approx(expected)
+    assert sim.policy.plan.parity_slowdown == pytest.approx(expected)
     overlapped = simulate(_ecrm("policies.1.parity_overlap=1"), 1, 0).row()
     assert overlapped["other_h"] == 0
 
@@ -138,7 +138,7 @@ def test_two_servers_at_once_exceed_r1_and_roll_back_to_the_checkpoint():
     # between the end of that save and the failure (at the parity-slowed rate) is lost,
     # decodable rows included (a rollback moves the whole model back).
     saved_at = next(p.end_s for p in sim.timeline if p.category == "save")
-    lost_s = (30 * 3600 - saved_at) / (1 + sim.policy.parity_slowdown)
+    lost_s = (30 * 3600 - saved_at) / (1 + sim.policy.plan.parity_slowdown)
     assert row["lost_h"] == pytest.approx(lost_s / 3600)
     assert row["load_h"] == pytest.approx(sim.layout.full_load_s() / 3600)
 
@@ -152,7 +152,7 @@ def test_partial_fallback_reloads_only_the_undecodable_rows():
         _ecrm(_at(("30 h", ["emb_ps3", "emb_ps4"])), "policies.1.fallback=partial"), 1, 0
     )
     row, rates, shard = sim.row(), Rates(sim), sim.layout.shard_bytes
-    assert sim.policy.stripes.loss({3, 4}).undecodable == {3: 1 / 16, 4: 1 / 16}
+    assert sim.policy.plan.stripes.loss({3, 4}).undecodable == {3: 1 / 16, 4: 1 / 16}
     [event] = [e for e in sim.model_events if isinstance(e, DecodeShards)]
     assert event.shards == (3, 4) and event.key == 24 * 3600
     assert row["n_fallbacks"] == 1 and row["undecodable_frac"] == 1 / 16
@@ -384,9 +384,9 @@ def test_traffic_slowdown_is_the_sum_of_the_lost_shards_reads(layout, data):
         read_slowdown=0.3,
         traffic_frac=0.7,
     )
-    policy._busiest = lambda pairs: Ecrm._busiest(policy, pairs)
+    policy._busiest = lambda pairs: EcrmPlan._busiest(policy, pairs)
     served = sum(share * layout.reads(x) for x, share in degraded.items()).max()
     rebuild = sum((layout.reads(x) for x in rebuilding), np.zeros(n)).max()
     busy = min(rebuild / layout.k, 1.0) * 0.5
     expected = served * 0.3 + 0.7 * busy / (1 - busy)
-    assert Ecrm._traffic_slowdown(policy, degraded, rebuilding) == expected
+    assert EcrmPlan.traffic_slowdown(policy, degraded, rebuilding) == expected

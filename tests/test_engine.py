@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ftsim.experiments.runner import simulate
-from ftsim.policies.catalog import policy_classes
-from ftsim.policies.cpr import CprMfu
+from ftsim.policies.catalog import policy_params
+from ftsim.policies.cpr import Cpr
 from ftsim.sim.accounting import CATEGORIES
 from ftsim.sim.cluster import transfer_time_s
 from ftsim.sim.engine import Simulation
@@ -28,7 +28,7 @@ def test_no_failures_costs_exactly_the_checkpoints():
     assert row["n_failures"] == 0
     # 4 h of work, a checkpoint every 20 min except at the very end: 11 checkpoints.
     assert row["n_checkpoints"] == 11
-    save_s = sim.policy.save_s
+    save_s = sim.policy.plan.save_s
     assert sim.wall_s == pytest.approx(4 * 3600 + 11 * save_s, rel=1e-12)
     assert row["lost_h"] == pytest.approx(0, abs=1e-12)
 
@@ -139,7 +139,7 @@ POLICY_CONFIGS = {
 
 
 def test_the_accounting_test_draws_every_policy_kind():
-    assert set(POLICY_CONFIGS) == set(policy_classes())
+    assert set(POLICY_CONFIGS) == set(policy_params())
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -235,7 +235,7 @@ def test_failure_during_recovery_restarts_it():
     row = sim.row()
     assert row["n_failures"] == 2
     assert row["reschedule_h"] == pytest.approx(15 / 60, rel=1e-9)
-    assert row["load_h"] == pytest.approx(sim.policy.load_s / 3600, rel=1e-9)
+    assert row["load_h"] == pytest.approx(sim.policy.plan.load_s / 3600, rel=1e-9)
     kinds = [p.category for p in sim.timeline]
     assert kinds.count("reschedule") == 2 and kinds.count("load") == 1
 
@@ -248,7 +248,7 @@ def test_failure_during_load_reloads():
         "cluster.storage.read_bandwidth=10 MB/s",
     )
     sim = simulate(s, 0, 0)
-    load_s = sim.policy.load_s
+    load_s = sim.policy.plan.load_s
     assert load_s > 10.3
     # 10.3 s of a load are wasted, then a whole load.
     assert sim.breakdown_s()["load"] == pytest.approx(10.3 + load_s, rel=1e-9)
@@ -262,7 +262,7 @@ def test_lost_work_is_the_compute_since_the_last_checkpoint():
         "policies.0.interval=30 min",
     )
     sim = simulate(s, 0, 0)
-    save_s = sim.policy.save_s
+    save_s = sim.policy.plan.save_s
     # Checkpoint at 30 min of compute (wall 30 min + δ); failure at wall 50 min.
     assert sim.breakdown_s()["lost"] == pytest.approx(50 * 60 - 30 * 60 - save_s, rel=1e-9)
 
@@ -279,7 +279,7 @@ def test_failure_during_a_save_loses_that_checkpoint():
         0,
         0,
     )
-    save_s = sim0.policy.save_s  # 2.6e9 B / 10 MB/s = 258 s
+    save_s = sim0.policy.plan.save_s  # 2.6e9 B / 10 MB/s = 258 s
     t_fail = 30 * 60 + save_s / 2
     s = scenario(
         "smoke",
@@ -303,7 +303,7 @@ def test_checkfreq_persist_interrupted_by_failure_is_not_committed():
         "cluster.storage.write_bandwidth=10 MB/s",
     )
     sim = simulate(s, 0, 0)
-    snapshot_s, save_s = sim.policy.writer.snapshot_s, sim.policy.save_s
+    snapshot_s, save_s = sim.policy.writer.snapshot_s, sim.policy.plan.save_s
     assert 1800 + snapshot_s + save_s > 1810  # the failure hits while persisting
     assert sim.breakdown_s()["lost"] == pytest.approx(1810 - snapshot_s, rel=1e-9)
 
@@ -367,10 +367,10 @@ def _per_iteration_slowdown(full: Simulation, half: Simulation) -> dict[str, flo
 def _ecrm(full: Simulation, half: Simulation) -> dict[str, float]:
     """Parity traffic per iteration, and degraded reads and rebuild interference per
     iteration, double as slowdowns; a range freeze (bytes over the NIC) does not."""
-    assert half.policy.read_slowdown == pytest.approx(2 * full.policy.read_slowdown)
-    assert half.policy.traffic_frac == pytest.approx(2 * full.policy.traffic_frac)
-    assert half.policy.pause_s == pytest.approx(full.policy.pause_s)
-    assert half.policy.transfer_s == pytest.approx(full.policy.transfer_s)
+    assert half.policy.plan.read_slowdown == pytest.approx(2 * full.policy.plan.read_slowdown)
+    assert half.policy.plan.traffic_frac == pytest.approx(2 * full.policy.plan.traffic_frac)
+    assert half.policy.plan.pause_s == pytest.approx(full.policy.plan.pause_s)
+    assert half.policy.plan.transfer_s == pytest.approx(full.policy.plan.transfer_s)
     # degraded time mixes slowdowns that double (reads, rebuild interference) with range
     # pauses that do not: it grows, by less than twice
     return {**_per_iteration_slowdown(full, half), "degraded": (1.0, 2.0)}
@@ -381,13 +381,13 @@ def _swift(full: Simulation, half: Simulation) -> dict[str, float]:
     (``replay_compute_frac`` of an iteration per logged iteration) at both iteration times,
     so a logged compute second replays in the same time; undoing an iteration takes half."""
     t = full.scenario.job.iteration_s
-    assert full.policy.save_s == pytest.approx(_swift_save_s(full, t))
-    assert half.policy.undo_s == pytest.approx(full.policy.undo_s / 2)
+    assert full.policy.plan.save_s == pytest.approx(_swift_save_s(full, t))
+    assert half.policy.plan.undo_s == pytest.approx(full.policy.plan.undo_s / 2)
     frac = full.policy.params.replay_compute_frac
     for sim in (full, half):  # an hour of logged compute replays in frac hours at both
-        assert sim.policy.replay_time_s([3600.0]) == pytest.approx(frac * 3600.0)
+        assert sim.policy.plan.replay_time_s([3600.0]) == pytest.approx(frac * 3600.0)
     assert half.policy.slowdown() == full.policy.slowdown() == {}
-    return {"save": _swift_save_s(half, t / 2) / full.policy.save_s}
+    return {"save": _swift_save_s(half, t / 2) / full.policy.plan.save_s}
 
 
 ITERATION_TIME_RULES = {
@@ -437,6 +437,6 @@ def test_iteration_time_check_fails_when_a_save_depends_on_the_iteration_time(mo
 
 
 def test_iteration_time_check_fails_when_a_per_iteration_cost_does_not_scale(monkeypatch):
-    monkeypatch.setattr(CprMfu, "slowdown", lambda self: {"other": 0.0015})
+    monkeypatch.setattr(Cpr, "slowdown", lambda self: {"other": 0.0015})
     with pytest.raises(AssertionError):
         assert_iteration_time_dependence(2)

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, PlainSerializer
 
 from ftsim.experiments.runner import simulate
-from ftsim.policies.catalog import policy_classes
+from ftsim.policies.catalog import policy_params
 from ftsim.scenario import schema
 from ftsim.scenario.loader import ScenarioError, read_yaml, validate_scenario
 from ftsim.scenario.notices import NO_EFFECT, ScenarioWarning
@@ -48,7 +48,7 @@ AS_PART = {
 }
 """The kinds a composed policy's part may use: its scope and what the policy then needs."""
 
-KINDS = [kind for kind in policy_classes() if kind != "composed"]
+KINDS = [kind for kind in policy_params() if kind != "composed"]
 
 
 def scenario_with(policy: dict, **changes) -> dict:
@@ -127,7 +127,7 @@ def _violations(field) -> list[tuple[str, object]]:
 BOUNDED = [
     (kind, name, label, value)
     for kind in KINDS
-    for name, field in policy_classes()[kind].Params.model_fields.items()
+    for name, field in policy_params()[kind].model_fields.items()
     for label, value in _violations(field)
 ]
 """Every bound of every field of every policy (except composed's own), with a value beyond."""
@@ -173,7 +173,7 @@ BANDWIDTHS = [
     *(
         (where, kind, name)
         for kind in KINDS
-        for name in _quantity_fields(policy_classes()[kind].Params, format_bandwidth)
+        for name in _quantity_fields(policy_params()[kind], format_bandwidth)
         for where in ("plain", "part")
         if where == "plain" or kind in AS_PART
     ),
@@ -216,8 +216,8 @@ QUANTITIES = [
     *(
         ("plain", kind, name)
         for kind in KINDS
-        for name in policy_classes()[kind].Params.model_fields
-        if _serializer(policy_classes()[kind].Params.model_fields[name])
+        for name in policy_params()[kind].model_fields
+        if _serializer(policy_params()[kind].model_fields[name])
     ),
     *(
         ("section", path, name)
@@ -261,7 +261,7 @@ def test_a_huge_baseline_period_plans_only_the_runs_checkpoints():
         s = validate_scenario(data, SMOKE)
         sim = simulate(s, 0, 0)
         assert isinstance(sim.policy, CheckNRun)
-        assert sum(1 for _ in sim.policy._cycle(1800.0)) == expected
+        assert sum(1 for _ in sim.policy.plan._cycle(1800.0)) == expected
         assert sim.completed
 
 

@@ -10,7 +10,7 @@ from pydantic import Field, create_model
 
 import ftsim.scenario.loader
 from ftsim.cli import main
-from ftsim.policies.catalog import policy_classes
+from ftsim.policies.catalog import policy_params
 from ftsim.scenario import registry
 from ftsim.scenario.reference import GENERATED_BY, scenario_reference
 from ftsim.scenario.schema import Scenario
@@ -88,8 +88,8 @@ def doc_policy(monkeypatch):
 
 
 def test_the_worked_example_and_its_tests_run_as_written(doc_policy):
-    assert registry.POLICY_PARAMS["reinit_shards"].policy_class is doc_policy.ReinitShardsPolicy
-    assert "reinit_shards" not in policy_classes()  # the catalog's own kinds are untouched
+    assert registry.POLICY_PARAMS["reinit_shards"].plan_class is doc_policy.ReinitShardsPlan
+    assert "reinit_shards" not in policy_params()  # the catalog's own kinds are untouched
     code = _files(ADDING.read_text())["tests/test_reinit_shards.py"]
     namespace: dict = {"__name__": "test_reinit_shards"}
     exec(compile(code, f"{ADDING} (tests/test_reinit_shards.py)", "exec"), namespace)
@@ -100,14 +100,14 @@ def test_the_worked_example_and_its_tests_run_as_written(doc_policy):
 
 
 def test_the_doc_names_the_real_hooks_helpers_and_events(smoke):
-    from ftsim.experiments.runner import build_simulation
-    from ftsim.policies.base import Policy, TrainerSide
+    from ftsim.experiments.prepare import prepare
+    from ftsim.policies.base import Plan, Policy, TrainerSide
     from ftsim.policies.events import ModelEvent
 
     text = ADDING.read_text()
     for hook in re.findall(r"^\| `(\w+)\(", text, flags=re.M):
-        assert hasattr(Policy, hook) or hasattr(TrainerSide, hook), hook
-    sim = build_simulation(smoke, 0, 0)
+        assert any(hasattr(cls, hook) for cls in (Policy, Plan, TrainerSide)), hook
+    sim = prepare(smoke, 0).replicate(0)
     for helper in re.findall(r"`sim\.(\w+)", text):
         assert hasattr(sim, helper), helper
     section = text.split("## 4.")[1].split("## 5.")[0]

@@ -32,7 +32,7 @@ def _swift(*extra):
 def _replay_s(sim, logged_s, shards, machines=1):
     """Independent formula: the longer of reading the logs (one flow per machine) and
     applying them (``replay_compute_frac`` = 0.05 iterations per logged iteration)."""
-    policy, layout = sim.policy, sim.layout
+    policy, layout = sim.policy.plan, sim.layout
     flow = logged_s / policy.iteration_s * policy.log_step_bytes / machines
     return max(layout.read_s([flow] * (shards * machines)), logged_s * 0.05 / machines)
 
@@ -44,7 +44,7 @@ def test_shard_recovery_reloads_and_replays_the_log():
     assert sim.policy.replay_s[0] == pytest.approx(_replay_s(sim, 5 * H, shards=2))
     assert row["pls_model"] == 0 and row["lost_h"] < 1e-3  # full log: nothing lost, no rollback
     assert row["rollbacks"] == 0
-    assert row["log_bytes"] == pytest.approx(18 * sim.policy.log_step_bytes * 50 * H / 0.1)
+    assert row["log_bytes"] == pytest.approx(18 * sim.policy.plan.log_step_bytes * 50 * H / 0.1)
 
 
 def test_replay_spread_over_machines_is_faster():
@@ -80,8 +80,8 @@ def test_a_recovered_shard_replays_from_its_checkpoint_again():
 
 
 def test_logging_competes_with_checkpoint_writes():
-    quiet = simulate(_swift("policies.1.unique_lookup_fraction=0.01"), 1, 0).policy
-    busy = simulate(_swift("policies.1.unique_lookup_fraction=1"), 1, 0).policy
+    quiet = simulate(_swift("policies.1.unique_lookup_fraction=0.01"), 1, 0).policy.plan
+    busy = simulate(_swift("policies.1.unique_lookup_fraction=1"), 1, 0).policy.plan
     assert busy.save_s > quiet.save_s
 
 
@@ -90,7 +90,7 @@ def test_trainer_failure_costs_an_undo_and_a_replica_copy():
     sim = simulate(s, 1, 0)
     row = sim.row()
     copy_s = sim.layout.nic_s(sim.layout.dense_bytes)
-    assert row["load_h"] * 3600 == pytest.approx(sim.policy.undo_s + copy_s)
+    assert row["load_h"] * 3600 == pytest.approx(sim.policy.plan.undo_s + copy_s)
     assert row["lost_h"] * 3600 == pytest.approx(0.05)  # half an iteration redone
 
 
@@ -100,13 +100,13 @@ def test_recompute_rolls_back_to_the_end_of_the_logged_share():
     reloads, every shard replays its 2.7 h prefix, the 2.3 h since are re-executed."""
     full = simulate(scenario("prod50h", SWIFT, AT_5H), 1, 0)
     sim = simulate(scenario("prod50h", SWIFT, AT_5H, "policies.1.log_budget=0.3"), 1, 0)
-    row, policy, layout = sim.row(), sim.policy, sim.layout
+    row, policy, layout = sim.row(), sim.policy.plan, sim.layout
     dense_s = policy.save_time_s([layout.dense_bytes])  # the snapshot's stall at 2.7 h
     assert row["rollbacks"] == 1 and row["pls_model"] == 0
     assert row["lost_h"] * H == pytest.approx(5 * H - dense_s - 2.7 * H)
     reload_s = layout.read_s([layout.shard_bytes] * 18 + [layout.dense_bytes] * 20)
-    assert policy.replay_s == [pytest.approx(_replay_s(sim, 2.7 * H, shards=18))]
-    assert row["load_h"] * H == pytest.approx(reload_s + policy.replay_s[0])
+    assert sim.policy.replay_s == [pytest.approx(_replay_s(sim, 2.7 * H, shards=18))]
+    assert row["load_h"] * H == pytest.approx(reload_s + sim.policy.replay_s[0])
     assert sim.model_events[:2] == [
         Checkpoint(2.7 * H, key=2.7 * H),  # the whole state at 2.7 h: dense saved, shards logged
         RestoreAll(5 * H - dense_s, key=2.7 * H),
@@ -122,7 +122,7 @@ def test_recompute_rolls_back_to_the_end_of_the_logged_share():
 
 def test_recompute_with_no_log_rolls_back_to_the_checkpoint():
     sim = simulate(scenario("prod50h", SWIFT, AT_5H, "policies.1.log_budget=0"), 1, 0)
-    row, policy, layout = sim.row(), sim.policy, sim.layout
+    row, policy, layout = sim.row(), sim.policy.plan, sim.layout
     assert row["lost_h"] == pytest.approx(5) and row["rollbacks"] == 1
     assert RestoreAll(5 * H, key=0.0) in sim.model_events
     assert sum(isinstance(e, Checkpoint) for e in sim.model_events) == row["n_checkpoints"] == 5

@@ -56,9 +56,9 @@ def test_checkfreq_stalls_for_the_snapshot_while_the_persist_shares_storage_with
     log_rows = f"policies.1.unique_lookup_fraction={unique}"
     sync = simulate(scenario("prod50h", SYNC, log_rows, "failures=[]", NO_TRAINER), 1, 0)
     sim = simulate(scenario("prod50h", CHECKFREQ, log_rows, "failures=[]", NO_TRAINER), 1, 0)
-    policy, layout = sim.policy, sim.layout
+    policy, layout = sim.policy.plan, sim.layout
     snapshot_s = layout.shard_bytes / 10e9
-    assert policy.writer.snapshot_s == pytest.approx(snapshot_s)
+    assert sim.policy.writer.snapshot_s == pytest.approx(snapshot_s)
     n = sim.row()["n_checkpoints"]
     assert n == sync.row()["n_checkpoints"] == 5
     assert sim.row()["save_h"] * H == pytest.approx(n * snapshot_s, rel=1e-9)

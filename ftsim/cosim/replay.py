@@ -84,9 +84,9 @@ class PolicyModel:
         self.lazy = all(self.events[i].exact for i in modifying)
         """Only exact restores: the model never leaves the failure-free trajectory."""
         self.divergence = modifying[0] if modifying and not self.lazy else None
-        policy = sim.policy
+        plan = sim.policy.plan
         rng = stream(sim.scenario.run.seed, sim.rep, Purpose.POLICY)
-        self.side = type(policy).TrainerSide(policy.params, self, policy.side_inputs(), rng)
+        self.side = plan.TrainerSide(plan.params, self, plan.side_inputs(), rng)
         self.trainer: Trainer | None = None
         self.attached: Trainer | None = None
         """The trainer the side watches (the shared one before the fork, then our own)."""

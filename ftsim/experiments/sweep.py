@@ -754,11 +754,11 @@ def policy_notices(scenario, where: str = "") -> list[Notice]:
     to full recovery), named with ``where`` (a sweep point) if given. Builds each policy
     once, without simulating: the decision depends on the scenario only, not on the
     replication."""
-    from ftsim.sim.cluster import StateLayout
+    from ftsim.policies.inputs import PlanInputs
 
-    layout = StateLayout(scenario)
+    inputs = PlanInputs.of(scenario)
     found = []
     for params in scenario.policies:
-        for notice in params.policy_class(params, scenario, layout).notices():
+        for notice in params.plan(inputs).notices():
             found.append(notice.at(where) if where else notice)
     return found

@@ -52,8 +52,9 @@ JOB_KINDS = frozenset(CATEGORIES) | {"compute", "redo", "degraded"}
 COMPUTE_KINDS = ("compute", "redo", "degraded")
 _NIC = re.compile(r"^((?:trainer|emb_ps)\d+)\.(send|recv)$")
 _NODE = re.compile(r"^(trainer|emb_ps)(\d+)$")
-_REBUILD_CAP = re.compile(r"^rebuild\.cap\.(emb_ps\d+)@")
-"""ECRM's cap on a rebuild: the share of the replacement's NIC it may use."""
+_REBUILD_CAP = re.compile(r"^(?:[^/]+/)?rebuild\.cap\.(emb_ps\d+)$")
+"""ECRM's cap on a rebuild: the share of the replacement's NIC it may use (a composed
+part's links are named after the part first)."""
 
 
 class TraceError(Exception):

@@ -2,5 +2,5 @@
 model events (:mod:`.events`) and the registry of kinds, names and colours (:mod:`.registry`).
 
 This package's ``__init__`` imports nothing, so that figures can read the registry without
-loading the simulator; :func:`ftsim.policies.registry.policy_classes` loads every policy.
+loading the simulator; :mod:`ftsim.policies.catalog` loads every policy.
 """

@@ -1,9 +1,15 @@
 """The policy interface: how a fault-tolerance strategy plugs into the simulator.
 
-A policy has two parts:
+A policy has three parts:
 
 - a ``Params`` pydantic model (its section of the scenario file, selected by ``kind``);
-- a runtime class, one instance per replication, that the simulator calls at a few points:
+- a :class:`Plan`, made once per scenario by ``params.plan(inputs)`` from the
+  :class:`~ftsim.policies.inputs.PlanInputs` (the job and cluster whose state it manages,
+  the failures it expects): everything its replications share — intervals, predicted
+  overheads, row-popularity shares, fall-back decisions — and the decisions it took for the
+  user (:meth:`Plan.notices`);
+- a runtime (:class:`Policy`), made for each replication by ``plan.runtime()``: that
+  replication's state, which the simulator calls at a few points:
 
   ``start(sim)``                 the job begins;
   ``next_action_at()``           progress (compute seconds) at which ``act`` is due next;
@@ -20,9 +26,9 @@ A policy has two parts:
 What a policy does to the model is recorded as typed events (:mod:`ftsim.policies.events`)
 with ``sim.model_event(EventType, **fields)``; each event type applies itself to the
 co-simulated trainer. Mechanisms that must watch the trainer (a parity code kept current, an
-update log, a row sampler) belong to the policy's :class:`TrainerSide`, which the
-co-simulation creates once per replication and attaches to whichever trainer carries the
-policy's state.
+update log, a row sampler) belong to the plan's :class:`TrainerSide`, which the
+co-simulation creates once per replication (with :meth:`Plan.side_inputs`) and attaches to
+whichever trainer carries the policy's state.
 
 ``sim`` is a :class:`ftsim.sim.context.PolicyContext`: the simulation, or a composed part's
 view of it; a policy calls nothing else of it. Time is charged only through
@@ -31,7 +37,7 @@ the cluster's network, ``sim.net``) and ``sim.wait(category, event)`` (training 
 charged by the simulator itself), so the
 accounting identity
 ``wall = ideal + save + load + lost + reschedule + degraded + other`` holds by
-construction. Adding a policy is one new module defining its classes, the runtime class
+construction. Adding a policy is one new module defining its classes, the plan class
 decorated with :func:`register` (which gives the scenario schema its ``Params``), plus its
 line in :mod:`ftsim.policies.registry` (name and colour) and in :mod:`ftsim.policies.catalog`
 (which imports it).
@@ -51,8 +57,8 @@ from ftsim.notices import Notice, warn_renamed
 from ftsim.scenario.registry import register_policy_params
 
 if TYPE_CHECKING:
+    from ftsim.policies.inputs import PlanInputs
     from ftsim.scenario.schema import Scenario
-    from ftsim.sim.cluster import StateLayout
     from ftsim.sim.context import PolicyContext
     from ftsim.sim.failures import Failure
 
@@ -95,15 +101,27 @@ class PolicyParams(BaseModel):
                 warn_renamed(f"{cls.model_fields['kind'].annotation.__args__[0]}.{old}", new)
         return data
 
-    policy_class: ClassVar[type[Policy] | None] = None
-    """The runtime class of this kind (set by :func:`register`)."""
+    plan_class: ClassVar[type[Plan] | None] = None
+    """The plan class of this kind (set by :func:`register`)."""
 
     @property
     def label(self) -> str:
         return self.name or self.kind
 
+    def plan(self, inputs: PlanInputs) -> Plan:
+        """What every replication of this policy shares, planned once from ``inputs``."""
+        return self.plan_class(self, inputs)
+
     def problems(self, scenario: Scenario) -> list[tuple[str, str]]:
-        """Inconsistencies with the rest of the scenario, as (field, message)."""
+        """Inconsistencies with the rest of the scenario, as (field, message): those of
+        the state it would manage (:meth:`input_problems` of the scenario's inputs)."""
+        from ftsim.policies.inputs import PlanInputs
+
+        return self.input_problems(PlanInputs.of(scenario))
+
+    def input_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
+        """Why this policy cannot plan with ``inputs`` (the whole job's, or a composed part's),
+        as (field, message); empty if it can."""
         return []
 
     def part_problems(self, dense: bool, by_rows: bool) -> list[tuple[str, str]]:
@@ -146,7 +164,7 @@ class TrainerSide:
     ) -> None:
         self.params = params
         self.inputs: Mapping[str, Any] = inputs or {}
-        """What the time model tells the side (the policy's :meth:`Policy.side_inputs`)."""
+        """What the time model tells the side (its plan's :meth:`Plan.side_inputs`)."""
         self.rng = rng
         """The side's random stream, from the run's seed and the replication
         (:attr:`ftsim.sim.rng.Purpose.POLICY`): the trainer-side mechanisms' only source of
@@ -188,26 +206,52 @@ class TrainerSide:
         return {}
 
 
-class Policy:
-    """Runtime base class; see the module docstring for the protocol."""
+class Plan:
+    """What every replication of one policy in one scenario shares (see the module
+    docstring): made once by ``params.plan(inputs)``, read-only afterwards; each
+    replication's state is a :attr:`Runtime` made by :meth:`runtime`."""
 
-    Params: ClassVar[type[PolicyParams]]
+    Runtime: ClassVar[type[Policy]]
     TrainerSide: ClassVar[type[TrainerSide]] = TrainerSide
     part_names: tuple[str, ...] = ()
     """Names of the parts the policy is made of (``composed``), whose time the simulator
     also sums per part; empty for a policy of one piece."""
 
-    def __init__(
-        self,
-        params: PolicyParams,
-        scenario: Scenario,
-        layout: StateLayout,
-    ):
+    def __init__(self, params: PolicyParams, inputs: PlanInputs):
         self.params = params
-        self.scenario = scenario
-        self.layout = layout
+        self.inputs = inputs
+        self.layout = inputs.layout
+        """Bytes of state per node, and lone-transfer times (closed forms for planning)."""
+
+    def runtime(self) -> Policy:
+        """One replication's state (its random draws are the simulation's, by replication)."""
+        return self.Runtime(self)
+
+    def notices(self) -> list[Notice]:
+        """Decisions taken for the user when planning, to be said once per run or sweep
+        point (:func:`ftsim.experiments.sweep.policy_notices`)."""
+        return []
+
+    def side_inputs(self) -> dict[str, Any]:
+        """What the policy's :class:`TrainerSide` needs from the time model (e.g. SSU's
+        buffer size), handed to it when the co-simulation builds it."""
+        return {}
+
+
+class Policy:
+    """Runtime base class: one replication's state; see the module docstring for the
+    protocol."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.params = plan.params
+        self.layout = plan.layout
         self.n_checkpoints = 0
         """Checkpoints committed so far (a result column)."""
+
+    @property
+    def part_names(self) -> tuple[str, ...]:
+        return self.plan.part_names
 
     def start(self, sim: PolicyContext) -> None:
         """Called once when the job starts."""
@@ -239,22 +283,16 @@ class Policy:
         """Policy-specific columns of the result row."""
         return {}
 
-    def notices(self) -> list[Notice]:
-        """Decisions the policy took for the user when it planned (at construction), to be
-        said once per run or sweep point (:func:`ftsim.experiments.sweep.policy_notices`)."""
-        return []
 
-    def side_inputs(self) -> dict[str, Any]:
-        """What the policy's :class:`TrainerSide` needs from the time model (e.g. SSU's
-        buffer size), handed to it when the co-simulation builds it."""
-        return {}
+def register(params: type[PolicyParams]):
+    """Class decorator of a plan class: make it the plan of ``params``'s kind, and
+    ``params`` a section the scenario schema accepts (:mod:`ftsim.scenario.registry`)."""
 
+    def decorate(cls: type[Plan]) -> type[Plan]:
+        if params.__dict__.get("plan_class") is not None:
+            raise ValueError(f"{params.__name__} registered twice")
+        params.plan_class = cls
+        register_policy_params(params)
+        return cls
 
-def register(cls: type[Policy]) -> type[Policy]:
-    """Class decorator: make a policy runtime the one of its ``Params.kind``, and its
-    ``Params`` a section the scenario schema accepts (:mod:`ftsim.scenario.registry`)."""
-    if cls.Params.__dict__.get("policy_class") is not None:
-        raise ValueError(f"{cls.Params.__name__} registered twice")
-    cls.Params.policy_class = cls
-    register_policy_params(cls.Params)
-    return cls
+    return decorate

@@ -25,6 +25,6 @@ MODULES = (full, cpr, ecrm, swift, checknrun, composed)
 complete_schema()
 
 
-def policy_classes() -> dict[str, type]:
-    """Every policy kind → its runtime class."""
-    return {kind: params.policy_class for kind, params in POLICY_PARAMS.items()}
+def policy_params() -> dict[str, type]:
+    """Every policy kind → its ``Params`` (whose ``plan_class`` plans it)."""
+    return dict(POLICY_PARAMS)

@@ -85,19 +85,13 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide, register
+from ftsim.policies.base import Plan, Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
 from ftsim.policies.full import Interval, resolve_interval_s
 from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import BytesPerSecond
-from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 from ftsim.sim.nodes import failed_shards
-from ftsim.sim.popularity import (
-    PopularityParams,
-    distinct_rows,
-    popularity_problems,
-    row_popularity,
-)
+from ftsim.sim.popularity import PopularityParams, distinct_rows
 
 RANGE_BYTES = 8
 """Bytes of a quantization range: offset and scale, 2 × fp32."""
@@ -183,8 +177,8 @@ class CheckNRunParams(PolicyParams, PopularityParams):
             return [("kind", message)]
         return []
 
-    def problems(self, scenario):
-        return popularity_problems(scenario)
+    def input_problems(self, inputs):
+        return inputs.popularity_problems()
 
 
 # -- quantization (used by the trainer side; plain NumPy) -----------------------------------
@@ -487,44 +481,20 @@ def _shard_flows(method, sizes: list[float]) -> list:
     return [flow for shard, size in enumerate(sizes) for flow in method([shard], size)]
 
 
-@register
 class CheckNRun(Policy):
-    """Differential (and optionally quantized) checkpoints, full or partial recovery."""
+    """Differential (and optionally quantized) checkpoints, full or partial recovery: one
+    replication."""
 
-    Params = CheckNRunParams
-    TrainerSide = CheckNRunSide
-
-    def __init__(self, params, scenario, layout):
-        super().__init__(params, scenario, layout)
-        job = scenario.job
-        self.n_shards = scenario.cluster.emb_ps
-        self.partial = params.recovery == "partial"
-        self.mtbf_s = job_mtbf_s(scenario)
-        self.shards_per_failure = victims_per_failure(scenario, "emb_ps")
-        """Expected embedding PS lost per failure (m)."""
-        self.shard_rows = job.embedding_rows / self.n_shards
-        self.groups = row_popularity(scenario, params.popularity_exponent)
-        self._distinct: dict[float, float] = {}
-        bits = params.quantize_bits
-        value_bytes = job.mean_value_bytes
-        stored_values = (
-            value_bytes if bits is None else value_bytes * bits / (8 * job.bytes_per_value)
-        )
-        ranges = RANGE_BYTES if bits is not None and params.quantization == "adaptive" else 0
-        self.row_bytes = stored_values + ranges + (job.mean_row_bytes - value_bytes)
-        """Bytes written per embedding row: values (quantized or not), range, optimizer."""
-        self.codec_row_bytes = value_bytes if bits is not None else 0.0
-        self.full_bytes = layout.total_bytes
-        self.interval_s = self._choose_interval()
-        self.save_s, self.load_s = self._planned_costs(self.interval_s)
+    def __init__(self, plan: CheckNRunPlan):
+        super().__init__(plan)
         self.chain: list[_Kept] = []
         self.position = 0
         """Checkpoints committed since the last baseline (0: the next one is a baseline)."""
-        self.next_s = self.interval_s
-        self.reference_s = [0.0] * self.n_shards
+        self.next_s = plan.interval_s
+        self.reference_s = [0.0] * plan.n_shards
         """Per PS, the progress r such that its rows changed since the next checkpoint's
         reference are those changed in p − r seconds of compute at progress p."""
-        self.exposed_since = [0.0] * self.n_shards
+        self.exposed_since = [0.0] * plan.n_shards
         """Per PS, the progress since which its updates live only in memory (partial)."""
         self.lost_update_s = 0.0
         """Sum over failed PS of the compute seconds of updates lost (for PLS)."""
@@ -534,15 +504,183 @@ class CheckNRun(Policy):
         self.restored_bytes: list[float] = []
         """Bytes read from storage by each restore."""
 
+    def _reference_since(self, progress_s: float) -> tuple[float, ...] | None:
+        """Per PS, compute seconds of changes the next checkpoint writes (None: a baseline)."""
+        if self.position == 0 or not self.chain:
+            return None
+        return tuple(progress_s - r for r in self.reference_s)
+
+    # -- saving --------------------------------------------------------------------------
+
+    def next_action_at(self) -> float:
+        return self.next_s
+
+    def act(self, sim):
+        progress = sim.progress_s
+        kept = self.plan.checkpoint(progress, self._reference_since(progress))
+        codec = max(kept.codec_bytes)
+        if codec:
+            yield from sim.phase("save", codec / self.params.codec_bandwidth, "quantize rows")
+        flows = _shard_flows(sim.net.shard_writes, list(kept.shard_bytes)) + sim.net.dense_write()
+        what = "baseline" if kept.baseline else "differential checkpoint"
+        yield from sim.transfer("save", flows, what)
+        self._commit(kept)
+        sim.model_event(DiffCheckpoint, key=progress, baseline=kept.baseline)
+        self.next_s = progress + self.plan.interval_s
+
+    def _commit(self, kept: _Kept) -> None:
+        if kept.baseline:
+            self.chain = [kept]
+        elif self.params.differential == "one_shot":
+            self.chain = [self.chain[0], kept]
+        else:
+            self.chain.append(kept)
+        if kept.baseline or self.params.differential == "consecutive":
+            self.reference_s = [kept.key] * self.plan.n_shards
+        self.exposed_since = [max(s, kept.key) for s in self.exposed_since]
+        self.position = (self.position + 1) % self.params.baseline_every
+        self.n_checkpoints += 1
+        self.saves.append(kept)
+        self.storage_peak = max(self.storage_peak, self.stored_bytes)
+
+    @property
+    def stored_bytes(self) -> float:
+        """Bytes kept for recovery: the chain's parts on every PS and one dense copy."""
+        if not self.chain:
+            return 0.0
+        per_shard = _per_shard_sums(self.chain, "shard_bytes", self.plan.n_shards)
+        return sum(per_shard) + self.layout.dense_bytes
+
+    # -- failures ------------------------------------------------------------------------
+
+    def on_failure(self, sim, failure) -> None:
+        key = self.chain[-1].key if self.chain else 0.0
+        if self.plan.partial:
+            self._lose_shards(sim, key, failed_shards(self.plan.trainers, failure.nodes))
+            return
+        quantized = self.params.quantize_bits is not None and self.chain
+        sim.model_event(RestoreQuantizedChain if quantized else RestoreChain, key=key)
+        sim.rollback_to(key)
+        self.next_s = key + self.plan.interval_s
+
+    def _lose_shards(self, sim, key: float, shards: tuple[int, ...]) -> None:
+        """Partial recovery: ``shards`` go back to checkpoint ``key`` now, losing their
+        updates since they were last saved; their rows changed since the next checkpoint's
+        reference become those the chain holds (see the module docstring)."""
+        if not shards:
+            return
+        sim.model_event(RestoreChainShards, key=key, shards=shards)
+        now = sim.progress_s
+        last = self.chain[-1] if self.chain else None
+        one_shot = self.params.differential == "one_shot"
+        for shard in shards:
+            self.lost_update_s += now - self.exposed_since[shard]
+            self.exposed_since[shard] = now
+            if last is not None:
+                self.reference_s[shard] = now - (last.span_s[shard] if one_shot else 0.0)
+
+    def recover(self, sim, failures):
+        yield from sim.await_replacements(failures)
+        if self.plan.partial:
+            yield from self._recover_partial(sim, failures)
+            return
+        if not self.chain:
+            return  # nothing committed yet: every node restarts from the initial model
+        per_shard, codec = self.plan.chain_sums(self.chain)
+        flows = _shard_flows(sim.net.shard_reads, per_shard) + sim.net.dense_reads()
+        parts = len(self.chain) - 1
+        yield from sim.transfer("load", flows, f"baseline + {parts} differential")
+        if max(codec):
+            yield from sim.phase("load", max(codec) / self.params.codec_bandwidth, "dequantize")
+        self.restored_bytes.append(self.stored_bytes)
+
+    def _recover_partial(self, sim, failures):
+        """The failed PS read their part of the chain (none before the first checkpoint:
+        they restart from the initial rows) while each failed trainer's replacement copies
+        the dense state from a replica; then the PS dequantize their part."""
+        trainers = self.plan.trainers
+        failed = {n for f in failures for n in f.nodes}
+        shards = failed_shards(trainers, failed) if self.chain else ()
+        per_shard, codec = self.plan.chain_sums(self.chain)
+        flows = [flow for s in shards for flow in sim.net.shard_reads([s], per_shard[s])]
+        for trainer in sorted(n for n in failed if n < trainers):
+            flows += sim.net.replica_copy(trainer)  # concurrently, over other links
+        if flows:
+            yield from sim.transfer("load", flows, f"reload {len(shards)} shard(s)")
+        decode = max((codec[s] for s in shards), default=0.0)
+        if decode:
+            yield from sim.phase("load", decode / self.params.codec_bandwidth, "dequantize")
+        if shards:
+            self.restored_bytes.append(sum(per_shard[s] for s in shards))
+
+    def result_columns(self):
+        plan, saves = self.plan, self.saves
+        written = sum(sum(k.shard_bytes) for k in saves)
+        written += len(saves) * self.layout.dense_bytes
+        diffs = [sum(k.rows) / plan.n_shards / plan.shard_rows for k in saves if not k.baseline]
+        restored = self.restored_bytes
+        nan = math.nan
+        return {
+            "interval_h": plan.interval_s / 3600.0,
+            "saved_gb": written / 1e9,
+            "save_cost_s": plan.save_s,
+            "load_cost_s": plan.load_s,
+            "n_baselines": sum(k.baseline for k in saves),
+            "diff_rows_frac": sum(diffs) / len(diffs) if diffs else nan,
+            "write_reduction": len(saves) * plan.full_bytes / written if written else nan,
+            "storage_gb": self.storage_peak / 1e9,
+            "capacity_reduction": plan.full_bytes / self.storage_peak if saves else nan,
+            "restore_gb": sum(restored) / len(restored) / 1e9 if restored else nan,
+            "pls_model": self.lost_update_s / (plan.inputs.job.work_s * plan.n_shards),
+            "pls_predicted": plan.predicted_pls(plan.interval_s) if plan.partial else 0.0,
+        }
+
+
+@register(CheckNRunParams)
+class CheckNRunPlan(Plan):
+    """What every replication of ``checknrun`` shares: bytes per row written, the
+    interval, the mean planned stall and restore, and the sizes of checkpoints (the rows
+    changed over a span of compute, worked out once per span for all replications)."""
+
+    Runtime = CheckNRun
+    TrainerSide = CheckNRunSide
+
+    def __init__(self, params: CheckNRunParams, inputs):
+        super().__init__(params, inputs)
+        job = inputs.job
+        self.n_shards = inputs.cluster.emb_ps
+        self.trainers = inputs.cluster.trainers
+        self.partial = params.recovery == "partial"
+        self.mtbf_s = inputs.mtbf_s
+        self.shards_per_failure = inputs.victims["emb_ps"]
+        """Expected embedding PS lost per failure (m)."""
+        self.shard_rows = job.embedding_rows / self.n_shards
+        self.groups = inputs.row_popularity(params.popularity_exponent)
+        self._distinct: dict[float, float] = {}
+        """Lookups → expected distinct rows among them (:meth:`changed_rows`): replications
+        ask the same spans again."""
+        bits = params.quantize_bits
+        value_bytes = job.mean_value_bytes
+        stored_values = (
+            value_bytes if bits is None else value_bytes * bits / (8 * job.bytes_per_value)
+        )
+        ranges = RANGE_BYTES if bits is not None and params.quantization == "adaptive" else 0
+        self.row_bytes = stored_values + ranges + (job.mean_row_bytes - value_bytes)
+        """Bytes written per embedding row: values (quantized or not), range, optimizer."""
+        self.codec_row_bytes = value_bytes if bits is not None else 0.0
+        self.full_bytes = self.layout.total_bytes
+        self.interval_s = self._choose_interval()
+        self.save_s, self.load_s = self._planned_costs(self.interval_s)
+
     # -- sizes ---------------------------------------------------------------------------
 
     def changed_rows(self, compute_s: float) -> float:
         """Expected distinct rows (all tables) updated in ``compute_s`` of training."""
-        draws = self.scenario.job.samples_per_iteration * compute_s / self.scenario.job.iteration_s
+        draws = self.inputs.job.samples_per_iteration * compute_s / self.inputs.job.iteration_s
         found = self._distinct.get(draws)
         if found is None:
             found = self._distinct[draws] = min(
-                distinct_rows(self.groups, draws), float(self.scenario.job.embedding_rows)
+                distinct_rows(self.groups, draws), float(self.inputs.job.embedding_rows)
             )
         return found
 
@@ -565,25 +703,19 @@ class CheckNRun(Policy):
             span_s=span,
         )
 
-    def _reference_since(self, progress_s: float) -> tuple[float, ...] | None:
-        """Per PS, compute seconds of changes the next checkpoint writes (None: a baseline)."""
-        if self.position == 0 or not self.chain:
-            return None
-        return tuple(progress_s - r for r in self.reference_s)
-
     def _cycle(self, interval_s: float) -> Iterator[_Kept]:
         """The checkpoints of one baseline cycle at a regular ``interval_s``, no failure, one
         at a time. A cycle longer than the failure-free run ends with the run's last
         checkpoint: the later ones are never written (and planning them would cost time in
         proportion to ``baseline_every``, which may be huge to mean "one baseline")."""
         one_shot = self.params.differential == "one_shot"
-        in_run = math.floor(self.scenario.job.work_s / interval_s)
+        in_run = math.floor(self.inputs.job.work_s / interval_s)
         yield self.checkpoint(0.0, None)
         for k in range(1, min(self.params.baseline_every, max(in_run, 1))):
             since = (k if one_shot else 1) * interval_s
             yield self.checkpoint(k * interval_s, (since,) * self.n_shards)
 
-    def _chain_sums(self, chain: list[_Kept]) -> tuple[list[float], list[float]]:
+    def chain_sums(self, chain: list[_Kept]) -> tuple[list[float], list[float]]:
         """Per PS, the bytes of ``chain`` and the fp32 bytes it quantized (to dequantize)."""
         n = self.n_shards
         return _per_shard_sums(chain, "shard_bytes", n), _per_shard_sums(chain, "codec_bytes", n)
@@ -598,7 +730,7 @@ class CheckNRun(Policy):
         """Planned time to restore from ``chain`` alone, seconds: full recovery, every PS
         reads its part while every trainer reads the dense copy; partial, the m PS of a
         failure read theirs. Then their dequantization."""
-        return self._restore_sums_s(*self._chain_sums(chain))
+        return self._restore_sums_s(*self.chain_sums(chain))
 
     def _restore_sums_s(self, per_shard: list[float], codec: list[float]) -> float:
         """:meth:`_restore_s` of a chain whose per-PS sums are ``per_shard`` and ``codec``."""
@@ -606,7 +738,7 @@ class CheckNRun(Policy):
             m = round(self.shards_per_failure)
             flows, codec = per_shard[:m], codec[:m]
         else:
-            flows = per_shard + [self.layout.dense_bytes] * self.scenario.cluster.trainers
+            flows = per_shard + [self.layout.dense_bytes] * self.trainers
         return self.layout.read_s(flows) + max(codec, default=0.0) / self.params.codec_bandwidth
 
     def _planned_costs(self, interval_s: float) -> tuple[float, float]:
@@ -621,7 +753,7 @@ class CheckNRun(Policy):
             if i == 0:  # the baseline, alone
                 baseline, per_shard, codec = kept, list(kept.shard_bytes), list(kept.codec_bytes)
             elif one_shot:  # the baseline and this checkpoint
-                per_shard, codec = self._chain_sums([baseline, kept])
+                per_shard, codec = self.chain_sums([baseline, kept])
             else:  # the chain so far, summed in chain order
                 per_shard = [a + b for a, b in zip(per_shard, kept.shard_bytes, strict=True)]
                 codec = [a + b for a, b in zip(codec, kept.codec_bytes, strict=True)]
@@ -654,133 +786,6 @@ class CheckNRun(Policy):
                 return new
             interval = new
         return interval
-
-    # -- saving --------------------------------------------------------------------------
-
-    def next_action_at(self) -> float:
-        return self.next_s
-
-    def act(self, sim):
-        progress = sim.progress_s
-        kept = self.checkpoint(progress, self._reference_since(progress))
-        codec = max(kept.codec_bytes)
-        if codec:
-            yield from sim.phase("save", codec / self.params.codec_bandwidth, "quantize rows")
-        flows = _shard_flows(sim.net.shard_writes, list(kept.shard_bytes)) + sim.net.dense_write()
-        what = "baseline" if kept.baseline else "differential checkpoint"
-        yield from sim.transfer("save", flows, what)
-        self._commit(kept)
-        sim.model_event(DiffCheckpoint, key=progress, baseline=kept.baseline)
-        self.next_s = progress + self.interval_s
-
-    def _commit(self, kept: _Kept) -> None:
-        if kept.baseline:
-            self.chain = [kept]
-        elif self.params.differential == "one_shot":
-            self.chain = [self.chain[0], kept]
-        else:
-            self.chain.append(kept)
-        if kept.baseline or self.params.differential == "consecutive":
-            self.reference_s = [kept.key] * self.n_shards
-        self.exposed_since = [max(s, kept.key) for s in self.exposed_since]
-        self.position = (self.position + 1) % self.params.baseline_every
-        self.n_checkpoints += 1
-        self.saves.append(kept)
-        self.storage_peak = max(self.storage_peak, self.stored_bytes)
-
-    @property
-    def stored_bytes(self) -> float:
-        """Bytes kept for recovery: the chain's parts on every PS and one dense copy."""
-        if not self.chain:
-            return 0.0
-        per_shard = _per_shard_sums(self.chain, "shard_bytes", self.n_shards)
-        return sum(per_shard) + self.layout.dense_bytes
-
-    # -- failures ------------------------------------------------------------------------
-
-    def on_failure(self, sim, failure) -> None:
-        key = self.chain[-1].key if self.chain else 0.0
-        if self.partial:
-            self._lose_shards(
-                sim, key, failed_shards(self.scenario.cluster.trainers, failure.nodes)
-            )
-            return
-        quantized = self.params.quantize_bits is not None and self.chain
-        sim.model_event(RestoreQuantizedChain if quantized else RestoreChain, key=key)
-        sim.rollback_to(key)
-        self.next_s = key + self.interval_s
-
-    def _lose_shards(self, sim, key: float, shards: tuple[int, ...]) -> None:
-        """Partial recovery: ``shards`` go back to checkpoint ``key`` now, losing their
-        updates since they were last saved; their rows changed since the next checkpoint's
-        reference become those the chain holds (see the module docstring)."""
-        if not shards:
-            return
-        sim.model_event(RestoreChainShards, key=key, shards=shards)
-        now = sim.progress_s
-        last = self.chain[-1] if self.chain else None
-        one_shot = self.params.differential == "one_shot"
-        for shard in shards:
-            self.lost_update_s += now - self.exposed_since[shard]
-            self.exposed_since[shard] = now
-            if last is not None:
-                self.reference_s[shard] = now - (last.span_s[shard] if one_shot else 0.0)
-
-    def recover(self, sim, failures):
-        yield from sim.await_replacements(failures)
-        if self.partial:
-            yield from self._recover_partial(sim, failures)
-            return
-        if not self.chain:
-            return  # nothing committed yet: every node restarts from the initial model
-        per_shard, codec = self._chain_sums(self.chain)
-        flows = _shard_flows(sim.net.shard_reads, per_shard) + sim.net.dense_reads()
-        parts = len(self.chain) - 1
-        yield from sim.transfer("load", flows, f"baseline + {parts} differential")
-        if max(codec):
-            yield from sim.phase("load", max(codec) / self.params.codec_bandwidth, "dequantize")
-        self.restored_bytes.append(self.stored_bytes)
-
-    def _recover_partial(self, sim, failures):
-        """The failed PS read their part of the chain (none before the first checkpoint:
-        they restart from the initial rows) while each failed trainer's replacement copies
-        the dense state from a replica; then the PS dequantize their part."""
-        trainers = self.scenario.cluster.trainers
-        failed = {n for f in failures for n in f.nodes}
-        shards = failed_shards(trainers, failed) if self.chain else ()
-        per_shard, codec = self._chain_sums(self.chain)
-        flows = [flow for s in shards for flow in sim.net.shard_reads([s], per_shard[s])]
-        for trainer in sorted(n for n in failed if n < trainers):
-            flows += sim.net.replica_copy(trainer)  # concurrently, over other links
-        if flows:
-            yield from sim.transfer("load", flows, f"reload {len(shards)} shard(s)")
-        decode = max((codec[s] for s in shards), default=0.0)
-        if decode:
-            yield from sim.phase("load", decode / self.params.codec_bandwidth, "dequantize")
-        if shards:
-            self.restored_bytes.append(sum(per_shard[s] for s in shards))
-
-    def result_columns(self):
-        saves = self.saves
-        written = sum(sum(k.shard_bytes) for k in saves)
-        written += len(saves) * self.layout.dense_bytes
-        diffs = [sum(k.rows) / self.n_shards / self.shard_rows for k in saves if not k.baseline]
-        restored = self.restored_bytes
-        nan = math.nan
-        return {
-            "interval_h": self.interval_s / 3600.0,
-            "saved_gb": written / 1e9,
-            "save_cost_s": self.save_s,
-            "load_cost_s": self.load_s,
-            "n_baselines": sum(k.baseline for k in saves),
-            "diff_rows_frac": sum(diffs) / len(diffs) if diffs else nan,
-            "write_reduction": len(saves) * self.full_bytes / written if written else nan,
-            "storage_gb": self.storage_peak / 1e9,
-            "capacity_reduction": self.full_bytes / self.storage_peak if saves else nan,
-            "restore_gb": sum(restored) / len(restored) / 1e9 if restored else nan,
-            "pls_model": self.lost_update_s / (self.scenario.job.work_s * self.n_shards),
-            "pls_predicted": self.predicted_pls(self.interval_s) if self.partial else 0.0,
-        }
 
 
 register_no_effect(

@@ -16,16 +16,18 @@ A composition splits by rows (one ``hottest`` part and ``rest``) or by shards (`
 parts and ``rest``), not both. One part, the ``rest`` one unless another says ``dense:
 true``, also holds the dense parameters and so handles trainer failures.
 
-**Time model.** Each part's policy runs unchanged on a *scaled* scenario that describes its
-part alone (:func:`part_scenario`): by rows, every table keeps the share ρ of its rows (its
-bytes) and the batch the share c of its samples (its lookups, hence its parity, log and
-tracking traffic), at the job's iteration time; by shards, the cluster has m embedding PS
-and the tables and the batch keep m/E, so that each shard holds and serves what it does in
-the job. Parts without the dense parameters have none. The part's transfers go through the
-job's network (:class:`PartNetwork` maps its shard i to the job's PS of the i-th shard of its
-scope), so the parts compete for links with each other and with everything else; its phases
-are charged to the job's categories and, in ``charged_parts``, to the part (result columns
-``<part>/<category>_h``; rescheduling belongs to the job). Failures reach a part only for
+**Time model.** Each part's policy runs unchanged, planned with *scaled* inputs that
+describe its part alone (:func:`part_inputs`, :class:`~ftsim.policies.inputs.PlanInputs`):
+by rows, every table keeps the share ρ of its rows (its bytes) and the batch the share c of
+its samples (its lookups, hence its parity, log and tracking traffic), at the job's
+iteration time; by shards, the cluster has m embedding PS and the tables and the batch keep
+m/E, so that each shard holds and serves what it does in the job, and a failure takes m/E
+of the PS it takes in the job. Parts without the dense parameters have none. The part's
+transfers go through the job's network (:class:`PartNetwork` maps its shard i to the job's
+PS of the i-th shard of its scope), so the parts compete for links with each other and
+with everything else; its phases are charged to the job's categories and, in
+``charged_parts``, to the part (result columns ``<part>/<category>_h``; rescheduling
+belongs to the job). Failures reach a part only for
 its nodes: its shards (every shard, by rows) and the trainers if it holds the dense
 parameters. The parts' actions share one timeline (the first due acts first); after a
 failure the job waits for the replacements once, then the parts recover one after the other
@@ -63,13 +65,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from ftsim.policies import full, cpr, ecrm, swift, checknrun  # noqa: F401
 
 # isort: on
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide, register
+from ftsim.notices import Notice
+from ftsim.policies.base import Plan, Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
+from ftsim.policies.inputs import PlanInputs
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.registry import POLICY_PARAMS, discriminated
 from ftsim.sim.cluster import StateLayout
-from ftsim.sim.failures import job_mtbf_s, victims_per_failure
-from ftsim.sim.popularity import PopularityParams, row_popularity, top_rows_share
+from ftsim.sim.popularity import PopularityParams, top_rows_share
 
 PartPolicy = discriminated(POLICY_PARAMS)
 """Any registered policy's parameters except ``composed`` (compositions do not nest): the
@@ -169,9 +172,9 @@ class ComposedParams(PolicyParams, PopularityParams):
             raise ValueError("at most one part may hold the dense parameters")
         return self
 
-    def problems(self, scenario):
+    def input_problems(self, inputs):
         found = []
-        n_shards = scenario.cluster.emb_ps
+        n_shards = inputs.cluster.emb_ps
         claimed: dict[int, int] = {}
         for i, part in enumerate(self.parts):
             for shard in part.scope.shards or ():
@@ -188,13 +191,14 @@ class ComposedParams(PolicyParams, PopularityParams):
         if found:
             return found
         dense = self.dense_part
+        scopes = part_scopes(inputs, self)
         for i, part in enumerate(self.parts):
             where = f"parts.{i}.policy"
             why = part.policy.part_problems(dense=i == dense, by_rows=self.by_rows)
             found += [(f"{where}.{path}", message) for path, message in why]
             if not why:
-                scaled = part_scenario(scenario, self, i)
-                found += [(f"{where}.{path}", msg) for path, msg in part.policy.problems(scaled)]
+                alone = part_inputs(inputs, self, scopes[i])
+                found += [(f"{where}.{p}", msg) for p, msg in part.policy.input_problems(alone)]
         return found
 
 
@@ -218,37 +222,14 @@ class PartScope:
     dense: bool
 
 
-_SHARED: dict[tuple[int, int], tuple] = {}
-_SHARED_SIZE = 16
-
-
-def _shared(scenario, params: ComposedParams) -> tuple[list, list, list]:
-    """The parts' scopes, scaled scenarios and layouts, built once per scenario and
-    composition: the replications share them (a run changes none of them)."""
-    key = (id(scenario), id(params))
-    found = _SHARED.get(key)
-    if found is None or found[0] is not scenario or found[1] is not params:
-        if len(_SHARED) >= _SHARED_SIZE:
-            _SHARED.clear()
-        scopes = _resolve(scenario, params)
-        scaled = [_scaled(scenario, params, scope) for scope in scopes]
-        layouts = [StateLayout(part) for part in scaled]
-        found = _SHARED[key] = (scenario, params, scopes, scaled, layouts)
-    return found[2:]
-
-
-def part_scopes(scenario, params: ComposedParams) -> list[PartScope]:
-    """Every part's scope resolved against the scenario (shares from row popularity)."""
-    return _shared(scenario, params)[0]
-
-
-def _resolve(scenario, params: ComposedParams) -> list[PartScope]:
-    n = scenario.cluster.emb_ps
+def part_scopes(inputs: PlanInputs, params: ComposedParams) -> list[PartScope]:
+    """Every part's scope resolved against the job's inputs (shares from row popularity)."""
+    n = inputs.cluster.emb_ps
     dense = params.dense_part
     out = []
     if params.by_rows:
         rho = next(p.scope.hottest for p in params.parts if p.scope.hottest is not None)
-        groups = row_popularity(scenario, params.popularity_exponent)
+        groups = inputs.row_popularity(params.popularity_exponent)
         carried = top_rows_share(groups, rho)
         for i, part in enumerate(params.parts):
             hot = part.scope.hottest is not None
@@ -272,13 +253,13 @@ def _resolve(scenario, params: ComposedParams) -> list[PartScope]:
     return out
 
 
-def part_scenario(scenario, params: ComposedParams, index: int):
-    """The scenario that describes part ``index`` alone (see the module docstring)."""
-    return _shared(scenario, params)[1][index]
-
-
-def _scaled(scenario, params: ComposedParams, scope: PartScope):
-    job, cluster = scenario.job, scenario.cluster
+def part_inputs(inputs: PlanInputs, params: ComposedParams, scope: PartScope) -> PlanInputs:
+    """What part ``scope`` plans with (see the module docstring): by rows, every table keeps
+    the share of its rows the part holds and the batch its share of the lookups; by shards,
+    m of the E shards with m/E of the tables and the batch, and the job's failures as they
+    strike those shards (m/E of the PS a failure takes, its trainers only if the part holds
+    the dense parameters)."""
+    job, cluster = inputs.job, inputs.cluster
     n_shards = len(scope.shards)
     rows = scope.rows_share * n_shards / cluster.emb_ps
     tables = [g.model_copy(update={"rows": max(1, round(g.rows * rows))}) for g in job.tables]
@@ -291,42 +272,18 @@ def _scaled(scenario, params: ComposedParams, scope: PartScope):
             "dense_params": job.dense_params if scope.dense else 0,
         }
     )
-    policy = params.parts[scope.index].policy
-    if isinstance(policy, TouchedRowsParams):
-        policy = policy.for_part_of(scenario)
-    updates = {"job": scaled_job, "policies": [policy]}
+    mtbf_s, victims = inputs.mtbf_s, inputs.victims
     if n_shards != cluster.emb_ps:
-        updates["cluster"] = cluster.model_copy(update={"emb_ps": n_shards})
-        updates["failures"] = [PartFailures.of(scenario, scope)]
-    return scenario.model_copy(update=updates)
+        ps = n_shards / cluster.emb_ps * victims["emb_ps"]
+        victims = {"emb_ps": ps, "trainer": victims["trainer"] if scope.dense else 0.0}
+    return inputs.scaled(scaled_job, n_shards, mtbf_s, victims)
 
 
-@dataclass(frozen=True, slots=True)
-class PartFailures:
-    """The job's failures as a part of whole shards plans with them (its interval rules and
-    predictions: :func:`~ftsim.sim.failures.job_mtbf_s`, ``victims_per_failure``): the job's
-    failure rate, and per failure the job's expected failed PS times the part's share of
-    the shards (failures strike shards alike), its trainers only if it holds the dense
-    parameters. The failures themselves reach the part from the job's sources."""
-
-    rate: float
-    """Failures per second of the whole job."""
-    ps: float
-    trainers: float
-
-    @classmethod
-    def of(cls, scenario, scope: PartScope) -> PartFailures:
-        share = len(scope.shards) / scenario.cluster.emb_ps
-        trainers = victims_per_failure(scenario, "trainer") if scope.dense else 0.0
-        return cls(
-            1 / job_mtbf_s(scenario), share * victims_per_failure(scenario, "emb_ps"), trainers
-        )
-
-    def rate_per_s(self, scenario) -> float:
-        return self.rate
-
-    def victims(self, scenario, role: str) -> float:
-        return self.ps if role == "emb_ps" else self.trainers
+def part_params(inputs: PlanInputs, params: ComposedParams, scope: PartScope) -> PolicyParams:
+    """The parameters part ``scope``'s policy plans with: its own, with a derived touched-rows
+    fraction taken from the whole job (:meth:`TouchedRowsParams.for_part_of`)."""
+    policy = params.parts[scope.index].policy
+    return policy.for_part_of(inputs) if isinstance(policy, TouchedRowsParams) else policy
 
 
 # -- the part's view of the simulation ----------------------------------------------------
@@ -390,7 +347,9 @@ class PartNetwork:
         self._net.stream_to_storage(rate_Bps)
 
     def link(self, name: str, capacity_Bps: float):
-        return self._net.link(name, capacity_Bps)
+        """A link of the part's own (e.g. ECRM's cap on a rebuild): two parts may make
+        links of one name with different capacities."""
+        return self._net.link(f"{self._scope.name}/{name}", capacity_Bps)
 
     def start(self, flows: list, category: str, label: str = "", activity=None):
         return self._net.start(flows, category, label, activity)
@@ -466,28 +425,22 @@ class PartSimulation:
 # -- the runtime policy --------------------------------------------------------------------
 
 
-@register
 class Composed(Policy):
-    """Parts of the state, each managed by its own policy (see the module docstring)."""
+    """Parts of the state, each managed by its own policy (see the module docstring): one
+    replication, a runtime of each part's plan."""
 
-    Params = ComposedParams
-
-    def __init__(self, params, scenario, layout):
-        super().__init__(params, scenario, layout)
-        self.scopes, scaled, self.layouts = _shared(scenario, params)
-        self.part_names = tuple(s.name for s in self.scopes)
-        self.parts: list[Policy] = [
-            alone.policies[0].policy_class(alone.policies[0], alone, part_layout)
-            for alone, part_layout in zip(scaled, self.layouts, strict=True)
-        ]
+    def __init__(self, plan: ComposedPlan):
+        super().__init__(plan)
+        self.scopes = plan.scopes
+        self.parts: list[Policy] = [part.runtime() for part in plan.parts]
         self._views: list[PartSimulation] | None = None
-        self._trainers = scenario.cluster.trainers
+        self._trainers = plan.inputs.cluster.trainers
 
     def _view(self, sim, index: int) -> PartSimulation:
         if self._views is None:
             self._views = [
-                PartSimulation(sim, scope, layout)
-                for scope, layout in zip(self.scopes, self.layouts, strict=True)
+                PartSimulation(sim, scope, part.layout)
+                for scope, part in zip(self.scopes, self.plan.parts, strict=True)
             ]
         return self._views[index]
 
@@ -512,15 +465,6 @@ class Composed(Policy):
 
     def slowdown_by_part(self) -> dict[str, dict[str, float]]:
         return {s.name: part.slowdown() for s, part in zip(self.scopes, self.parts, strict=True)}
-
-    def side_inputs(self):
-        """Per part: its scope, its policy's trainer side and that side's inputs."""
-        return {
-            "parts": [
-                (scope, type(part).TrainerSide, part.side_inputs())
-                for scope, part in zip(self.scopes, self.parts, strict=True)
-            ]
-        }
 
     def _local(self, failure, scope: PartScope):
         """``failure`` as part ``scope`` sees it (its own node numbers), or None."""
@@ -552,13 +496,42 @@ class Composed(Policy):
             pls += scope.lookups_share * float(columns.get("pls_model", 0.0))
             saved += float(columns.get("saved_gb", 0.0))
             out[f"{scope.name}/lookups_share"] = scope.lookups_share
-            share = scope.rows_share * len(scope.shards) / self.scenario.cluster.emb_ps
+            share = scope.rows_share * len(scope.shards) / self.plan.inputs.cluster.emb_ps
             out[f"{scope.name}/rows_share"] = share
             out.update({f"{scope.name}/{name}": value for name, value in columns.items()})
         out["pls_model"] = pls
         out["saved_gb"] = saved
         out["n_checkpoints"] = sum(part.n_checkpoints for part in self.parts)
         return out
+
+
+@register(ComposedParams)
+class ComposedPlan(Plan):
+    """What every replication of a composed policy shares: the parts' scopes and each part's
+    plan, made from its part's inputs."""
+
+    Runtime = Composed
+
+    def __init__(self, params: ComposedParams, inputs: PlanInputs):
+        super().__init__(params, inputs)
+        self.scopes = part_scopes(inputs, params)
+        self.part_names = tuple(s.name for s in self.scopes)
+        self.parts: list[Plan] = []
+        for scope in self.scopes:
+            alone = part_inputs(inputs, params, scope)
+            self.parts.append(part_params(inputs, params, scope).plan(alone))
+
+    def notices(self) -> list[Notice]:
+        return [notice for part in self.parts for notice in part.notices()]
+
+    def side_inputs(self):
+        """Per part: its scope, its policy's trainer side and that side's inputs."""
+        return {
+            "parts": [
+                (scope, part.TrainerSide, part.side_inputs())
+                for scope, part in zip(self.scopes, self.parts, strict=True)
+            ]
+        }
 
 
 # -- on the trainer -----------------------------------------------------------------------
@@ -708,4 +681,4 @@ class ComposedSide(TrainerSide):
         return out
 
 
-Composed.TrainerSide = ComposedSide
+ComposedPlan.TrainerSide = ComposedSide

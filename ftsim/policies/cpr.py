@@ -62,19 +62,16 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ftsim.notices import CprFallback, Notice, short_duration
-from ftsim.policies.base import Policy, TrainerSide, register
+from ftsim.policies.base import Plan, Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll, RestoreShards
 from ftsim.policies.full import Interval, resolve_interval_s
-from ftsim.policies.saving import CheckpointWriter, SavingParams
+from ftsim.policies.saving import CheckpointWriter, SavingParams, stall_s
 from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import Seconds
-from ftsim.sim.failures import job_mtbf_s, victims_per_failure
 from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.sim.popularity import (
     PopularityParams,
     distinct_rows,
-    popularity_problems,
-    row_popularity,
     sampled_buffer,
     top_rows_share,
 )
@@ -152,8 +149,8 @@ class _PrioritizedParams(CprParams, PopularityParams):
             found.append(("kind", message))
         return found
 
-    def problems(self, scenario):
-        return popularity_problems(scenario)
+    def input_problems(self, inputs):
+        return inputs.popularity_problems()
 
 
 class CprMfuParams(_PrioritizedParams):
@@ -216,22 +213,152 @@ class PartialSaving:
         return self.select_s + self.write_s
 
 
-@register
 class Cpr(Policy):
-    """Checkpointing with partial recovery of failed embedding shards."""
+    """Checkpointing with partial recovery of failed embedding shards: one replication
+    (of ``cpr``, ``cpr_mfu`` or ``cpr_ssu``: their plans differ in what partial saves do)."""
 
-    Params = CprParams
+    def __init__(self, plan: CprPlan):
+        super().__init__(plan)
+        self.writer = CheckpointWriter(self.params, plan.snapshot_bytes)
+        self.committed_s = 0.0
+        self.next_full_s = plan.interval_s
+        saving = plan.saving
+        self.next_partial_s = saving.period_s if plan.partial and saving else math.inf
+        self.exposed_since = [0.0] * plan.n_shards
+        """Progress since which each shard has updates that only live in memory."""
+        self.partial_saved_s = 0.0
+        self.lost_update_s = 0.0
+        """Sum over failed shards of the compute seconds of updates lost (for PLS)."""
+        self.n_partial_saves = 0
+        self._rollback_pending = False
 
-    def __init__(self, params, scenario, layout):
-        super().__init__(params, scenario, layout)
-        cluster = scenario.cluster
-        self.n_shards = cluster.emb_ps
-        self.mtbf_s = job_mtbf_s(scenario)
-        self.shards_per_failure = victims_per_failure(scenario, "emb_ps")
+    # -- saving ------------------------------------------------------------------------
+
+    def next_action_at(self) -> float:
+        return min(self.next_full_s, self.next_partial_s)
+
+    def act(self, sim):
+        plan = self.plan
+        progress = sim.progress_s
+        if self.next_full_s <= self.next_partial_s:
+            yield from self.writer.save(sim, sim.net.full_save(), progress, self._committed)
+            self.next_full_s = progress + plan.interval_s
+            if self.next_partial_s <= self.next_full_s:
+                self.next_partial_s = progress + plan.saving.period_s
+        else:
+            fraction = self.params.fraction
+            yield from sim.phase("save", plan.saving.select_s, "choose the rows to save")
+            flows = sim.net.shard_writes(range(plan.n_shards), plan.partial_bytes)
+            yield from sim.transfer("save", flows, f"partial save r={fraction}")
+            self.partial_saved_s = progress
+            sim.model_event(PartialSave, fraction=fraction)
+            self.n_partial_saves += 1
+            self.next_partial_s = progress + plan.saving.period_s
+
+    def _committed(self, progress_s: float) -> None:
+        """The full checkpoint of the state at ``progress_s`` is in storage."""
+        self.committed_s = progress_s
+        self.n_checkpoints += 1
+        self.exposed_since = [max(s, progress_s) for s in self.exposed_since]
+        self.partial_saved_s = max(self.partial_saved_s, progress_s)
+
+    def slowdown(self) -> dict[str, float]:
+        """Tracking row use (MFU's counters, SSU's sampling) while partial saves run, and a
+        CheckFreq persist's interference."""
+        out = dict(self.writer.slowdown())
+        plan = self.plan
+        if plan.partial and plan.saving and plan.saving.slowdown:
+            out["other"] = out.get("other", 0.0) + plan.saving.slowdown
+        return out
+
+    # -- failures ----------------------------------------------------------------------
+
+    def on_failure(self, sim, failure) -> None:
+        plan = self.plan
+        trainers = plan.trainers
+        shards = failed_shards(trainers, failure.nodes)
+        lost_trainer = any_trainer(trainers, failure.nodes)
+        rollback = not plan.partial or (lost_trainer and self.params.trainer_failure == "full")
+        self.writer.on_failure(failure.nodes, trainers, rollback)
+        if rollback:
+            sim.model_event(RestoreAll, key=self.committed_s)
+            sim.rollback_to(self.committed_s)
+            self._rollback_pending = True
+            self.exposed_since = [self.committed_s] * plan.n_shards
+            self.next_full_s = self.committed_s + plan.interval_s
+            return
+        if shards:
+            sim.model_event(RestoreShards, key=self.committed_s, shards=shards)
+        now = sim.progress_s
+        share = plan.saved_share
+        for shard in shards:
+            since = self.exposed_since[shard]
+            since_partial = max(since, self.partial_saved_s)
+            self.lost_update_s += (1 - share) * (now - since) + share * (now - since_partial)
+            self.exposed_since[shard] = now
+
+    def recover(self, sim, failures):
+        yield from sim.await_replacements(failures)
+        if self._rollback_pending:
+            yield from sim.transfer("load", sim.net.full_load(), "restore all state")
+            self._rollback_pending = False
+            return
+        trainers = self.plan.trainers
+        failed = {n for f in failures for n in f.nodes}
+        shards = failed_shards(trainers, failed)
+        flows = sim.net.shard_reads(shards)
+        for trainer in sorted(n for n in failed if n < trainers):
+            flows += sim.net.replica_copy(trainer)  # concurrently, over other links
+        yield from sim.transfer("load", flows, f"reload {len(shards)} shard(s)")
+
+    def result_columns(self):
+        plan = self.plan
+        work = plan.inputs.job.work_s
+        saving = plan.saving
+        tracker_bytes = saving.tracker_bytes if saving else 0.0
+        return {
+            "interval_h": plan.interval_s / 3600.0,
+            "saved_gb": (
+                self.n_checkpoints * self.layout.total_bytes
+                + self.n_partial_saves * plan.partial_bytes * plan.n_shards
+            )
+            / 1e9,
+            "save_cost_s": plan.stall_s,
+            "load_cost_s": plan.load_lost_s,
+            "cpr_decision": "partial" if plan.partial else "full",
+            "predicted_overhead_full": plan.predicted["full"],
+            "predicted_overhead_partial": plan.predicted["partial"],
+            "pls_model": self.lost_update_s / (work * plan.n_shards),
+            "pls_predicted": plan.predicted_prioritized_pls() if plan.partial else 0.0,
+            "n_partial_saves": self.n_partial_saves,
+            "partial_save_s": saving.save_s if saving else 0.0,
+            "partial_rows_per_shard": saving.rows if saving else 0.0,
+            "saved_share_model": plan.saved_share,
+            "tracker_bytes_per_shard": tracker_bytes,
+            "tracker_mem_frac": tracker_bytes / self.layout.shard_bytes,
+            "tracking_slowdown_frac": self.slowdown().get("other", 0.0),
+        }
+
+
+@register(CprParams)
+class CprPlan(Plan):
+    """What every replication of a CPR policy shares: the interval (asked for, and run),
+    the predicted overheads of partial and full recovery and the choice between them, and
+    what partial saves cost and keep (:meth:`_partial_saving`)."""
+
+    Runtime = Cpr
+
+    def __init__(self, params: CprParams, inputs):
+        super().__init__(params, inputs)
+        layout = self.layout
+        self.n_shards = inputs.cluster.emb_ps
+        self.trainers = inputs.cluster.trainers
+        self.mtbf_s = inputs.mtbf_s
+        self.shards_per_failure = inputs.victims["emb_ps"]
         self.save_s = layout.full_save_s()
         """Seconds to write a full checkpoint alone."""
-        self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
-        self.stall_s = self.writer.stall_s(self.save_s)
+        self.snapshot_bytes = max(layout.shard_bytes, layout.dense_bytes)
+        self.stall_s = stall_s(params, self.snapshot_bytes, self.save_s)
         """Seconds training stalls per full checkpoint (δ of the interval rules)."""
         self.load_all_s = layout.full_load_s()
         self.load_lost_s = layout.read_s([layout.shard_bytes] * round(self.shards_per_failure))
@@ -239,23 +366,13 @@ class Cpr(Policy):
         """The interval run, and the one the parameters ask for (they differ when CPR falls
         back to full recovery at Daly's interval)."""
         self.saving = self._partial_saving()
-        job = scenario.job
+        job = inputs.job
         self.partial_bytes = self.saving.rows * job.mean_row_bytes if self.saving else 0.0
         """Bytes each PS writes in a partial save (its chosen rows with optimizer state)."""
         self.predicted = self._predict_overheads()
         self.partial = self.predicted["partial"] <= self.predicted["full"] or not params.fallback
         if not self.partial:
             self.interval_s = daly_interval_s(self.stall_s, self.mtbf_s)
-        self.committed_s = 0.0
-        self.next_full_s = self.interval_s
-        self.next_partial_s = self.saving.period_s if self.partial and self.saving else math.inf
-        self.exposed_since = [0.0] * self.n_shards
-        """Progress since which each shard has updates that only live in memory."""
-        self.partial_saved_s = 0.0
-        self.lost_update_s = 0.0
-        """Sum over failed shards of the compute seconds of updates lost (for PLS)."""
-        self.n_partial_saves = 0
-        self._rollback_pending = False
 
     def _partial_saving(self) -> PartialSaving | None:
         """Prioritized partial saves (none for vanilla CPR)."""
@@ -300,7 +417,7 @@ class Cpr(Policy):
         )
 
     def _predict_overheads(self) -> dict[str, float]:
-        restart = self.scenario.cluster.reschedule.expected_s
+        restart = self.inputs.cluster.reschedule.expected_s
         mtbf, delta = self.mtbf_s, self.stall_s
         if math.isinf(mtbf):
             return {"full": 0.0, "partial": 0.0}
@@ -310,82 +427,6 @@ class Cpr(Policy):
         if self.saving:
             partial += self.saving.save_s / self.saving.period_s + self.saving.slowdown
         return {"full": full, "partial": partial}
-
-    # -- saving ------------------------------------------------------------------------
-
-    def next_action_at(self) -> float:
-        return min(self.next_full_s, self.next_partial_s)
-
-    def act(self, sim):
-        progress = sim.progress_s
-        if self.next_full_s <= self.next_partial_s:
-            yield from self.writer.save(sim, sim.net.full_save(), progress, self._committed)
-            self.next_full_s = progress + self.interval_s
-            if self.next_partial_s <= self.next_full_s:
-                self.next_partial_s = progress + self.saving.period_s
-        else:
-            fraction = self.params.fraction
-            yield from sim.phase("save", self.saving.select_s, "choose the rows to save")
-            flows = sim.net.shard_writes(range(self.n_shards), self.partial_bytes)
-            yield from sim.transfer("save", flows, f"partial save r={fraction}")
-            self.partial_saved_s = progress
-            sim.model_event(PartialSave, fraction=fraction)
-            self.n_partial_saves += 1
-            self.next_partial_s = progress + self.saving.period_s
-
-    def _committed(self, progress_s: float) -> None:
-        """The full checkpoint of the state at ``progress_s`` is in storage."""
-        self.committed_s = progress_s
-        self.n_checkpoints += 1
-        self.exposed_since = [max(s, progress_s) for s in self.exposed_since]
-        self.partial_saved_s = max(self.partial_saved_s, progress_s)
-
-    def slowdown(self) -> dict[str, float]:
-        """Tracking row use (MFU's counters, SSU's sampling) while partial saves run, and a
-        CheckFreq persist's interference."""
-        out = dict(self.writer.slowdown())
-        if self.partial and self.saving and self.saving.slowdown:
-            out["other"] = out.get("other", 0.0) + self.saving.slowdown
-        return out
-
-    # -- failures ----------------------------------------------------------------------
-
-    def on_failure(self, sim, failure) -> None:
-        trainers = self.scenario.cluster.trainers
-        shards = failed_shards(trainers, failure.nodes)
-        lost_trainer = any_trainer(trainers, failure.nodes)
-        rollback = not self.partial or (lost_trainer and self.params.trainer_failure == "full")
-        self.writer.on_failure(failure.nodes, trainers, rollback)
-        if rollback:
-            sim.model_event(RestoreAll, key=self.committed_s)
-            sim.rollback_to(self.committed_s)
-            self._rollback_pending = True
-            self.exposed_since = [self.committed_s] * self.n_shards
-            self.next_full_s = self.committed_s + self.interval_s
-            return
-        if shards:
-            sim.model_event(RestoreShards, key=self.committed_s, shards=shards)
-        now = sim.progress_s
-        share = self.saved_share
-        for shard in shards:
-            since = self.exposed_since[shard]
-            since_partial = max(since, self.partial_saved_s)
-            self.lost_update_s += (1 - share) * (now - since) + share * (now - since_partial)
-            self.exposed_since[shard] = now
-
-    def recover(self, sim, failures):
-        yield from sim.await_replacements(failures)
-        if self._rollback_pending:
-            yield from sim.transfer("load", sim.net.full_load(), "restore all state")
-            self._rollback_pending = False
-            return
-        trainers = self.scenario.cluster.trainers
-        failed = {n for f in failures for n in f.nodes}
-        shards = failed_shards(trainers, failed)
-        flows = sim.net.shard_reads(shards)
-        for trainer in sorted(n for n in failed if n < trainers):
-            flows += sim.net.replica_copy(trainer)  # concurrently, over other links
-        yield from sim.transfer("load", flows, f"reload {len(shards)} shard(s)")
 
     def notices(self) -> list[Notice]:
         """A fall-back to full recovery, which runs another interval than the one asked."""
@@ -404,40 +445,13 @@ class Cpr(Policy):
         label = p.label
         return [CprFallback(label, asked, self.asked_interval_s, self.interval_s, self.predicted)]
 
-    def result_columns(self):
-        work = self.scenario.job.work_s
-        saving = self.saving
-        tracker_bytes = saving.tracker_bytes if saving else 0.0
-        return {
-            "interval_h": self.interval_s / 3600.0,
-            "saved_gb": (
-                self.n_checkpoints * self.layout.total_bytes
-                + self.n_partial_saves * self.partial_bytes * self.n_shards
-            )
-            / 1e9,
-            "save_cost_s": self.stall_s,
-            "load_cost_s": self.load_lost_s,
-            "cpr_decision": "partial" if self.partial else "full",
-            "predicted_overhead_full": self.predicted["full"],
-            "predicted_overhead_partial": self.predicted["partial"],
-            "pls_model": self.lost_update_s / (work * self.n_shards),
-            "pls_predicted": self.predicted_prioritized_pls() if self.partial else 0.0,
-            "n_partial_saves": self.n_partial_saves,
-            "partial_save_s": saving.save_s if saving else 0.0,
-            "partial_rows_per_shard": saving.rows if saving else 0.0,
-            "saved_share_model": self.saved_share,
-            "tracker_bytes_per_shard": tracker_bytes,
-            "tracker_mem_frac": tracker_bytes / self.layout.shard_bytes,
-            "tracking_slowdown_frac": self.slowdown().get("other", 0.0),
-        }
 
-
-class _Prioritized(Cpr):
+class _PrioritizedPlan(CprPlan):
     """What MFU and SSU share: row popularity, partial saves every ``partial_interval``."""
 
     def _iterations_per_partial(self) -> float:
         """Iterations between two partial saves (full saves come no less often)."""
-        job = self.scenario.job
+        job = self.inputs.job
         return min(self.params.partial_interval, self.interval_s) / job.iteration_s
 
     def _saving(
@@ -447,8 +461,8 @@ class _Prioritized(Cpr):
         ``scanned`` entries per shard to choose them, keeps ``tracker_bytes`` per shard and
         spends ``ns_per_touch`` on every row a shard's iteration touches (spread over its
         ``tracking_threads``)."""
-        job = self.scenario.job
-        groups = row_popularity(self.scenario, self.params.popularity_exponent)
+        job = self.inputs.job
+        groups = self.inputs.row_popularity(self.params.popularity_exponent)
         touched = distinct_rows(groups, job.samples_per_iteration) / self.n_shards
         return PartialSaving(
             period_s=self.params.partial_interval,
@@ -537,18 +551,17 @@ class SsuSide(TrainerSide):
         return self.sampler.drain()
 
 
-@register
-class CprMfu(_Prioritized):
+@register(CprMfuParams)
+class CprMfuPlan(_PrioritizedPlan):
     """CPR with most-frequently-used prioritized partial saves."""
 
-    Params = CprMfuParams
     TrainerSide = MfuSide
 
     def _partial_saving(self) -> PartialSaving:
         """Counters on every row; a save writes the top ``fraction`` of the rows used since
         their last save, after scanning every counter of the shard."""
-        p, job = self.params, self.scenario.job
-        groups = row_popularity(self.scenario, p.popularity_exponent)
+        p, job = self.params, self.inputs.job
+        groups = self.inputs.row_popularity(p.popularity_exponent)
         shard_rows = job.embedding_rows / self.n_shards
         used = distinct_rows(groups, job.samples_per_iteration * self._iterations_per_partial())
         return self._saving(
@@ -560,23 +573,22 @@ class CprMfu(_Prioritized):
         )
 
 
-@register
-class CprSsu(_Prioritized):
+@register(CprSsuParams)
+class CprSsuPlan(_PrioritizedPlan):
     """CPR with sub-sampled-used prioritized partial saves."""
 
-    Params = CprSsuParams
     TrainerSide = SsuSide
 
     @property
     def buffer_rows(self) -> float:
         """Capacity of a shard's sample buffer, ids."""
-        shard_rows = self.scenario.job.embedding_rows / self.n_shards
+        shard_rows = self.inputs.job.embedding_rows / self.n_shards
         return self.params.buffer_rows or self.params.fraction * shard_rows
 
     @property
     def buffer_share(self) -> float:
         """Buffer capacity as a share of a shard's rows (kept by the scaled trainer)."""
-        return self.buffer_rows * self.n_shards / self.scenario.job.embedding_rows
+        return self.buffer_rows * self.n_shards / self.inputs.job.embedding_rows
 
     def side_inputs(self):
         return {"buffer_share": self.buffer_share}
@@ -584,9 +596,9 @@ class CprSsu(_Prioritized):
     def _partial_saving(self) -> PartialSaving:
         """A sample buffer per shard; a save writes the distinct ids it holds, after a pass
         over its entries."""
-        p, job = self.params, self.scenario.job
+        p, job = self.params, self.inputs.job
         buffer = sampled_buffer(
-            row_popularity(self.scenario, p.popularity_exponent),
+            self.inputs.row_popularity(p.popularity_exponent),
             p.sampling_rate,
             job.samples_per_iteration,
             self.buffer_rows * self.n_shards,

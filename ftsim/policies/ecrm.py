@@ -48,7 +48,6 @@ that took it, so an older rebuild ending never clears a newer loss.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -56,7 +55,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from ftsim.policies.base import Policy, TrainerSide, register
+from ftsim.policies.base import Plan, Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll
 from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
@@ -115,24 +114,18 @@ class EcrmParams(SavingParams, TouchedRowsParams):
             found.append(("kind", message))
         return found
 
-    def problems(self, scenario):
-        found = super().problems(scenario)
+    def input_problems(self, inputs):
+        found = super().input_problems(inputs)
+        emb_ps = inputs.cluster.emb_ps
         try:
-            self.stripes(scenario.cluster.emb_ps)
+            self.stripes(emb_ps)
         except LayoutError as exc:
-            found.append((exc.field, f"{exc} (cluster.emb_ps = {scenario.cluster.emb_ps})"))
+            found.append((exc.field, f"{exc} (cluster.emb_ps = {emb_ps})"))
         return found
 
     def stripes(self, n_shards: int) -> StripeLayout:
-        """The stripe layout over ``n_shards`` embedding PS (one object for every
-        replication: it memoises its losses and reads)."""
-        return _stripe_layout(n_shards, self.k, self.r, self.layout, self.group_size)
-
-
-@functools.cache
-def _stripe_layout(n_shards: int, k: int, r: int, kind: str, group_size: int | None):
-    """:class:`StripeLayout`, made once per set of arguments (it is immutable)."""
-    return StripeLayout(n_shards, k, r, kind, group_size)
+        """The stripe layout over ``n_shards`` embedding PS."""
+        return StripeLayout(n_shards, self.k, self.r, self.layout, self.group_size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,47 +226,15 @@ class EcrmSide(TrainerSide):
         return {"decode_max_rel_err": self.decode_error}
 
 
-@register
 class Ecrm(Policy):
     """Erasure-coded embeddings with degraded reads, background rebuild and a per-row
-    checkpoint fall-back."""
+    checkpoint fall-back: one replication."""
 
-    Params = EcrmParams
-    TrainerSide = EcrmSide
-
-    def __init__(self, params, scenario, layout):
-        super().__init__(params, scenario, layout)
-        job, cluster = scenario.job, scenario.cluster
-        self.n_shards = cluster.emb_ps
-        self.stripes = params.stripes(self.n_shards)
-        nic = cluster.nic_bandwidth
-        per_shard = params.touched_rows(scenario) / self.n_shards
-        self.parity_slowdown = (
-            (1 - params.parity_overlap)
-            * per_shard
-            * job.mean_row_bytes
-            * params.r
-            / nic
-            / job.iteration_s
-        )
-        self.read_slowdown = per_shard * job.mean_value_bytes / nic / job.iteration_s
-        """Slowdown of a survivor that serves one extra row per lookup of a lost shard."""
-        self.traffic_frac = 2 * per_shard * job.mean_value_bytes / nic / job.iteration_s
-        """A survivor's training traffic (pull + push of its touched rows) per iteration time."""
-        self.transfer_s = params.k * layout.shard_bytes / (nic * params.rebuild_share)
-        """Reads of a whole shard's rebuild: k rows per row at the rebuild's share of a NIC."""
-        switch_s = params.switch_drain + 2 * layout.shard_bytes / params.rebuild_ranges / (
-            params.copy_bandwidth
-        )
-        self.pause_s = (params.rebuild_ranges + 1) * switch_s if params.freeze else 0.0
-        """Updates paused per rebuild: one range switch per range plus one closing the last."""
-        self.save_s = layout.full_save_s()
-        self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
-        self.parity_Bps = per_shard * job.mean_row_bytes * params.r / job.iteration_s
-        """Parity updates each PS sends (and, on average, receives) while training, B/s."""
-        self.interval_s = params.interval
+    def __init__(self, plan: EcrmPlan):
+        super().__init__(plan)
+        self.writer = CheckpointWriter(self.params, plan.snapshot_bytes)
         self.committed_s = 0.0
-        self.next_s = self.interval_s
+        self.next_s = plan.interval_s
         self.degraded: dict[int, float] = {}
         """Lost shards not yet rebuilt → share of their rows served by degraded reads."""
         self.rebuilding: set[int] = set()
@@ -282,7 +243,7 @@ class Ecrm(Policy):
         self._generation = 0
         self._pause_frac: dict[int, float] = {}
         """Rebuilding shard → its range-switch pauses over its rebuild time."""
-        self._slowdown = {"other": self.parity_slowdown} if self.parity_slowdown else {}
+        self._slowdown = {"other": plan.parity_slowdown} if plan.parity_slowdown else {}
         self._rollback_pending = False
         self._reloaded = None
         """Fired when the latest fall-back's undecodable rows are back (rebuilds wait)."""
@@ -300,13 +261,13 @@ class Ecrm(Policy):
     def start(self, sim) -> None:
         """Parity updates stream between the PS for the whole run: every transfer (saves,
         rebuilds, reloads) shares the PS NICs with them."""
-        if self.parity_Bps:
-            sim.net.stream_on_ps_nics(self.parity_Bps)
+        if self.plan.parity_Bps:
+            sim.net.stream_on_ps_nics(self.plan.parity_Bps)
 
     def act(self, sim):
         progress = sim.progress_s
         yield from self.writer.save(sim, sim.net.full_save(), progress, self._committed)
-        self.next_s = progress + self.interval_s
+        self.next_s = progress + self.plan.interval_s
 
     def _committed(self, progress_s: float) -> None:
         self.committed_s = progress_s
@@ -320,46 +281,26 @@ class Ecrm(Policy):
         out["other"] = out.get("other", 0.0) + persist["other"]
         return out
 
-    def _traffic_slowdown(self, degraded: dict[int, float], rebuilding: set[int]) -> float:
-        """Extra seconds per compute second from degraded reads and rebuild reads while
-        ``degraded`` (shard → share of its rows) are lost and ``rebuilding`` ⊆ degraded are
-        rebuilt: the busiest survivor sets the pace (synchronous training). Each lost shard's
-        decoding reads are those of a lone failure (:meth:`StripeLayout.reads`; exact when no
-        decodable stripe lost two members, always the case for r = 1 without fall-back). A
-        survivor gives the rebuilds at most ``rebuild_share`` of its NIC."""
-        served = self._busiest(degraded.items())
-        rebuild = self._busiest((x, 1.0) for x in rebuilding)
-        busy = min(rebuild / self.params.k, 1.0) * self.params.rebuild_share
-        return served * self.read_slowdown + self.traffic_frac * busy / (1 - busy)
-
-    def _busiest(self, shares) -> float:
-        """Rows the busiest survivor reads per lookup of a lost row: the largest entry of
-        Σ share · ``reads(x)`` over ``(x, share)`` pairs (added in their order; 0 if none)."""
-        reads = self.stripes.reads
-        total = None
-        for x, share in shares:
-            term = reads(x) if share == 1.0 else share * reads(x)
-            total = term if total is None else total + term
-        return 0.0 if total is None else float(total.max())
-
     def _update(self, sim) -> None:
         """Recompute the slowdown after ``degraded`` or ``rebuilding`` changed."""
-        out = {"other": self.parity_slowdown} if self.parity_slowdown else {}
+        plan = self.plan
+        out = {"other": plan.parity_slowdown} if plan.parity_slowdown else {}
         if self.degraded:
-            out["degraded"] = self._traffic_slowdown(self.degraded, self.rebuilding) + sum(
+            out["degraded"] = plan.traffic_slowdown(self.degraded, self.rebuilding) + sum(
                 self._pause_frac[x] for x in self.rebuilding
             )
         self._slowdown = out
         sim.replan()
 
     def on_failure(self, sim, failure) -> None:
-        trainers = self.scenario.cluster.trainers
+        plan = self.plan
+        trainers = plan.trainers
         shards = set(failed_shards(trainers, failure.nodes))
         self.writer.on_failure(failure.nodes, trainers)
         if not shards:
             return
         lost = self.degraded.keys() | shards
-        loss = self.stripes.loss(lost)
+        loss = plan.stripes.loss(lost)
         if loss.decodable:
             sim.model_event(DecodeShards, shards=tuple(sorted(shards)))
             self._take_over(sim, failure, dict.fromkeys(shards, 1.0), None)
@@ -372,7 +313,7 @@ class Ecrm(Policy):
             self.rebuilding.clear()
             sim.model_event(RestoreAll, key=self.committed_s)
             sim.rollback_to(self.committed_s)
-            self.next_s = self.committed_s + self.interval_s
+            self.next_s = self.committed_s + plan.interval_s
             self._rollback_pending = True
             self._update(sim)
             return
@@ -420,14 +361,14 @@ class Ecrm(Policy):
         mine = self._owned(generation, shares)
         if not mine:
             return
-        planned = max(shares[s] for s in mine) * self.transfer_s + self.pause_s
-        self._pause_frac.update(dict.fromkeys(mine, self.pause_s / planned))
+        planned = max(shares[s] for s in mine) * self.plan.transfer_s + self.plan.pause_s
+        self._pause_frac.update(dict.fromkeys(mine, self.plan.pause_s / planned))
         self.rebuilding |= mine
         self._update(sim)
         start = sim.now
         yield sim.net.start(self._rebuild_flows(sim, mine, shares), "rebuild", "rebuild")
-        if self.pause_s:
-            yield sim.timeout(self.pause_s)
+        if self.plan.pause_s:
+            yield sim.timeout(self.plan.pause_s)
         mine = self._owned(generation, shares)
         if not mine:
             return
@@ -448,17 +389,16 @@ class Ecrm(Policy):
         share on average), so their send side is not a flow of its own: a replication then
         costs O(1) per rebuild, not O(servers)."""
         share = self.params.rebuild_share
-        net, cap = sim.net, self.scenario.cluster.nic_bandwidth * share
+        net, cap = sim.net, self.plan.inputs.cluster.nic_bandwidth * share
         flows = []
         for x in sorted(shards):
-            # named by its share: ECRM variants of one scenario share its links
-            limit = net.link(f"rebuild.cap.emb_ps{x}@{share!r}", cap)
+            limit = net.link(f"rebuild.cap.emb_ps{x}", cap)
             size = self.params.k * shares[x] * self.layout.shard_bytes
             flows.append((size, (limit, *net.from_node_side(net.ps_node(x)))))
         return flows
 
     def recover(self, sim, failures):
-        trainers = self.scenario.cluster.trainers
+        trainers = self.plan.trainers
         lost_trainer = any(any_trainer(trainers, f.nodes) for f in failures)
         if self._rollback_pending or self._reload or lost_trainer:
             yield from sim.await_replacements(failures)
@@ -478,19 +418,84 @@ class Ecrm(Policy):
             self._reloaded.succeed()
 
     def result_columns(self):
-        recovery = self.recovery_s
-        alone = self._traffic_slowdown({0: 1.0}, {0}) + self.pause_s / (
-            self.transfer_s + self.pause_s
+        plan, recovery = self.plan, self.recovery_s
+        alone = plan.traffic_slowdown({0: 1.0}, {0}) + plan.pause_s / (
+            plan.transfer_s + plan.pause_s
         )
         return {
-            "interval_h": self.interval_s / 3600.0,
+            "interval_h": plan.interval_s / 3600.0,
             "parity_mem_frac": self.params.r / self.params.k,
             "recovery_s": sum(recovery) / len(recovery) if recovery else math.nan,
             "degraded_throughput_frac": 1 / (1 + alone),
-            "parity_slowdown_frac": self.parity_slowdown,
+            "parity_slowdown_frac": plan.parity_slowdown,
             "n_fallbacks": self.n_fallbacks,
             "undecodable_frac": (
                 sum(self.undecodable) / len(self.undecodable) if self.undecodable else math.nan
             ),
-            "pls_model": self.lost_update_s / (self.scenario.job.work_s * self.n_shards),
+            "pls_model": self.lost_update_s / (plan.inputs.job.work_s * plan.n_shards),
         }
+
+
+@register(EcrmParams)
+class EcrmPlan(Plan):
+    """What every replication of ``ecrm`` shares: the stripe layout, the parity traffic and
+    its slowdown, the degraded-read and rebuild costs, and the save time."""
+
+    Runtime = Ecrm
+    TrainerSide = EcrmSide
+
+    def __init__(self, params: EcrmParams, inputs):
+        super().__init__(params, inputs)
+        job, cluster, layout = inputs.job, inputs.cluster, self.layout
+        self.n_shards = cluster.emb_ps
+        self.trainers = cluster.trainers
+        self.stripes = params.stripes(self.n_shards)
+        """The stripe layout (it memoises its losses and reads for every replication)."""
+        nic = cluster.nic_bandwidth
+        per_shard = params.touched_rows(inputs) / self.n_shards
+        self.parity_slowdown = (
+            (1 - params.parity_overlap)
+            * per_shard
+            * job.mean_row_bytes
+            * params.r
+            / nic
+            / job.iteration_s
+        )
+        self.read_slowdown = per_shard * job.mean_value_bytes / nic / job.iteration_s
+        """Slowdown of a survivor that serves one extra row per lookup of a lost shard."""
+        self.traffic_frac = 2 * per_shard * job.mean_value_bytes / nic / job.iteration_s
+        """A survivor's training traffic (pull + push of its touched rows) per iteration time."""
+        self.transfer_s = params.k * layout.shard_bytes / (nic * params.rebuild_share)
+        """Reads of a whole shard's rebuild: k rows per row at the rebuild's share of a NIC."""
+        switch_s = params.switch_drain + 2 * layout.shard_bytes / params.rebuild_ranges / (
+            params.copy_bandwidth
+        )
+        self.pause_s = (params.rebuild_ranges + 1) * switch_s if params.freeze else 0.0
+        """Updates paused per rebuild: one range switch per range plus one closing the last."""
+        self.save_s = layout.full_save_s()
+        self.snapshot_bytes = max(layout.shard_bytes, layout.dense_bytes)
+        self.parity_Bps = per_shard * job.mean_row_bytes * params.r / job.iteration_s
+        """Parity updates each PS sends (and, on average, receives) while training, B/s."""
+        self.interval_s = params.interval
+
+    def traffic_slowdown(self, degraded: dict[int, float], rebuilding: set[int]) -> float:
+        """Extra seconds per compute second from degraded reads and rebuild reads while
+        ``degraded`` (shard → share of its rows) are lost and ``rebuilding`` ⊆ degraded are
+        rebuilt: the busiest survivor sets the pace (synchronous training). Each lost shard's
+        decoding reads are those of a lone failure (:meth:`StripeLayout.reads`; exact when no
+        decodable stripe lost two members, always the case for r = 1 without fall-back). A
+        survivor gives the rebuilds at most ``rebuild_share`` of its NIC."""
+        served = self._busiest(degraded.items())
+        rebuild = self._busiest((x, 1.0) for x in rebuilding)
+        busy = min(rebuild / self.params.k, 1.0) * self.params.rebuild_share
+        return served * self.read_slowdown + self.traffic_frac * busy / (1 - busy)
+
+    def _busiest(self, shares) -> float:
+        """Rows the busiest survivor reads per lookup of a lost row: the largest entry of
+        Σ share · ``reads(x)`` over ``(x, share)`` pairs (added in their order; 0 if none)."""
+        reads = self.stripes.reads
+        total = None
+        for x, share in shares:
+            term = reads(x) if share == 1.0 else share * reads(x)
+            total = term if total is None else total + term
+        return 0.0 if total is None else float(total.max())

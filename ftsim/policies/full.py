@@ -28,11 +28,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from ftsim.policies.base import Policy, register
+from ftsim.policies.base import Plan, Policy, register
 from ftsim.policies.events import RestoreAll
-from ftsim.policies.saving import CheckpointWriter, SavingParams
+from ftsim.policies.saving import CheckpointWriter, SavingParams, stall_s
 from ftsim.scenario.intervals import Interval
-from ftsim.sim.failures import job_mtbf_s
 from ftsim.sim.theory import daly_interval_s, young_interval_s
 
 
@@ -58,22 +57,15 @@ def resolve_interval_s(rule: float | str, delta_s: float, mtbf_s: float) -> floa
     )
 
 
-@register
 class FullCheckpoint(Policy):
-    """Full checkpoint, full recovery."""
+    """Full checkpoint, full recovery: one replication."""
 
-    Params = FullParams
-
-    def __init__(self, params, scenario, layout):
-        super().__init__(params, scenario, layout)
-        self.save_s = layout.full_save_s()
-        self.load_s = layout.full_load_s()
-        self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
-        self.stall_s = self.writer.stall_s(self.save_s)
-        self.interval_s = resolve_interval_s(params.interval, self.stall_s, job_mtbf_s(scenario))
+    def __init__(self, plan: FullPlan):
+        super().__init__(plan)
+        self.writer = CheckpointWriter(self.params, plan.snapshot_bytes)
         self.committed_s = 0.0
         """Progress captured by the last checkpoint that is safely in storage."""
-        self.next_s = self.interval_s
+        self.next_s = plan.interval_s
 
     def next_action_at(self) -> float:
         return self.next_s
@@ -81,7 +73,7 @@ class FullCheckpoint(Policy):
     def act(self, sim):
         progress = sim.progress_s
         yield from self.writer.save(sim, sim.net.full_save(), progress, self._commit)
-        self.next_s = progress + self.interval_s
+        self.next_s = progress + self.plan.interval_s
 
     def _commit(self, progress_s: float) -> None:
         self.committed_s = progress_s
@@ -94,16 +86,38 @@ class FullCheckpoint(Policy):
         self.writer.abort()
         sim.model_event(RestoreAll, key=self.committed_s)
         sim.rollback_to(self.committed_s)
-        self.next_s = self.committed_s + self.interval_s
+        self.next_s = self.committed_s + self.plan.interval_s
 
     def recover(self, sim, failures):
         yield from sim.await_replacements(failures)
         yield from sim.transfer("load", sim.net.full_load(), "restore all state")
 
     def result_columns(self):
+        plan = self.plan
         return {
-            "interval_h": self.interval_s / 3600.0,
+            "interval_h": plan.interval_s / 3600.0,
             "saved_gb": self.n_checkpoints * self.layout.total_bytes / 1e9,
-            "save_cost_s": self.stall_s,
-            "load_cost_s": self.load_s,
+            "save_cost_s": plan.stall_s,
+            "load_cost_s": plan.load_s,
         }
+
+
+@register(FullParams)
+class FullPlan(Plan):
+    """What every replication of ``full`` shares: the save and load times alone and the
+    interval."""
+
+    Runtime = FullCheckpoint
+
+    def __init__(self, params: FullParams, inputs):
+        super().__init__(params, inputs)
+        layout = self.layout
+        self.save_s = layout.full_save_s()
+        """Seconds to write a full checkpoint alone."""
+        self.load_s = layout.full_load_s()
+        """Seconds for every node to read the checkpoint back alone."""
+        self.snapshot_bytes = max(layout.shard_bytes, layout.dense_bytes)
+        """The largest node's bytes (what a CheckFreq snapshot copies)."""
+        self.stall_s = stall_s(params, self.snapshot_bytes, self.save_s)
+        """Seconds training stalls per checkpoint (δ of the interval rules)."""
+        self.interval_s = resolve_interval_s(params.interval, self.stall_s, inputs.mtbf_s)

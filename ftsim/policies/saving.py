@@ -46,6 +46,15 @@ class SavingParams(PolicyParams):
     )
 
 
+def stall_s(params: SavingParams, snapshot_bytes: float, write_s: float) -> float:
+    """Seconds training stalls per checkpoint (the δ of the interval rules), given the
+    largest node's bytes and the write's time alone (``write_s``): the write, or with
+    CheckFreq the in-memory snapshot."""
+    if params.save_mode == "checkfreq":
+        return snapshot_bytes / params.snapshot_bandwidth
+    return write_s
+
+
 class CheckpointWriter:
     """Writes one policy's full checkpoints in its ``save_mode`` (one per replication)."""
 
@@ -55,11 +64,6 @@ class CheckpointWriter:
         self.snapshot_s = snapshot_bytes / params.snapshot_bandwidth
         """Stall of a CheckFreq snapshot: the largest node's bytes over the copy rate, s."""
         self._persist: simpy.Process | None = None
-
-    def stall_s(self, write_s: float) -> float:
-        """Seconds training stalls per checkpoint, given the write's time alone (``write_s``):
-        the δ of the interval rules."""
-        return self.snapshot_s if self.checkfreq else write_s
 
     def save(
         self,

@@ -81,7 +81,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ftsim.policies.base import Policy, TrainerSide, register
+from ftsim.policies.base import Plan, Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll
 from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
@@ -123,11 +123,11 @@ class SwiftParams(SavingParams, TouchedRowsParams):
         0.1, ge=0, description="time to undo one iteration, in iterations (assumption)"
     )
 
-    def problems(self, scenario):
-        found = super().problems(scenario)
-        if self.replay_machines > scenario.cluster.emb_ps:
+    def input_problems(self, inputs):
+        found = super().input_problems(inputs)
+        if self.replay_machines > inputs.cluster.emb_ps:
             message = (
-                f"exceeds the {scenario.cluster.emb_ps} embedding PS a shard's replay can be "
+                f"exceeds the {inputs.cluster.emb_ps} embedding PS a shard's replay can be "
                 "spread over (cluster.emb_ps)"
             )
             found.append(("replay_machines", message))
@@ -265,19 +265,211 @@ class SwiftSide(TrainerSide):
             self.undoer.undo_last_step()
 
 
-@register
 class Swift(Policy):
-    """Replica + undo for trainers; checkpoint + log replay (or rollback) for embedding shards."""
+    """Replica + undo for trainers; checkpoint + log replay (or rollback) for embedding
+    shards: one replication."""
 
-    Params = SwiftParams
+    def __init__(self, plan: SwiftPlan):
+        super().__init__(plan)
+        self.writer = CheckpointWriter(self.params, self.layout.shard_bytes)
+        """Writes shard checkpoints and dense snapshots in ``save_mode``, one at a time."""
+        self.committed_s = 0.0
+        """Progress of the last durable shard checkpoints, the base of replays (0: the initial
+        state, rebuilt from seeds)."""
+        self.next_s = plan.interval_s
+        self.dense_s = 0.0
+        """Progress of the last durable dense snapshot, the point a rollback returns to."""
+        self.dense_base_s = 0.0
+        """Progress of the shard checkpoint that, with its log prefix, rebuilds the shards
+        at ``dense_s`` (kept in storage while ``dense_s`` is the rollback point)."""
+        self.dense_due_s = math.inf
+        """Progress at which the next dense snapshot is due (inf: never)."""
+        if plan.rolls_back:  # with b = 0 the initial state is the first snapshot
+            self.dense_due_s = plan.budget_s if plan.budget_s > 0 else plan.interval_s
+        self._persist_dense = False
+        """Whether the latest CheckFreq persist writes a dense snapshot (from trainer 0)."""
+        self.log_bytes = 0.0
+        self.replay_s: list[float] = []
+        self.recovery_s: list[float] = []
+        self.n_rollbacks = 0
+        self.lost_update_s = 0.0
+        self._lost_until_s: dict[int, float] = {}
+        """Per shard, progress up to which its lost updates are counted (reset at checkpoints)."""
+        self._pending: dict[int, float] = {}
+        """Failed shards → compute seconds of logged iterations to replay."""
+        self._trainer_failed = False
+        self._rolling_back = False
+
+    def replay(self, sim, logged_s: dict[int, float], detail: str):
+        """Replay the logs of shards with ``logged_s[shard]`` compute seconds of logged
+        iterations each, concurrently, every shard over ``replay_machines`` machines (its
+        replacement and the next PS): each machine reads its part of the log from storage
+        (one flow) while applying it; the phase lasts the longer of the two."""
+        plan = self.plan
+        machines = self.params.replay_machines
+        flows = []
+        for shard, seconds in logged_s.items():
+            size = seconds / plan.iteration_s * plan.log_step_bytes / machines
+            for j in range(machines):
+                node = sim.net.ps_node((shard + j) % plan.n_shards)
+                flows.append((size, sim.net.from_storage(node)))
+        apply_s = max(logged_s.values()) * self.params.replay_compute_frac / machines
+        start = sim.now
+        yield from sim.transfer("load", flows, detail, at_least_s=apply_s, activity="replay")
+        self.replay_s.append(sim.now - start)
+
+    def next_action_at(self) -> float:
+        return min(self.next_s, self.dense_due_s)
+
+    def act(self, sim):
+        plan = self.plan
+        progress = sim.progress_s
+        shards = progress >= self.next_s - _EPS_S
+        dense = progress >= self.dense_due_s - _EPS_S
+        detail = {
+            (True, False): "shard checkpoints (log shares storage)",
+            (True, True): "shard checkpoints and dense snapshot",
+            (False, True): "dense snapshot at the end of the logged share",
+        }[shards, dense]
+        flows = sim.net.shard_writes(range(plan.n_shards)) if shards else ()
+        largest = self.layout.shard_bytes if shards else 0.0
+        if dense:
+            flows = (*flows, *sim.net.dense_write())
+            largest = max(largest, self.layout.dense_bytes)
+
+        def committed(key: float) -> None:
+            self._committed(key, shards, dense)
+
+        yield from self.writer.save(sim, flows, progress, committed, detail, largest)
+        self._persist_dense = dense
+        if shards:  # snapshotted (checkfreq) or written (sync): the next interval starts
+            self.next_s = progress + plan.interval_s
+        if dense:
+            self.dense_due_s = self.next_s + plan.budget_s
+        elif shards and plan.rolls_back:
+            self.dense_due_s = progress + plan.budget_s
+
+    def _committed(self, key: float, shards: bool, dense: bool) -> None:
+        """The save of the state at progress ``key`` is in storage: shard checkpoints become
+        the base of replays, a dense snapshot the point rollbacks return to (its shards
+        rebuilt from the checkpoint then durable, whose log prefix reaches it)."""
+        if shards:
+            self.n_checkpoints += 1
+            self.committed_s = key
+            self._lost_until_s.clear()
+        if dense:
+            self.dense_s = key
+            self.dense_base_s = self.committed_s
+
+    def start(self, sim) -> None:
+        """The update log streams to storage for the whole run (at its mean rate): saves
+        and reads share the storage with it."""
+        if self.plan.log_rate_Bps:
+            sim.net.stream_to_storage(self.plan.log_rate_Bps)
+
+    def slowdown(self) -> dict[str, float]:
+        out = self.writer.slowdown()
+        if self.plan.log_slowdown:
+            out = {"other": out.get("other", 0.0) + self.plan.log_slowdown}
+        return out
+
+    def on_failure(self, sim, failure) -> None:
+        plan = self.plan
+        trainers = plan.trainers
+        shards = failed_shards(trainers, failure.nodes)
+        # (a rollback needs a PS failure, which loses the persist anyway)
+        if self.writer.on_failure(failure.nodes, trainers, dense=self._persist_dense):
+            self.next_s = self.committed_s + plan.interval_s  # due T after the durable one
+        if self._rolling_back:  # the recovery under way rebuilds every node anyway
+            return
+        now = sim.progress_s
+        since = now - self.committed_s
+        if shards and plan.rolls_back and since > plan.budget_s + _EPS_S:
+            sim.model_event(RestoreAll, key=self.dense_s)
+            sim.rollback_to(self.dense_s)
+            if self.dense_base_s < self.committed_s:  # this interval's dense snapshot was lost
+                self.committed_s = self.dense_base_s  # in its persist: back one interval
+                self.next_s = self.committed_s + plan.interval_s
+            self._rolling_back = True
+            self._pending.clear()
+            self._trainer_failed = False
+            return
+        if any_trainer(trainers, failure.nodes):
+            self._trainer_failed = True
+            sim.model_event(UndoStep)
+            sim.rollback_to(now - min(plan.iteration_s / 2, now))  # the in-flight iteration
+        if not shards:
+            return
+        sim.model_event(ReplayShards, key=self.committed_s, shards=shards, exact=plan.complete_log)
+        # a full log reaches back to the durable checkpoint even across a snapshot still
+        # (or never) persisted; a partial one has a gap after the checkpoint's logged share
+        logged = since if self.params.log_budget >= 1 else min(since, plan.budget_s)
+        first_unlogged = self.committed_s + logged
+        for shard in shards:
+            self._pending[shard] = max(self._pending.get(shard, 0.0), logged)
+            lost_from = max(first_unlogged, self._lost_until_s.get(shard, 0.0))
+            if now - lost_from > _EPS_S:  # drop mode: the updates since are lost
+                self.lost_update_s += now - lost_from
+                self._lost_until_s[shard] = now
+
+    def recover(self, sim, failures):
+        plan = self.plan
+        start = min(f.time_s for f in failures)
+        yield from sim.await_replacements(failures)
+        if self._rolling_back:
+            detail = "shard checkpoints and dense snapshot"
+            yield from sim.transfer("load", sim.net.full_load(), detail)
+            prefix = self.dense_s - self.committed_s
+            yield from self.replay(sim, dict.fromkeys(range(plan.n_shards), prefix), "replay")
+            self.n_rollbacks += 1
+            self._rolling_back = False
+        if self._trainer_failed:
+            yield from sim.phase("load", plan.undo_s, "undo the in-flight update")
+            trainers = plan.trainers
+            failed = sorted({n for f in failures for n in f.nodes if n < trainers})
+            copies = [flow for trainer in failed for flow in sim.net.replica_copy(trainer)]
+            yield from sim.transfer("load", copies, "copy from a replica")
+            self._trainer_failed = False
+        if self._pending:
+            pending = sorted(self._pending)
+            yield from sim.transfer("load", sim.net.shard_reads(pending), "reload checkpoints")
+            yield from self.replay(sim, dict(sorted(self._pending.items())), "replay logs")
+            self._pending.clear()
+        self.recovery_s.append(sim.now - start)
+
+    def result_columns(self):
+        plan = self.plan
+        work = plan.inputs.job.work_s
+        iterations = work / plan.iteration_s
+        self.log_bytes = iterations * plan.log_step_bytes * plan.n_shards * self.params.log_budget
+        return {
+            "interval_h": plan.interval_s / 3600.0,
+            "log_bytes": self.log_bytes,
+            "replay_s": sum(self.replay_s) / len(self.replay_s) if self.replay_s else 0.0,
+            "undo_s": plan.undo_s,
+            "recovery_s": (
+                sum(self.recovery_s) / len(self.recovery_s) if self.recovery_s else math.nan
+            ),
+            "rollbacks": self.n_rollbacks,
+            "pls_model": self.lost_update_s / (work * plan.n_shards),
+        }
+
+
+@register(SwiftParams)
+class SwiftPlan(Plan):
+    """What every replication of ``swift`` shares: the log's size and rate, the storage it
+    leaves to saves, the logged share of an interval and the save and undo times."""
+
+    Runtime = Swift
     TrainerSide = SwiftSide
 
-    def __init__(self, params, scenario, layout):
-        super().__init__(params, scenario, layout)
-        job, cluster = scenario.job, scenario.cluster
+    def __init__(self, params: SwiftParams, inputs):
+        super().__init__(params, inputs)
+        job, cluster, layout = inputs.job, inputs.cluster, self.layout
         self.n_shards = cluster.emb_ps
+        self.trainers = cluster.trainers
         self.iteration_s = job.iteration_s
-        rows = params.touched_rows(scenario) / self.n_shards
+        rows = params.touched_rows(inputs) / self.n_shards
         self.log_step_bytes = 16 + rows * (8 + job.mean_value_bytes)  # id + gradient per row
         """Log bytes one iteration adds for one shard."""
         storage = cluster.storage
@@ -299,58 +491,13 @@ class Swift(Policy):
         """The trainer-side logs keep every update, so a replay is exact (``ReplayShards``)."""
         self.save_s = self.save_time_s([layout.shard_bytes] * self.n_shards)
         """Seconds to write the shard checkpoints (without a dense snapshot)."""
-        self.writer = CheckpointWriter(params, layout.shard_bytes)
-        """Writes shard checkpoints and dense snapshots in ``save_mode``, one at a time."""
         self.undo_s = params.undo_iterations * params.undo_compute_frac * job.iteration_s
-        self.committed_s = 0.0
-        """Progress of the last durable shard checkpoints, the base of replays (0: the initial
-        state, rebuilt from seeds)."""
-        self.next_s = self.interval_s
-        self.dense_s = 0.0
-        """Progress of the last durable dense snapshot, the point a rollback returns to."""
-        self.dense_base_s = 0.0
-        """Progress of the shard checkpoint that, with its log prefix, rebuilds the shards
-        at ``dense_s`` (kept in storage while ``dense_s`` is the rollback point)."""
-        self.dense_due_s = math.inf
-        """Progress at which the next dense snapshot is due (inf: never)."""
-        if self.rolls_back:  # with b = 0 the initial state is the first snapshot
-            self.dense_due_s = self.budget_s if self.budget_s > 0 else self.interval_s
-        self._persist_dense = False
-        """Whether the latest CheckFreq persist writes a dense snapshot (from trainer 0)."""
-        self.log_bytes = 0.0
-        self.replay_s: list[float] = []
-        self.recovery_s: list[float] = []
-        self.n_rollbacks = 0
-        self.lost_update_s = 0.0
-        self._lost_until_s: dict[int, float] = {}
-        """Per shard, progress up to which its lost updates are counted (reset at checkpoints)."""
-        self._pending: dict[int, float] = {}
-        """Failed shards → compute seconds of logged iterations to replay."""
-        self._trainer_failed = False
-        self._rolling_back = False
 
     def save_time_s(self, flow_bytes: list[float]) -> float:
         """Seconds to write these per-node flows with the storage bandwidth the log leaves."""
         return transfer_time_s(
-            flow_bytes, self._node_write_Bps, self._save_Bps, self.scenario.cluster.network_latency
+            flow_bytes, self._node_write_Bps, self._save_Bps, self.inputs.cluster.network_latency
         )
-
-    def replay(self, sim, logged_s: dict[int, float], detail: str):
-        """Replay the logs of shards with ``logged_s[shard]`` compute seconds of logged
-        iterations each, concurrently, every shard over ``replay_machines`` machines (its
-        replacement and the next PS): each machine reads its part of the log from storage
-        (one flow) while applying it; the phase lasts the longer of the two."""
-        machines = self.params.replay_machines
-        flows = []
-        for shard, seconds in logged_s.items():
-            size = seconds / self.iteration_s * self.log_step_bytes / machines
-            for j in range(machines):
-                node = sim.net.ps_node((shard + j) % self.n_shards)
-                flows.append((size, sim.net.from_storage(node)))
-        apply_s = max(logged_s.values()) * self.params.replay_compute_frac / machines
-        start = sim.now
-        yield from sim.transfer("load", flows, detail, at_least_s=apply_s, activity="replay")
-        self.replay_s.append(sim.now - start)
 
     def replay_time_s(self, logged_s: list[float]) -> float:
         """Seconds to replay the logs of shards with ``logged_s`` compute seconds of logged
@@ -364,138 +511,6 @@ class Swift(Policy):
         ]
         apply_s = max(logged_s) * self.params.replay_compute_frac / machines
         return max(self.layout.read_s(flows), apply_s)
-
-    def next_action_at(self) -> float:
-        return min(self.next_s, self.dense_due_s)
-
-    def act(self, sim):
-        progress = sim.progress_s
-        shards = progress >= self.next_s - _EPS_S
-        dense = progress >= self.dense_due_s - _EPS_S
-        detail = {
-            (True, False): "shard checkpoints (log shares storage)",
-            (True, True): "shard checkpoints and dense snapshot",
-            (False, True): "dense snapshot at the end of the logged share",
-        }[shards, dense]
-        flows = sim.net.shard_writes(range(self.n_shards)) if shards else ()
-        largest = self.layout.shard_bytes if shards else 0.0
-        if dense:
-            flows = (*flows, *sim.net.dense_write())
-            largest = max(largest, self.layout.dense_bytes)
-
-        def committed(key: float) -> None:
-            self._committed(key, shards, dense)
-
-        yield from self.writer.save(sim, flows, progress, committed, detail, largest)
-        self._persist_dense = dense
-        if shards:  # snapshotted (checkfreq) or written (sync): the next interval starts
-            self.next_s = progress + self.interval_s
-        if dense:
-            self.dense_due_s = self.next_s + self.budget_s
-        elif shards and self.rolls_back:
-            self.dense_due_s = progress + self.budget_s
-
-    def _committed(self, key: float, shards: bool, dense: bool) -> None:
-        """The save of the state at progress ``key`` is in storage: shard checkpoints become
-        the base of replays, a dense snapshot the point rollbacks return to (its shards
-        rebuilt from the checkpoint then durable, whose log prefix reaches it)."""
-        if shards:
-            self.n_checkpoints += 1
-            self.committed_s = key
-            self._lost_until_s.clear()
-        if dense:
-            self.dense_s = key
-            self.dense_base_s = self.committed_s
-
-    def start(self, sim) -> None:
-        """The update log streams to storage for the whole run (at its mean rate): saves
-        and reads share the storage with it."""
-        if self.log_rate_Bps:
-            sim.net.stream_to_storage(self.log_rate_Bps)
-
-    def slowdown(self) -> dict[str, float]:
-        out = self.writer.slowdown()
-        if self.log_slowdown:
-            out = {"other": out.get("other", 0.0) + self.log_slowdown}
-        return out
-
-    def on_failure(self, sim, failure) -> None:
-        trainers = self.scenario.cluster.trainers
-        shards = failed_shards(trainers, failure.nodes)
-        # (a rollback needs a PS failure, which loses the persist anyway)
-        if self.writer.on_failure(failure.nodes, trainers, dense=self._persist_dense):
-            self.next_s = self.committed_s + self.interval_s  # due T after the durable one
-        if self._rolling_back:  # the recovery under way rebuilds every node anyway
-            return
-        now = sim.progress_s
-        since = now - self.committed_s
-        if shards and self.rolls_back and since > self.budget_s + _EPS_S:
-            sim.model_event(RestoreAll, key=self.dense_s)
-            sim.rollback_to(self.dense_s)
-            if self.dense_base_s < self.committed_s:  # this interval's dense snapshot was lost
-                self.committed_s = self.dense_base_s  # in its persist: back one interval
-                self.next_s = self.committed_s + self.interval_s
-            self._rolling_back = True
-            self._pending.clear()
-            self._trainer_failed = False
-            return
-        if any_trainer(trainers, failure.nodes):
-            self._trainer_failed = True
-            sim.model_event(UndoStep)
-            sim.rollback_to(now - min(self.iteration_s / 2, now))  # the in-flight iteration
-        if not shards:
-            return
-        sim.model_event(ReplayShards, key=self.committed_s, shards=shards, exact=self.complete_log)
-        # a full log reaches back to the durable checkpoint even across a snapshot still
-        # (or never) persisted; a partial one has a gap after the checkpoint's logged share
-        logged = since if self.params.log_budget >= 1 else min(since, self.budget_s)
-        first_unlogged = self.committed_s + logged
-        for shard in shards:
-            self._pending[shard] = max(self._pending.get(shard, 0.0), logged)
-            lost_from = max(first_unlogged, self._lost_until_s.get(shard, 0.0))
-            if now - lost_from > _EPS_S:  # drop mode: the updates since are lost
-                self.lost_update_s += now - lost_from
-                self._lost_until_s[shard] = now
-
-    def recover(self, sim, failures):
-        start = min(f.time_s for f in failures)
-        yield from sim.await_replacements(failures)
-        if self._rolling_back:
-            detail = "shard checkpoints and dense snapshot"
-            yield from sim.transfer("load", sim.net.full_load(), detail)
-            prefix = self.dense_s - self.committed_s
-            yield from self.replay(sim, dict.fromkeys(range(self.n_shards), prefix), "replay")
-            self.n_rollbacks += 1
-            self._rolling_back = False
-        if self._trainer_failed:
-            yield from sim.phase("load", self.undo_s, "undo the in-flight update")
-            trainers = self.scenario.cluster.trainers
-            failed = sorted({n for f in failures for n in f.nodes if n < trainers})
-            copies = [flow for trainer in failed for flow in sim.net.replica_copy(trainer)]
-            yield from sim.transfer("load", copies, "copy from a replica")
-            self._trainer_failed = False
-        if self._pending:
-            pending = sorted(self._pending)
-            yield from sim.transfer("load", sim.net.shard_reads(pending), "reload checkpoints")
-            yield from self.replay(sim, dict(sorted(self._pending.items())), "replay logs")
-            self._pending.clear()
-        self.recovery_s.append(sim.now - start)
-
-    def result_columns(self):
-        work = self.scenario.job.work_s
-        iterations = work / self.iteration_s
-        self.log_bytes = iterations * self.log_step_bytes * self.n_shards * self.params.log_budget
-        return {
-            "interval_h": self.interval_s / 3600.0,
-            "log_bytes": self.log_bytes,
-            "replay_s": sum(self.replay_s) / len(self.replay_s) if self.replay_s else 0.0,
-            "undo_s": self.undo_s,
-            "recovery_s": (
-                sum(self.recovery_s) / len(self.recovery_s) if self.recovery_s else math.nan
-            ),
-            "rollbacks": self.n_rollbacks,
-            "pls_model": self.lost_update_s / (work * self.n_shards),
-        }
 
 
 register_no_effect(

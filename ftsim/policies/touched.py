@@ -18,12 +18,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ftsim.policies.base import PolicyParams
-from ftsim.sim.popularity import (
-    PopularityParams,
-    distinct_rows,
-    popularity_problems,
-    row_popularity,
-)
+from ftsim.sim.popularity import PopularityParams, distinct_rows
 
 
 class TouchedRowsParams(PolicyParams, PopularityParams):
@@ -43,28 +38,30 @@ class TouchedRowsParams(PolicyParams, PopularityParams):
             )
         return super().popularity_unused(scenario)
 
-    def unique_fraction(self, scenario) -> float:
-        """``unique_lookup_fraction`` as a number (derived for ``zipf``)."""
+    def unique_fraction(self, inputs) -> float:
+        """``unique_lookup_fraction`` as a number (derived for ``zipf`` from the
+        :class:`~ftsim.policies.inputs.PlanInputs`' job)."""
         if self.unique_lookup_fraction != "zipf":
             return self.unique_lookup_fraction
-        groups = row_popularity(scenario, self.popularity_exponent)
-        samples = scenario.job.samples_per_iteration
-        return distinct_rows(groups, samples) / (samples * scenario.job.lookups_per_sample)
+        groups = inputs.row_popularity(self.popularity_exponent)
+        samples = inputs.job.samples_per_iteration
+        return distinct_rows(groups, samples) / (samples * inputs.job.lookups_per_sample)
 
-    def touched_rows(self, scenario) -> float:
+    def touched_rows(self, inputs) -> float:
         """U: distinct rows one iteration updates, all tables together."""
-        job = scenario.job
-        return job.samples_per_iteration * job.lookups_per_sample * self.unique_fraction(scenario)
+        job = inputs.job
+        return job.samples_per_iteration * job.lookups_per_sample * self.unique_fraction(inputs)
 
-    def problems(self, scenario):
-        found = list(super().problems(scenario))
+    def input_problems(self, inputs):
+        found = list(super().input_problems(inputs))
         if self.unique_lookup_fraction == "zipf":
-            found += popularity_problems(scenario)
+            found += inputs.popularity_problems()
         return found
 
-    def for_part_of(self, scenario) -> TouchedRowsParams:
-        """These parameters for a part of ``scenario``'s state (``composed``): a derived
-        fraction is the whole job's, since a part's rows are not Zipf tables of their own."""
+    def for_part_of(self, inputs) -> TouchedRowsParams:
+        """These parameters for a part of the job whose inputs are ``inputs``
+        (``composed``): a derived fraction is the whole job's, since a part's rows are not
+        Zipf tables of their own."""
         if self.unique_lookup_fraction != "zipf":
             return self
-        return self.model_copy(update={"unique_lookup_fraction": self.unique_fraction(scenario)})
+        return self.model_copy(update={"unique_lookup_fraction": self.unique_fraction(inputs)})

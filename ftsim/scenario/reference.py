@@ -260,14 +260,16 @@ def _field_rows(section: _Section) -> list[str]:
 
 
 def _policy_note(model: type[BaseModel]) -> str:
-    cls = getattr(model, "policy_class", None)
+    cls = getattr(model, "plan_class", None)
     if cls is None:
         return ""
     module = sys.modules[cls.__module__]
     first = _doc(module).split("\n\n")[0].replace("\n", " ")
+    runtime = cls.Runtime
     return (
-        f"Runtime class `{cls.__name__}` (`{cls.__module__}`): {_doc(cls)} The module "
-        f"docstring describes the model: {first}"
+        f"Plan class `{cls.__name__}` (`{cls.__module__}`): {_doc(cls)} Runtime class "
+        f"`{runtime.__name__}`: {_doc(runtime)} The module docstring describes the model: "
+        f"{first}"
     )
 
 

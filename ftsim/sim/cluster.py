@@ -44,7 +44,7 @@ from ftsim.sim.nodes import node_name
 if TYPE_CHECKING:
     import simpy
 
-    from ftsim.scenario.schema import Scenario
+    from ftsim.scenario.schema import ClusterParams, JobParams
 
 FlowSpec = tuple[float, tuple[Link, ...]]
 """One flow of a transfer: (bytes, route)."""
@@ -109,8 +109,7 @@ class StateLayout:
     storage share); it ignores rack uplinks and a time-varying storage load.
     """
 
-    def __init__(self, scenario: Scenario):
-        job, cluster = scenario.job, scenario.cluster
+    def __init__(self, job: JobParams, cluster: ClusterParams):
         self.cluster = cluster
         self.shard_bytes = job.embedding_bytes / cluster.emb_ps
         """Embedding rows + optimizer state on one embedding PS, bytes."""
@@ -173,21 +172,21 @@ class StateLayout:
         return lone_transfer_s(sizes, caps, aggregate, latency)
 
 
-_SHARED: dict[int, tuple] = {}
-_SHARED_SIZE = 16
+class SharedRoutes:
+    """The links of a cluster, the routes over them and the repeated transfers (a full
+    save, every PS writing the same bytes), built as replications first need them and
+    shared by the networks of every replication of one scenario × policy (each network
+    keeps its own capacities and flows): a replication then costs its events, not the size
+    of the cluster. Owned by :class:`ftsim.experiments.prepare.Prepared`."""
 
-
-def _shared(scenario: Scenario) -> tuple[Topology, dict, dict]:
-    """The links, routes and repeated transfers of ``scenario``'s cluster, built once and
-    shared by the networks of all its replications (each network keeps its own capacities
-    and flows): a replication then costs its events, not the size of the cluster. Keyed by
-    the scenario object, which every replication of a run shares."""
-    found = _SHARED.get(id(scenario))
-    if found is None or found[0] is not scenario:
-        if len(_SHARED) >= _SHARED_SIZE:
-            _SHARED.clear()
-        found = _SHARED[id(scenario)] = (scenario, Topology(), {}, {})
-    return found[1:]
+    def __init__(self) -> None:
+        self.topology = Topology()
+        self.routes: dict[str, dict] = {}
+        """Kind (``write``, ``read``, ``in``) → node number → its route; ``ps nics`` → every
+        PS NIC link."""
+        self.transfers: dict = {}
+        """Repeated transfers (a full save or load, all PS writing the same bytes), built
+        once: the network then recognizes the tuple and skips checking it again."""
 
 
 class ClusterNetwork:
@@ -198,14 +197,17 @@ class ClusterNetwork:
     def __init__(
         self,
         env: simpy.Environment,
-        scenario: Scenario,
+        cluster: ClusterParams,
         layout: StateLayout,
+        shared: SharedRoutes | None = None,
         record: bool = False,
     ):
-        cluster = scenario.cluster
+        """``shared``: what the replications of one scenario × policy share (a new one:
+        nothing shared)."""
         self.cluster = cluster
         self.layout = layout
-        topology, self._routes, self._full = _shared(scenario)
+        shared = shared or SharedRoutes()
+        topology, self._routes, self._full = shared.topology, shared.routes, shared.transfers
         self._writes = self._routes.setdefault("write", {})
         """Node → its route to storage (likewise ``_reads``, ``_ins``), by node number."""
         self._reads = self._routes.setdefault("read", {})

@@ -30,21 +30,16 @@ unchanged by it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import simpy
 
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES, PART_CATEGORIES
-from ftsim.sim.cluster import ClusterNetwork, StateLayout
+from ftsim.sim.cluster import ClusterNetwork, SharedRoutes, StateLayout
 from ftsim.sim.failures import Failure, failure_sequence
 from ftsim.sim.nodes import node_name
 from ftsim.sim.rng import LazyStream, Purpose, stream
-
-PolicyFactory = Callable[[StateLayout], Any]
-"""Builds one replication's policy runtime for the cluster's state layout (given by the
-runner: the engine knows no policy kinds)."""
 
 _SLOWDOWN_CATEGORIES = ("degraded", "other")
 _PROGRESS_EPS_S = 1e-9
@@ -84,20 +79,28 @@ class Simulation:
     """One replication of one policy: build, run, collect."""
 
     def __init__(
-        self, scenario: Scenario, rep: int, make_policy: PolicyFactory, record_flows: bool = False
+        self,
+        scenario: Scenario,
+        rep: int,
+        policy: Any,
+        layout: StateLayout,
+        routes: SharedRoutes | None = None,
+        record_flows: bool = False,
     ):
-        """``make_policy``: the policy's runtime for this replication, from the state layout
-        (:func:`ftsim.experiments.runner.build_simulation` gives it). ``record_flows``: keep
-        every finished flow in ``sim.net.net.records`` (for trace export, ``ftsim trace``);
-        it changes no result, only costs memory."""
+        """``policy``: the policy's runtime for this replication (a
+        :class:`ftsim.policies.base.Policy`, given by the runner: the engine knows no policy
+        kinds); ``layout``: the job's state per node; ``routes``: the links and routes the
+        replications of this scenario × policy share (:class:`SharedRoutes`; a new one if
+        None). ``record_flows``: keep every finished flow in ``sim.net.net.records`` (for
+        trace export, ``ftsim trace``); it changes no result, only costs memory."""
         self.scenario = scenario
         self.rep = rep
         self.env = simpy.Environment()
         self.work_s = scenario.job.work_s
-        self.layout = StateLayout(scenario)
-        self.net = ClusterNetwork(self.env, scenario, self.layout, record=record_flows)
+        self.layout = layout
+        self.net = ClusterNetwork(self.env, scenario.cluster, layout, routes, record_flows)
         """The cluster's links: every transfer a policy makes is a set of flows on it."""
-        self.policy = make_policy(self.layout)
+        self.policy = policy
         self.progress_s = 0.0
         """Compute seconds of training that the current model state reflects."""
         self.computed_s = 0.0

@@ -50,103 +50,10 @@ CLOCK_ULPS = 4
 """A flow whose rest would take less than this many clock ulps is finished."""
 
 
-_MEMO: dict[tuple, list[float]] = {}
 _MEMO_SIZE = 4096
-"""Rates of recently seen (routes, capacities): a run repeats the same transfers (every full
-save of a replication, and of every replication), so most recomputations are look-ups."""
+"""Entries a memo table of a :class:`Topology` keeps before it starts afresh."""
 _STATES_SIZE = 65536
 """Capacity states a :class:`Topology` remembers before it starts afresh."""
-
-
-def cached_max_min_rates(
-    routes: tuple[tuple[int, ...], ...], capacities: tuple[float, ...]
-) -> list[float]:
-    """:func:`max_min_rates`, memoized on the exact routes and capacities (a pure function,
-    so the result is the same bit for bit)."""
-    key = (routes, capacities)
-    rates = _MEMO.get(key)
-    if rates is None:
-        if len(_MEMO) >= _MEMO_SIZE:
-            _MEMO.clear()
-        rates = _MEMO[key] = max_min_rates(routes, capacities)
-    return rates
-
-
-_SCHEDULES: dict[tuple, tuple] = {}
-
-
-def lone_schedule(
-    paths: tuple[tuple[int, ...], ...], sizes: tuple[float, ...], capacities: tuple[float, ...]
-) -> tuple[tuple[tuple[float, float, tuple[float, ...]], ...], tuple[float, ...]]:
-    """How flows that start together on an otherwise idle network proceed, if nothing else
-    happens: phases ``(start_s, duration_s, rates)`` of constant max-min rates (one rate per
-    flow, 0 once done), and each flow's end offset in seconds (``inf`` if it never ends).
-
-    The same progressive filling and completion rule as the event-driven network, without
-    SimPy: a lone transfer then needs a single wake-up (see :meth:`Network.transfer`).
-    Schedules of several phases are memoized (a run repeats the same transfers); one of a
-    single phase (every flow done at the first completion, e.g. equal flows: a log replay,
-    whose sizes are new every time) is recomputed from the memoized rates instead, which
-    costs less than keeping it.
-    """
-    n = len(sizes)
-    if n and min(sizes) > 0:
-        rates = cached_max_min_rates(paths, capacities)
-        if min(rates) > 0:
-            step = min(map(operator.truediv, sizes, rates))
-            resolution_s = CLOCK_ULPS * math.ulp(step)  # the general rule at now = step
-            for size_B, r in zip(sizes, rates, strict=True):
-                left_B = size_B - r * step
-                if left_B > DONE_REL * size_B and left_B > r * resolution_s:
-                    break  # not done with the others: several phases
-            else:
-                return ((0.0, step, tuple(rates)),), (step,) * n
-    key = (paths, sizes, capacities)
-    found = _SCHEDULES.get(key)
-    if found is not None:
-        return found
-    remaining = list(sizes)
-    if n and min(sizes) > 0:
-        ends, active = [math.inf] * n, list(range(n))
-    else:
-        ends = [0.0 if size <= 0 else math.inf for size in sizes]
-        active = [i for i in range(n) if sizes[i] > 0]
-    phases = []
-    now = 0.0
-    while active:
-        everyone = len(active) == n
-        rates = cached_max_min_rates(
-            paths if everyone else tuple([paths[i] for i in active]), capacities
-        )
-        if everyone and min(rates) > 0:  # the first phase, every flow moving
-            step = min(map(operator.truediv, remaining, rates))
-        else:
-            steps = [remaining[i] / r for i, r in zip(active, rates, strict=True) if r > 0]
-            if not steps:
-                break  # blocked by a zero-capacity link: never ends
-            step = min(steps)
-        if everyone:
-            full = tuple(rates)
-        else:
-            rates_of = [0.0] * n
-            for i, r in zip(active, rates, strict=True):
-                rates_of[i] = r
-            full = tuple(rates_of)
-        phases.append((now, step, full))
-        now += step
-        resolution_s = CLOCK_ULPS * math.ulp(now)  # as in Network._sync
-        still = []
-        for i, r in zip(active, rates, strict=True):
-            left_B = remaining[i] = remaining[i] - r * step
-            if left_B <= DONE_REL * sizes[i] or left_B <= r * resolution_s:
-                ends[i] = now
-            else:
-                still.append(i)
-        active = still
-    if len(_SCHEDULES) >= _MEMO_SIZE:
-        _SCHEDULES.clear()
-    found = _SCHEDULES[key] = (tuple(phases), tuple(ends))
-    return found
 
 
 def max_min_rates(routes: Sequence[Sequence[int]], capacities: Sequence[float]) -> list[float]:
@@ -247,7 +154,101 @@ class Topology:
         self.plans: dict[tuple[int, int], tuple] = {}
         """(id of a flows tuple, state) → (the tuple, checked specs, its lone schedule, its
         end offset in seconds): how that transfer runs alone on a network in that state."""
+        self.rates: dict[tuple, list[float]] = {}
+        """(paths in local link indices, capacities) → their max-min rates."""
+        self.schedules: dict[tuple, tuple] = {}
+        """(paths, sizes, capacities) → a lone schedule of several phases."""
         self._numbers = itertools.count(1)
+
+    def max_min_rates(
+        self, routes: tuple[tuple[int, ...], ...], capacities: tuple[float, ...]
+    ) -> list[float]:
+        """:func:`max_min_rates`, memoized on the exact routes and capacities (a pure
+        function, so the result is the same bit for bit): a run repeats the same transfers
+        (every full save of a replication, and of every replication)."""
+        key = (routes, capacities)
+        rates = self.rates.get(key)
+        if rates is None:
+            if len(self.rates) >= _MEMO_SIZE:
+                self.rates.clear()
+            rates = self.rates[key] = max_min_rates(routes, capacities)
+        return rates
+
+    def lone_schedule(
+        self,
+        paths: tuple[tuple[int, ...], ...],
+        sizes: tuple[float, ...],
+        capacities: tuple[float, ...],
+    ) -> tuple[tuple[tuple[float, float, tuple[float, ...]], ...], tuple[float, ...]]:
+        """How flows that start together on an otherwise idle network proceed, if nothing else
+        happens: phases ``(start_s, duration_s, rates)`` of constant max-min rates (one rate per
+        flow, 0 once done), and each flow's end offset in seconds (``inf`` if it never ends).
+
+        The same progressive filling and completion rule as the event-driven network, without
+        SimPy: a lone transfer then needs a single wake-up (see :meth:`Network.transfer`).
+        Schedules of several phases are memoized (a run repeats the same transfers); one of a
+        single phase (every flow done at the first completion, e.g. equal flows: a log replay,
+        whose sizes are new every time) is recomputed from the memoized rates instead, which
+        costs less than keeping it.
+        """
+        n = len(sizes)
+        if n and min(sizes) > 0:
+            rates = self.max_min_rates(paths, capacities)
+            if min(rates) > 0:
+                step = min(map(operator.truediv, sizes, rates))
+                resolution_s = CLOCK_ULPS * math.ulp(step)  # the general rule at now = step
+                for size_B, r in zip(sizes, rates, strict=True):
+                    left_B = size_B - r * step
+                    if left_B > DONE_REL * size_B and left_B > r * resolution_s:
+                        break  # not done with the others: several phases
+                else:
+                    return ((0.0, step, tuple(rates)),), (step,) * n
+        key = (paths, sizes, capacities)
+        found = self.schedules.get(key)
+        if found is not None:
+            return found
+        remaining = list(sizes)
+        if n and min(sizes) > 0:
+            ends, active = [math.inf] * n, list(range(n))
+        else:
+            ends = [0.0 if size <= 0 else math.inf for size in sizes]
+            active = [i for i in range(n) if sizes[i] > 0]
+        phases = []
+        now = 0.0
+        while active:
+            everyone = len(active) == n
+            rates = self.max_min_rates(
+                paths if everyone else tuple([paths[i] for i in active]), capacities
+            )
+            if everyone and min(rates) > 0:  # the first phase, every flow moving
+                step = min(map(operator.truediv, remaining, rates))
+            else:
+                steps = [remaining[i] / r for i, r in zip(active, rates, strict=True) if r > 0]
+                if not steps:
+                    break  # blocked by a zero-capacity link: never ends
+                step = min(steps)
+            if everyone:
+                full = tuple(rates)
+            else:
+                rates_of = [0.0] * n
+                for i, r in zip(active, rates, strict=True):
+                    rates_of[i] = r
+                full = tuple(rates_of)
+            phases.append((now, step, full))
+            now += step
+            resolution_s = CLOCK_ULPS * math.ulp(now)  # as in Network._sync
+            still = []
+            for i, r in zip(active, rates, strict=True):
+                left_B = remaining[i] = remaining[i] - r * step
+                if left_B <= DONE_REL * sizes[i] or left_B <= r * resolution_s:
+                    ends[i] = now
+                else:
+                    still.append(i)
+            active = still
+        if len(self.schedules) >= _MEMO_SIZE:
+            self.schedules.clear()
+        found = self.schedules[key] = (tuple(phases), tuple(ends))
+        return found
 
     def next_state(self, state: int, operation: tuple) -> int:
         """The state ``operation`` leads to from ``state`` (a new number if never seen).
@@ -764,7 +765,9 @@ class Network:
             specs, (paths, used) = self._check(sizes, routes)
         self._grow()
         capacities = self._capacities
-        schedule = lone_schedule(paths, sizes, tuple(map(capacities.__getitem__, used)))
+        schedule = self.topology.lone_schedule(
+            paths, sizes, tuple(map(capacities.__getitem__, used))
+        )
         plan = (flows, specs, schedule, max(schedule[1], default=0.0))
         if key is not None:
             if len(self._plans) >= _MEMO_SIZE:
@@ -910,7 +913,7 @@ class Network:
         paths, used = _localize(tuple([flow.path for flow in flows]))
         self._grow()
         capacities = self._capacities
-        rates = cached_max_min_rates(paths, tuple(map(capacities.__getitem__, used)))
+        rates = self.topology.max_min_rates(paths, tuple(map(capacities.__getitem__, used)))
         soonest_s = math.inf
         for flow, rate in zip(flows, rates, strict=True):
             flow.rate_Bps = rate

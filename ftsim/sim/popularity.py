@@ -12,7 +12,6 @@ fraction of ECRM and SWIFT). From it: the expected distinct rows among a number 
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,10 +44,6 @@ class PopularityParams(BaseModel):
             )
         return None
 
-    def row_popularity(self, scenario) -> ZipfGroups:
-        """The job's tables by popularity (:func:`row_popularity` with this exponent)."""
-        return row_popularity(scenario, self.popularity_exponent)
-
 
 ZipfGroups = tuple[tuple[int, int, float], ...]
 """Embedding tables by popularity: (tables, rows per table, Zipf exponent) per group. Every
@@ -61,30 +56,35 @@ _TAIL_NODES = 2049
 """Simpson nodes (an odd number) over log(rank) for the integrated tail of a Zipf sum."""
 
 
-def _trainer_exponents(scenario) -> float | list[float] | None:
-    """The Zipf exponent(s) of the scenario's synthetic trainer data, if it has any."""
+def data_exponents(scenario) -> float | tuple[float, ...] | None:
+    """The Zipf exponent(s) of the scenario's synthetic trainer data (one per table if it
+    lists several), None if it has none."""
     data = scenario.trainer.data if scenario.trainer is not None else None
-    return data.zipf_exponent if data is not None and data.kind == "synthetic" else None
+    if data is None or data.kind != "synthetic":
+        return None
+    exponents = data.zipf_exponent
+    return tuple(exponents) if isinstance(exponents, list) else exponents
 
 
-def row_popularity(scenario, fallback_exponent: float) -> ZipfGroups:
-    """The job's tables with the Zipf exponent of the scenario's synthetic trainer data (one
-    per table, in order, if it gives a list), else ``fallback_exponent``."""
-    tables = scenario.job.tables
-    exponents = _trainer_exponents(scenario)
-    if isinstance(exponents, list):
+def row_popularity(
+    tables, exponents: float | tuple[float, ...] | None, fallback_exponent: float
+) -> ZipfGroups:
+    """The job's ``tables`` (its table groups) with the data's Zipf ``exponents`` (one per
+    table, in order, if a tuple; :func:`data_exponents`), else ``fallback_exponent``."""
+    if isinstance(exponents, tuple):
         rows = [g.rows for g in tables for _ in range(g.count)]
         return tuple((1, n, float(s)) for n, s in zip(rows, exponents, strict=True))
     exponent = fallback_exponent if exponents is None else float(exponents)
     return tuple((g.count, g.rows, exponent) for g in tables)
 
 
-def popularity_problems(scenario) -> list[tuple[str, str]]:
-    """Why :func:`row_popularity` cannot pair the trainer's exponents with the job's tables,
-    as (field, message) for the policy's ``popularity_exponent``; empty if it can."""
-    exponents = _trainer_exponents(scenario)
-    tables = scenario.job.lookups_per_sample
-    if isinstance(exponents, list) and len(exponents) != tables:
+def popularity_problems(
+    exponents: float | tuple[float, ...] | None, tables: int
+) -> list[tuple[str, str]]:
+    """Why :func:`row_popularity` cannot pair the data's ``exponents`` with the job's
+    ``tables`` (lookups per sample), as (field, message) for the policy's
+    ``popularity_exponent``; empty if it can."""
+    if isinstance(exponents, tuple) and len(exponents) != tables:
         message = (
             f"trainer.data.zipf_exponent lists {len(exponents)} exponents but the job has "
             f"{tables} tables: the time model cannot pair them"
@@ -93,7 +93,6 @@ def popularity_problems(scenario) -> list[tuple[str, str]]:
     return []
 
 
-@functools.lru_cache(maxsize=64)
 def _exact_head(exponent: float) -> np.ndarray:
     """Partial sums [0, 1, 1 + 2^-s, …] of k^-s up to ``_EXACT_TERMS`` terms."""
     k = np.arange(1, _EXACT_TERMS + 1, dtype=np.float64)
@@ -145,13 +144,11 @@ def _hit(draws: float, rate: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:
     return hit
 
 
-@functools.lru_cache(maxsize=256)  # the replications of a scenario ask the same
 def distinct_rows(groups: ZipfGroups, draws: float) -> float:
     """Expected number of distinct rows among ``draws`` lookups of every table."""
     return sum(n * zipf_sum(_hit(draws), rows, s) for n, rows, s in groups)
 
 
-@functools.lru_cache(maxsize=256)  # the replications of a scenario ask the same
 def top_rows_share(groups: ZipfGroups, fraction: float) -> float:
     """Share of all lookups that go to the ``fraction`` of all rows most likely to be looked
     up: what MFU's top-``fraction`` rows of a shard carry, when hot rows are spread evenly
@@ -207,7 +204,6 @@ class SampledBuffer:
     """Iterations whose samples the buffer holds."""
 
 
-@functools.lru_cache(maxsize=256)  # the replications of a scenario ask the same
 def sampled_buffer(
     groups: ZipfGroups, rate: float, lookups: float, capacity: float, iterations: float
 ) -> SampledBuffer:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ftsim.experiments.runner import simulate
+from ftsim.experiments.prepare import prepare
 from ftsim.experiments.stats import mean_ci
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.failures import job_mtbf_s
@@ -39,9 +39,9 @@ class DalyPoint:
 
 def daly_inputs(scenario) -> tuple[float, float, float, float]:
     """(solve T_s, checkpoint δ, restart R, MTBF M) in seconds for a ``full`` scenario."""
-    sim = simulate(scenario, 0, 0)
-    delta = sim.policy.save_s
-    restart = scenario.cluster.reschedule.expected_s + sim.policy.load_s
+    plan = prepare(scenario, 0).plan
+    delta = plan.save_s
+    restart = scenario.cluster.reschedule.expected_s + plan.load_s
     return scenario.job.work_s, delta, restart, job_mtbf_s(scenario)
 
 
@@ -61,7 +61,8 @@ def daly_points(
     for factor in factors:
         scenario = load_scenario(path, [*overrides, f"policies.0.interval={tau * factor} s"])
         solve, delta, restart, mtbf = daly_inputs(scenario)
-        walls = [simulate(scenario, 0, rep).wall_s / 3600 for rep in range(reps)]
+        prepared = prepare(scenario, 0)
+        walls = [prepared.replicate(rep).run().wall_s / 3600 for rep in range(reps)]
         mean, half, n = mean_ci(walls)
         predicted = daly_wall_s(solve, tau * factor, delta, restart, mtbf) / 3600
         points.append(DalyPoint(tau * factor, mean, half, predicted, n))
@@ -83,6 +84,7 @@ def simulated_optimum_s(
         scenario = load_scenario(
             path, [f"policies.0.interval={tau * np.exp(log_factor)} s", f"job.training={training}"]
         )
-        means.append(np.mean([simulate(scenario, 0, rep).wall_s for rep in range(reps)]))
+        prepared = prepare(scenario, 0)
+        means.append(np.mean([prepared.replicate(rep).run().wall_s for rep in range(reps)]))
     a, b, _ = np.polyfit(log_factors, means, 2)
     return float(tau * np.exp(-b / (2 * a)))

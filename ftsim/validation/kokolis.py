@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ftsim.experiments.runner import simulate
+from ftsim.experiments.prepare import prepare
 from ftsim.experiments.stats import mean_ci
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.presets import DAY_S, META_RSC1
@@ -118,7 +118,8 @@ def ettr_points(reps: int, gpus: tuple[int, ...] = GPUS) -> list[EttrPoint]:
     for size in gpus:
         scenario = scenario_for(size)
         nodes = size // GPUS_PER_NODE
-        ettr = [simulate(scenario, 0, rep).row()["ettr"] for rep in range(reps)]
+        prepared = prepare(scenario, 0)
+        ettr = [prepared.replicate(rep).run().row()["ettr"] for rep in range(reps)]
         mean, half, n = mean_ci(ettr)
         args = (nodes, rate, INTERVAL_S, RESTART_S)
         points.append(

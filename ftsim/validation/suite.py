@@ -334,19 +334,17 @@ def kokolis_ettr(ctx: Context) -> list[Check]:
 def _prod50h(ctx: Context) -> tuple[object, list[dict]]:
     """prod50h timing-only (no embedded trainer): every policy, the scenario's replications
     (at least 50, also in quick mode). Rows of
-    :func:`ftsim.experiments.runner.simulate_replication`."""
+    :func:`ftsim.experiments.runner.simulate_reps`, replication by replication."""
 
     def compute():
-        from ftsim.experiments.runner import simulate_replication
+        from ftsim.experiments.runner import simulate_reps
 
         scenario = _load("prod50h")
         if scenario.trainer is not None:
             scenario = _load("prod50h", "trainer.enabled=false")
         reps = max(50, scenario.run.replications)  # cheap: quick mode runs them all too
-        indices = list(range(len(scenario.policies)))
-        rows = [
-            row for rep in range(reps) for _, row in simulate_replication(scenario, indices, rep)
-        ]
+        per_policy, _ = simulate_reps(scenario, list(range(len(scenario.policies))), range(reps))
+        rows = [row for rep_rows in zip(*per_policy, strict=True) for row in rep_rows]
         return scenario, rows
 
     return ctx.cached("prod50h", compute)
@@ -528,12 +526,13 @@ def pls_prediction(ctx: Context) -> Check:
     stationary argument behind the formula holds, the PLS measured by `cpr` (updates of
     failed shards lost since their last save, over all updates) must equal the prediction
     on average within 10%."""
-    from ftsim.experiments.runner import simulate
+    from ftsim.experiments.prepare import prepare
 
     scenario = _load("prod50h", *PLS_SETUP)
     index = scenario.policy_labels.index("cpr")
     reps = ctx.reps(40, 20)
-    rows = [simulate(scenario, index, rep).row() for rep in range(reps)]
+    prepared = prepare(scenario, index)
+    rows = [prepared.replicate(rep).run().row() for rep in range(reps)]
     measured = [r["pls_model"] for r in rows]
     mean, half, n = _mean_ci(measured)
     predicted = rows[0]["pls_predicted"]
@@ -593,7 +592,7 @@ CALIBRATED = {
 def _window_holds(ctx: Context, label: str, window: tuple[float, float], name: str) -> str:
     """The factors of calibrated parameter ``name`` around 1 over which ``label``'s mean
     overhead on prod50h (timing only) stays in ``window``, on the scanned grid."""
-    from ftsim.experiments.runner import simulate_replication
+    from ftsim.experiments.runner import simulate_reps
 
     chosen, factors, overrides = CALIBRATED[name]
     reps = ctx.reps(50, 20)
@@ -602,11 +601,7 @@ def _window_holds(ctx: Context, label: str, window: tuple[float, float], name: s
         def compute():
             scenario = _load("prod50h", "trainer.enabled=false", *overrides(factor))
             index = scenario.policy_labels.index(label)
-            rows = [
-                row
-                for rep in range(reps)
-                for _, row in simulate_replication(scenario, [index], rep)
-            ]
+            [rows], _ = simulate_reps(scenario, [index], range(reps))
             return float(np.mean([r["overhead_frac"] for r in rows]))
 
         return ctx.cached(f"calibration:{name}:{label}:{factor}", compute)
