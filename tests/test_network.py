@@ -603,9 +603,10 @@ def test_cancelling_a_transfer_stops_all_its_flows_at_once(busy):
 # ---------------------------------------------------------------- lone transfers: plans
 
 
-def test_a_lone_transfer_is_one_event_and_a_repeat_reuses_its_plan():
+def test_a_lone_transfer_is_two_events_and_a_repeat_reuses_its_plan():
     # 10 flows of 1 GB, 1 GB/s per node, 2 GB/s aggregate: 5 s each time, and the only
-    # event is the transfer itself (as a timeout would be).
+    # events are the wake-up at its end (a timeout) and the transfer it succeeds, whatever
+    # the number of flows.
     env = CountingEnv()
     net = Network(env)
     shared = net.link("storage", 2e9)
@@ -620,7 +621,7 @@ def test_a_lone_transfer_is_one_event_and_a_repeat_reuses_its_plan():
             ends.append(env.now)
 
     env.run(env.process(saves()))
-    assert events == [1, 1, 1] and ends == pytest.approx([5.0, 10.0, 15.0], rel=REL)
+    assert events == [2, 2, 2] and ends == pytest.approx([5.0, 10.0, 15.0], rel=REL)
     assert len(net.topology.plans) == 1
 
 
@@ -655,8 +656,8 @@ def test_a_repeated_transfer_follows_every_capacity_change():
 @pytest.mark.parametrize("record", [True, False])
 def test_an_interrupted_lone_transfer_never_fires(record):
     # A process waits for 10 B at 1 B/s and is interrupted at 4 s: it cancels the
-    # transfer, which then never fires (its event is off the schedule). Its flows, built
-    # at the cancel when recording and only when asked otherwise, stopped at 4 s.
+    # transfer, which then never fires (its wake-up at 10 s finds itself stale). Its flows,
+    # built at the cancel when recording and only when asked otherwise, stopped at 4 s.
     env = simpy.Environment()
     net = Network(env, record=record)
     link = net.link("l", 1.0)
@@ -678,8 +679,8 @@ def test_an_interrupted_lone_transfer_never_fires(record):
 
     env.process(failure())
     env.run()
-    assert seen == [4.0] and env.now == 4.0 and not transfer.triggered
-    env.run(net.transfer(((3.0, (link,)),)))  # later: 7 s
+    assert seen == [4.0] and env.now == 10.0 and not transfer.triggered
+    env.run(net.transfer(((3.0, (link,)),)))  # later: 13 s
     (flow,) = transfer.flows
     assert flow.moved_B == pytest.approx(4.0) and flow.cancelled and flow.end_s == 4.0
     assert (net.records is None) != record

@@ -354,16 +354,13 @@ class Transfer(simpy.Event):
     cyclic garbage collector frees, which then runs several times as often.)
 
     While the transfer runs alone on the network its flows exist only as a precomputed
-    schedule, and the transfer is itself the one SimPy event of its completion, scheduled
-    like a timeout (so it counts as triggered from the start); ``flows`` builds the flows
-    when asked, and the network does (taking the event off the schedule) when anything else
-    happens meanwhile.
+    schedule, and one timeout (:attr:`wake`) stands for their completion; ``flows`` builds
+    the flows when asked, and the network does (dropping the wake-up, which then fires
+    stale) when anything else happens meanwhile.
     """
 
     def __init__(self, network: Network, specs, label: str, category: str):
-        self.env = network.env  # simpy.Event.__init__, inlined (as simpy.Timeout does)
-        self.callbacks: list = []
-        self._value = simpy.events.PENDING
+        super().__init__(network.env)
         self.network = network
         self.specs: tuple[tuple[float, tuple[Link, ...]], ...] = specs
         self.label = label
@@ -378,6 +375,9 @@ class Transfer(simpy.Event):
         self.cancelled_s: float | None = None
         """When it was cancelled while running alone (its flows, built only if asked for,
         stopped then)."""
+        self.wake: simpy.Timeout | None = None
+        """While running alone: the timeout at its planned end (last byte plus latency);
+        None once a disturbance or a cancel made that end stale."""
         self._flows: tuple[Flow, ...] | None = None
 
     @property
@@ -516,7 +516,7 @@ class Network:
         save); the transfer's event never fires."""
         if transfer is self._lone:  # nothing else moves: drop its schedule
             self._lone = None
-            self._unschedule(transfer)
+            transfer.wake = None
             self._updated_s = transfer.cancelled_s = self.env.now
             if self.records is not None:  # otherwise its flows are built only if asked for
                 for flow in transfer.flows:
@@ -777,8 +777,7 @@ class Network:
 
     def _transfer_alone(self, flows, label: str, category: str) -> Transfer:
         """Start ``flows`` on an idle network, on their precomputed schedule (a look-up if
-        :meth:`_plan` knows them): the transfer is scheduled once, when it is done (last
-        byte plus latency)."""
+        :meth:`_plan` knows them): one wake-up, when it is done (last byte plus latency)."""
         plan = self._plans.get((id(flows), self._state)) if type(flows) is tuple else None
         if plan is None or plan[0] is not flows:
             plan = self._plan(flows)
@@ -792,36 +791,23 @@ class Network:
             self._finish(transfer)
         elif end_s < math.inf:
             self._lone = transfer
-            transfer.callbacks.append(self._on_lone_done)
-            transfer._ok = True
-            transfer._value = None
-            self.env.schedule(transfer, delay=end_s + self.latency_s)
+            transfer.wake = self.env.timeout(end_s + self.latency_s, transfer)
+            transfer.wake.callbacks.append(self._on_lone_done)
         else:
             self._lone = transfer  # blocked by a zero-capacity link until it changes
         return transfer
 
-    def _on_lone_done(self, transfer: Transfer) -> None:
-        """First callback of a lone transfer's event: its flows have all arrived."""
+    def _on_lone_done(self, wake: simpy.Timeout) -> None:
+        """A lone transfer's wake-up: unless stale, its flows have all arrived (recorded
+        now if it still ran alone) and it succeeds."""
+        transfer: Transfer = wake.value
+        if wake is not transfer.wake:
+            return
         if transfer is self._lone:
             self._lone = None
             self._updated_s = self.env.now
             self._close_alone(transfer)
-
-    def _unschedule(self, transfer: Transfer) -> None:
-        """Take a lone transfer's event off the SimPy schedule (a disturbance changed its
-        end, or it was cancelled): it becomes an untriggered event again. The schedule is
-        a heap of ``(time, priority, id, event)`` entries, a few of them at any time."""
-        queue = self.env._queue
-        for i, entry in enumerate(queue):
-            if entry[3] is transfer:
-                last = queue.pop()
-                if i < len(queue):
-                    queue[i] = last
-                    heapq.heapify(queue)
-                break
-        transfer._value = simpy.events.PENDING
-        if self._on_lone_done in transfer.callbacks:
-            transfer.callbacks.remove(self._on_lone_done)
+        transfer.succeed()
 
     def _close_alone(self, transfer: Transfer) -> None:
         """All flows of a lone transfer have arrived: record them."""
@@ -862,7 +848,7 @@ class Network:
     def _materialize(self) -> None:
         """Something else happens on the network: the lone transfer's flows become real
         active flows with the bytes they have left now, and the general model takes over.
-        If all its bytes are in (only the latency is left), its event stays scheduled."""
+        If all its bytes are in (only the latency is left), its wake-up still finishes it."""
         transfer = self._lone
         if transfer is None:
             return
@@ -877,7 +863,7 @@ class Network:
                 transfer.pending -= 1
                 self._record(flow)
         if transfer.pending:
-            self._unschedule(transfer)
+            transfer.wake = None  # its end changes: the general model will finish it
         self._reallocate()
 
     def _check_link(self, link: Link) -> None:
