@@ -3,6 +3,7 @@ and on a scenario with random failure times), meets the limits, and a limit no s
 meets is said plainly (exit status 1)."""
 
 import itertools
+import re
 import warnings
 
 import pandas as pd
@@ -153,6 +154,45 @@ def test_no_two_texts_of_the_frontier_figure_overlap():
     fig.axes[0].set_xlabel("PLS " * 40)
     assert "PLS " * 40 in _text_problems(fig)
     plt.close(fig)
+
+
+def test_the_frontier_legend_names_each_pick_and_what_ran_instead():
+    """Picks drawn on top of each other stay readable: the legend names each policy's pick,
+    and a CPR pick that fell back to full recovery by the interval it ran, not the one
+    asked for."""
+    import matplotlib.pyplot as plt
+
+    advice = search.advise(PROD50H, policies=["full", "cpr"], max_pls=1e-6, reps=2, rounds=0)
+    picks = advice.picks.set_index("policy")
+    assert picks.loc["cpr", "cpr_decision"] == "full"  # only full recovery loses nothing
+    fig = advice.figure()
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    ran = picks.loc["cpr", "ran"].removeprefix("full @ ")
+    assert legend == [
+        f"Full checkpoint: {picks.loc['full', 'setting']}",
+        f"CPR: fell back to full recovery every {ran}",
+        "PLS limit 1e-06",
+    ]
+    assert _text_problems(fig) == []
+    plt.close(fig)
+
+
+def test_picks_is_the_table_the_command_line_prints():
+    """One row per policy: the printed table's cells come from it (an injected bug in
+    either shows as a mismatch), and a policy without a pick says why."""
+    advice = search.advise(PROD50H, policies=["full", "ecrm"], max_pls=1e-4, reps=2, rounds=0)
+    picks = advice.picks
+    assert list(picks["policy"]) == ["full", "ecrm"]
+    full, ecrm = picks.iloc[0], picks.iloc[1]
+    assert full["recommended"] and full["why_none"] == "" and full["n"] == 2
+    assert full["setting"] == advice.policies[0].setting(advice.policies[0].pick)
+    assert full["overhead_mean"] == advice.policies[0].pick["overhead_mean"]
+    assert ecrm["why_none"].startswith("none within the limits: lowest pls_model")
+    assert pd.isna(ecrm["overhead_mean"]) and not ecrm["recommended"]
+    text = advice.text().splitlines()
+    assert re.split(r"\s{2,}", text[2])[:3] == ["full", full["setting"], "as set"]
+    assert f"{100 * full['overhead_mean']:.2f}%" in text[2]
+    assert text[3].startswith("ecrm") and ecrm["why_none"] in text[3]
 
 
 def test_candidates_do_not_depend_on_the_worker_processes():
