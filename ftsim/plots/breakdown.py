@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from ftsim.notices import short_duration
 from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
 from ftsim.plots.style import CATEGORY_COLORS, Output
@@ -104,7 +105,7 @@ def _fell_back(data: RunData, best: pd.Series) -> str:
     the label of the interval it ran, not of the one asked for."""
     if data.decisions.get((best["point"], best["policy"])) != "full":
         return ""
-    return f"fell back to full\nrecovery at {best['interval_h_mean']:.2g} h"
+    return f"fell back to full\nrecovery every {short_duration(3600 * best['interval_h_mean'])}"
 
 
 def _pls(row: pd.Series) -> float:
