@@ -2,16 +2,15 @@
 and on a scenario with random failure times), meets the limits, and a limit no setting
 meets is said plainly (exit status 1)."""
 
-import itertools
 import re
 import warnings
 
 import pandas as pd
 import pytest
-from matplotlib.text import Text
 
 from ftsim.cli import main
 from ftsim.experiments import advise as search
+from ftsim.plots.collisions import collisions
 from ftsim.plots.frontier import frontier_figure
 from tests.conftest import SCENARIOS
 
@@ -112,47 +111,20 @@ def test_the_cli_writes_a_tidy_table_and_a_single_column_figure(tmp_path, capsys
     assert imread(out / "frontier.png").shape[1] == round(3.33 * 300)
 
 
-def _text_problems(fig) -> list:
-    """Pairs of drawn texts whose boxes overlap, and texts not wholly inside the figure."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    hidden = set()  # tick labels matplotlib does not draw: their ticks are out of view
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            low, high = sorted(axis.get_view_interval())
-            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                if not low <= tick.get_loc() <= high:
-                    hidden |= {id(tick.label1), id(tick.label2)}
-    boxes = [
-        (t.get_text(), t.get_window_extent(renderer))
-        for t in fig.findobj(Text)
-        if id(t) not in hidden and t.get_visible() and t.get_text().strip()
-    ]
-    assert len(boxes) > 10
-    overlaps = [(a, b) for (a, x), (b, y) in itertools.combinations(boxes, 2) if x.overlaps(y)]
-    inside = fig.bbox
-    outside = [
-        text
-        for text, box in boxes
-        if not (inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1))
-    ]
-    return overlaps + outside
-
-
 def test_no_two_texts_of_the_frontier_figure_overlap():
     import matplotlib.pyplot as plt
 
     advice = search.advise(PROD50H, max_pls=0.05, reps=2, rounds=0)
     fig = frontier_figure(advice)
-    assert _text_problems(fig) == []
+    assert collisions(fig) == []
     assert fig.get_size_inches()[0] == pytest.approx(3.33)
     # injected bugs: a second legend over the first, an x label wider than the figure
     legend = fig.legends[0]
     fig.legend(legend.legend_handles, [t.get_text() for t in legend.get_texts()],
                loc="outside lower center", ncols=3)  # fmt: skip
-    assert any(isinstance(p, tuple) for p in _text_problems(fig))
+    assert any(p.startswith("labels overlap: 'ECRM") for p in collisions(fig))
     fig.axes[0].set_xlabel("PLS " * 40)
-    assert "PLS " * 40 in _text_problems(fig)
+    assert "label outside the figure: 'PLS PLS PLS" in "\n".join(collisions(fig))
     plt.close(fig)
 
 
@@ -173,7 +145,7 @@ def test_the_frontier_legend_names_each_pick_and_what_ran_instead():
         f"CPR: fell back to full recovery every {ran}",
         "PLS limit 1e-06",
     ]
-    assert _text_problems(fig) == []
+    assert collisions(fig) == []
     plt.close(fig)
 
 

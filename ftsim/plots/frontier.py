@@ -6,12 +6,12 @@ drawn on top of each other stay readable."""
 
 from __future__ import annotations
 
-import io
+import sys
 from pathlib import Path
 
 from ftsim.notices import short_duration
 from ftsim.plots import facets
-from ftsim.plots.style import SINGLE_COLUMN_IN, STYLE, policy_styles
+from ftsim.plots.style import SINGLE_COLUMN_IN, STYLE, Output, policy_styles
 from ftsim.plots.tradeoff import frontier
 
 NAME = "frontier"
@@ -82,17 +82,13 @@ def _pick(row) -> str:
 
 def plot_frontier(advice, folder: Path) -> list[Path]:
     """Write ``frontier.pdf`` and ``.png`` (3.33 in wide, the whole figure: no tight box)
-    into ``folder``; their paths."""
+    into ``folder``, checked for overlapping labels like every figure of ``plot`` (said on
+    standard error); their paths. The numbers are in ``candidates.csv``."""
     import matplotlib.pyplot as plt
 
-    from ftsim.experiments.output import atomic_write_bytes
-
-    fig = frontier_figure(advice)
-    paths = []
-    for fmt, metadata in (("pdf", {"CreationDate": None}), ("png", {})):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, metadata=metadata, bbox_inches=None, dpi=300)
-        paths.append(folder / f"{NAME}.{fmt}")
-        atomic_write_bytes(paths[-1], buffer.getvalue())
-    plt.close(fig)
+    output = Output(Path(folder), ("pdf", "png"))
+    with plt.style.context(STYLE):
+        paths = output.save(frontier_figure(advice), None, NAME)
+    for problem in output.problems.get(NAME, []):
+        print(f"ftsim: warning: {NAME}: {problem}", file=sys.stderr)
     return paths
