@@ -32,6 +32,7 @@ def test_the_example_notebook_runs(monkeypatch, tmp_path):
     # CPR's fall-backs are notices the notebook can read
     assert "cpr at point 0 (policies.*.interval=15 min, failures.0.job_mtbf=4 h): ran full" in text
     assert "overhead_vs_interval: " in text and "breakdown: " in text
+    assert "ftsim: warning" not in text  # e.g. overlapping labels on a figure
     assert "\nrecommendation: ecrm with interval " in text  # the advice, within the PLS limit
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == 3  # the interval figure, the breakdown, the frontier: as written
