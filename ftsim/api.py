@@ -1,15 +1,21 @@
 """The Python API: a study from scenario to tables and figures, as the command line does it.
 
 ``ftsim run`` and ``ftsim sweep`` are thin layers over the same study layer
-(:mod:`ftsim.experiments.study`): the same validation, the same folder and files, the same
-rows. Every function here writes a results folder (a temporary one unless ``out`` is
-given) and returns a :class:`Results` read back from it, so what a notebook sees is
-exactly what the files hold. Documented in ``docs/python_api.md``.
+(:mod:`ftsim.experiments.study`), and ``ftsim advise`` over the same search
+(:mod:`ftsim.experiments.advise`): the same validation, the same folder and files, the
+same rows. Every function here writes a results folder (a temporary one unless ``out`` is
+given) and returns what it holds: a :class:`Results` read back from it (run, sweep), or the
+advice whose table and figure were written there, so what a notebook sees is exactly what
+the files hold. Documented in ``docs/python_api.md``.
 
 Bad input raises the command line's errors: ``ScenarioError`` (every problem of the
 scenario, overrides or grid, located as ``FILE: dotted.path: what is wrong``),
 ``StudyError`` (an unknown policy name, a bad option value) and ``FolderError`` (an
 output folder that may not be written).
+
+Decisions taken for the user when a study is planned (CPR falling back to full recovery,
+a scenario's grid key replaced by the one given) are warnings of the class
+:class:`ftsim.Notice` (:mod:`ftsim.notices`), attributed to the caller's line.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ftsim.experiments.advise import Advice
     from ftsim.scenario.schema import Scenario
 
 EXECUTORS = ("process", "dask")
@@ -112,6 +119,54 @@ def sweep(
         _labels(policies),
     )
     return _execute(plan, out, jobs, executor, progress)
+
+
+def advise(
+    scenario: str | Path | Scenario,
+    overrides: Mapping[str, object] | None = None,
+    *,
+    max_pls: float | None = None,
+    max_memory_overhead: float | None = None,
+    reps: int | None = None,
+    seed: int | None = None,
+    policies: str | Sequence[str] | None = None,
+    jobs: int | None = None,
+    out: str | Path | None = None,
+) -> Advice:
+    """The cheapest setting of each policy of ``scenario`` within the limits, searched with
+    the simulator (timing only), as ``ftsim advise`` does, into the folder ``out``.
+
+    ``max_pls`` bounds the mean of the time model's ``pls_model``; ``max_memory_overhead``
+    the extra memory per embedding PS as a share of its shard; ``reps`` and ``seed`` are
+    the replications of every candidate (default: the scenario's) and their seed; ``jobs``
+    worker processes (default: the CPUs; the results do not depend on it). ``out`` must be
+    new, empty or an earlier advice's; None makes a temporary one. The returned
+    :class:`~ftsim.experiments.advise.Advice` has ``.picks`` and ``.candidates``
+    (DataFrames), ``.recommendation``, ``.text()`` (the table the command line prints),
+    ``.figure()`` (the frontier) and ``.folder``. The other arguments are those of
+    :func:`run`.
+    """
+    from ftsim.experiments import advise as search
+    from ftsim.experiments.pool import default_jobs
+
+    jobs = default_jobs() if jobs is None else jobs
+    search.check_options(max_pls, max_memory_overhead, jobs)
+    return search.execute(
+        scenario,
+        _assignments(overrides),
+        out,
+        default=_temporary_advice_folder,
+        max_pls=max_pls,
+        max_memory_overhead=max_memory_overhead,
+        reps=reps,
+        seed=seed,
+        policies=_labels(policies) or None,
+        jobs=jobs,
+    )
+
+
+def _temporary_advice_folder(advice: Advice, started) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"ftsim-{advice.scenario}-advise-"))
 
 
 def load(run_dir: str | Path) -> Results:

@@ -26,7 +26,6 @@ import shlex
 import sys
 import typing
 import warnings
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ftsim import console
@@ -221,19 +220,7 @@ def _advise_parser(commands) -> None:
         "with the simulator",
     )
     advise.add_argument("scenario", type=Path)
-    advise.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a field, as for run (repeatable)",
-    )
-    advise.add_argument("--seed", type=int, help="same as --set run.seed=N")
-    advise.add_argument(
-        "--reps", type=int, help="replications per candidate (default: the scenario's)"
-    )
-    advise.set_defaults(no_trainer=False)  # always timing only
+    _scenario_options(advise, "replications per candidate (default: the scenario's)", False)
     advise.add_argument(
         "--max-pls", type=float, help="limit on the mean PLS (the time model's pls_model)"
     )
@@ -344,7 +331,13 @@ def _force_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _scenario_options(parser: argparse.ArgumentParser) -> None:
+def _scenario_options(
+    parser: argparse.ArgumentParser,
+    reps: str = "same as --set run.replications=N",
+    trainer: bool = True,
+) -> None:
+    """``--set``, ``--seed``, ``--reps`` (its help: ``reps``) and, with ``trainer``,
+    ``--no-trainer`` (else always timing only, as ``advise`` is)."""
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -354,7 +347,10 @@ def _scenario_options(parser: argparse.ArgumentParser) -> None:
         help="override a field, e.g. --set policies.0.interval='30 min' (repeatable)",
     )
     parser.add_argument("--seed", type=int, help="same as --set run.seed=N")
-    parser.add_argument("--reps", type=int, help="same as --set run.replications=N")
+    parser.add_argument("--reps", type=int, help=reps)
+    if not trainer:
+        parser.set_defaults(no_trainer=False)
+        return
     parser.add_argument(
         "--no-trainer",
         action="store_true",
@@ -514,52 +510,29 @@ def _cmd_sweep(args, argv) -> int:
 def _cmd_advise(args, argv) -> int:
     """Exit status 0 with a recommendation, 1 when no setting of any policy meets the
     limits (said on standard output)."""
-    import math
-
-    from ftsim.experiments.advise import advise, write
-    from ftsim.experiments.folders import prepare_output, sha256_of
-    from ftsim.experiments.output import write_json
+    from ftsim.experiments import advise
     from ftsim.experiments.pool import default_jobs
+    from ftsim.experiments.study import StudyError
 
-    limit = args.max_pls
-    if limit is not None and not (0 < limit < 1):
-        raise UsageError(f"--max-pls must be between 0 and 1 (got {limit})")
-    memory = args.max_memory_overhead
-    if memory is not None and not (math.isfinite(memory) and memory >= 0):
-        raise UsageError(f"--max-memory-overhead must be a share >= 0 (got {memory})")
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
-    overrides = _overrides(args)
-    started = datetime.now(UTC)
-    advice = advise(
-        args.scenario,
-        overrides,
-        max_pls=limit,
-        max_memory_overhead=memory,
-        policies=args.policy or None,
-        jobs=args.jobs or default_jobs(),
-    )
-    out = args.output or (
-        Path(advice.output) / advice.scenario / f"{started:%Y%m%dT%H%M%SZ}_advise"
-    )
-    prepare_output(out, "advise", args.force)
-    files = write(advice, out)
-    write_json(
-        out / "manifest.json",
-        {
-            "command": "advise",
-            "scenario": advice.scenario,
-            "scenario_file": str(args.scenario),
-            "argv": ["ftsim", *argv],
-            "started_utc": started.isoformat(),
-            "finished_utc": datetime.now(UTC).isoformat(),
-            "files": {path.name: sha256_of(path) for path in files},
-        },
-    )
+    try:
+        result = advise.execute(
+            args.scenario,
+            _overrides(args),
+            args.output,
+            force=args.force,
+            argv=["ftsim", *argv],
+            max_pls=args.max_pls,
+            max_memory_overhead=args.max_memory_overhead,
+            policies=args.policy or None,
+            jobs=default_jobs() if args.jobs is None else args.jobs,
+        )
+    except StudyError as exc:
+        raise UsageError(str(exc)) from None
     if not args.quiet:
-        print(advice.text())
-    print(f"results: {out} ({', '.join(f.name for f in files)})")
-    return 0 if advice.recommendation is not None else 1
+        print(result.text())
+    names = ", ".join(f.name for f in result.files if f.name != "manifest.json")
+    print(f"results: {result.folder} ({names})")
+    return 0 if result.recommendation is not None else 1
 
 
 def resume_command(argv: list[str], folder: Path) -> str:

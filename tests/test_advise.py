@@ -2,15 +2,15 @@
 and on a scenario with random failure times), meets the limits, and a limit no setting
 meets is said plainly (exit status 1)."""
 
-import itertools
+import re
 import warnings
 
 import pandas as pd
 import pytest
-from matplotlib.text import Text
 
 from ftsim.cli import main
 from ftsim.experiments import advise as search
+from ftsim.plots.collisions import collisions
 from ftsim.plots.frontier import frontier_figure
 from tests.conftest import SCENARIOS
 
@@ -111,48 +111,60 @@ def test_the_cli_writes_a_tidy_table_and_a_single_column_figure(tmp_path, capsys
     assert imread(out / "frontier.png").shape[1] == round(3.33 * 300)
 
 
-def _text_problems(fig) -> list:
-    """Pairs of drawn texts whose boxes overlap, and texts not wholly inside the figure."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    hidden = set()  # tick labels matplotlib does not draw: their ticks are out of view
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            low, high = sorted(axis.get_view_interval())
-            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                if not low <= tick.get_loc() <= high:
-                    hidden |= {id(tick.label1), id(tick.label2)}
-    boxes = [
-        (t.get_text(), t.get_window_extent(renderer))
-        for t in fig.findobj(Text)
-        if id(t) not in hidden and t.get_visible() and t.get_text().strip()
-    ]
-    assert len(boxes) > 10
-    overlaps = [(a, b) for (a, x), (b, y) in itertools.combinations(boxes, 2) if x.overlaps(y)]
-    inside = fig.bbox
-    outside = [
-        text
-        for text, box in boxes
-        if not (inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1))
-    ]
-    return overlaps + outside
-
-
 def test_no_two_texts_of_the_frontier_figure_overlap():
     import matplotlib.pyplot as plt
 
     advice = search.advise(PROD50H, max_pls=0.05, reps=2, rounds=0)
     fig = frontier_figure(advice)
-    assert _text_problems(fig) == []
+    assert collisions(fig) == []
     assert fig.get_size_inches()[0] == pytest.approx(3.33)
     # injected bugs: a second legend over the first, an x label wider than the figure
     legend = fig.legends[0]
     fig.legend(legend.legend_handles, [t.get_text() for t in legend.get_texts()],
                loc="outside lower center", ncols=3)  # fmt: skip
-    assert any(isinstance(p, tuple) for p in _text_problems(fig))
+    assert any(p.startswith("labels overlap: 'ECRM") for p in collisions(fig))
     fig.axes[0].set_xlabel("PLS " * 40)
-    assert "PLS " * 40 in _text_problems(fig)
+    assert "label outside the figure: 'PLS PLS PLS" in "\n".join(collisions(fig))
     plt.close(fig)
+
+
+def test_the_frontier_legend_names_each_pick_and_what_ran_instead():
+    """Picks drawn on top of each other stay readable: the legend names each policy's pick,
+    and a CPR pick that fell back to full recovery by the interval it ran, not the one
+    asked for."""
+    import matplotlib.pyplot as plt
+
+    advice = search.advise(PROD50H, policies=["full", "cpr"], max_pls=1e-6, reps=2, rounds=0)
+    picks = advice.picks.set_index("policy")
+    assert picks.loc["cpr", "cpr_decision"] == "full"  # only full recovery loses nothing
+    fig = advice.figure()
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    ran = picks.loc["cpr", "ran"].removeprefix("full @ ")
+    assert legend == [
+        f"Full checkpoint: {picks.loc['full', 'setting']}",
+        f"CPR: fell back to full recovery every {ran}",
+        "PLS limit 1e-06",
+    ]
+    assert collisions(fig) == []
+    plt.close(fig)
+
+
+def test_picks_is_the_table_the_command_line_prints():
+    """One row per policy: the printed table's cells come from it (an injected bug in
+    either shows as a mismatch), and a policy without a pick says why."""
+    advice = search.advise(PROD50H, policies=["full", "ecrm"], max_pls=1e-4, reps=2, rounds=0)
+    picks = advice.picks
+    assert list(picks["policy"]) == ["full", "ecrm"]
+    full, ecrm = picks.iloc[0], picks.iloc[1]
+    assert full["recommended"] and full["why_none"] == "" and full["n"] == 2
+    assert full["setting"] == advice.policies[0].setting(advice.policies[0].pick)
+    assert full["overhead_mean"] == advice.policies[0].pick["overhead_mean"]
+    assert ecrm["why_none"].startswith("none within the limits: lowest pls_model")
+    assert pd.isna(ecrm["overhead_mean"]) and not ecrm["recommended"]
+    text = advice.text().splitlines()
+    assert re.split(r"\s{2,}", text[2])[:3] == ["full", full["setting"], "as set"]
+    assert f"{100 * full['overhead_mean']:.2f}%" in text[2]
+    assert text[3].startswith("ecrm") and ecrm["why_none"] in text[3]
 
 
 def test_candidates_do_not_depend_on_the_worker_processes():

@@ -1,6 +1,7 @@
 """The Python API (``ftsim.run``, ``ftsim.sweep``, ``ftsim.load``): the command line's
 files and rows, its located errors, one summary format, numeric ``<key>_si`` columns."""
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -168,3 +169,62 @@ def test_plot_delegates_to_the_figures(tmp_path):
     results = ftsim.run(SMOKE, reps=2, out=tmp_path / "r")
     outcomes = dict(results.plot())
     assert "breakdown" in outcomes and (tmp_path / "r" / "plots" / "breakdown.png").is_file()
+
+
+def test_advise_is_the_search_and_folder_of_the_command_line(tmp_path, capsys):
+    """``ftsim.advise`` and ``ftsim advise`` are one search writing one folder: the same
+    candidates, figure and printed table."""
+    options = {"max_pls": 0.05, "reps": 2, "policies": ["full", "cpr"], "jobs": 1}
+    advice = ftsim.advise(PROD50H, **options, out=tmp_path / "api")
+    argv = ["advise", str(PROD50H), "--max-pls", "0.05", "--reps", "2", "--policy", "full"]
+    argv += ["--policy", "cpr", "--jobs", "1", "-o", str(tmp_path / "cli")]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert printed == f"{advice.text()}\nresults: {tmp_path / 'cli'} (candidates.csv, " + (
+        "frontier.pdf, frontier.png)\n"
+    )
+    for name in ("candidates.csv", "frontier.png"):
+        assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
+    assert advice.folder == tmp_path / "api"
+    assert [f.name for f in advice.files] == [
+        "candidates.csv", "frontier.pdf", "frontier.png", "manifest.json"
+    ]  # fmt: skip
+    manifest = json.loads((tmp_path / "api" / "manifest.json").read_text())
+    assert manifest["command"] == "advise" and manifest["max_pls"] == 0.05
+    assert list(advice.picks["policy"]) == ["full", "cpr"]
+    recommended = advice.picks.loc[advice.picks["recommended"], "policy"]
+    assert [advice.recommendation.policy] == list(recommended)
+
+
+def test_advise_checks_its_options_before_searching(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for bad in ({"max_pls": 2}, {"max_pls": "0.1"}, {"max_memory_overhead": -1}, {"jobs": 0}):
+        with pytest.raises(StudyError, match=f"{next(iter(bad))} .*must be"):
+            ftsim.advise(PROD50H, **bad)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(FolderError, match="is a file"):
+        ftsim.advise(PROD50H, max_pls=0.05, reps=1, out=tmp_path / "file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing else written
+    advice = ftsim.advise(SMOKE, reps=1, policies="full", jobs=1)
+    assert advice.folder.parent == tmp_path
+    assert advice.folder.name.startswith("ftsim-smoke-advise-")
+
+
+def test_plan_time_decisions_are_notices_at_the_callers_line(tmp_path):
+    """CPR's fall-back is an ``ftsim.Notice`` (a ``CprFallback`` with its facts) attributed
+    to the line that started the sweep, and can be filtered by its class."""
+    from ftsim.notices import CprFallback
+
+    options = {"reps": 1, "policies": "cpr", "trainer": False, "jobs": 1}
+    grid = {"policies.*.target_pls": [0.002, 0.1]}
+    with pytest.warns(ftsim.Notice) as caught:
+        ftsim.sweep(PROD50H, grid, **options, out=tmp_path / "a")
+    (fallback,) = [w for w in caught if issubclass(w.category, ftsim.Notice)]  # 0.002 only
+    assert isinstance(fallback.message, CprFallback)
+    assert fallback.message.policy.startswith("cpr at point 0")
+    assert fallback.filename == __file__
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", ftsim.Notice)
+        ftsim.sweep(PROD50H, grid, **options, out=tmp_path / "b")
+    assert not [w for w in seen if issubclass(w.category, ftsim.Notice)]

@@ -236,9 +236,16 @@ def test_back_arrow_finder_finds_an_injected_back_arrow(tmp_path, importer, impo
             ("ftsim.policies", "ftsim.scenario", "ftsim.sim", "ftsim.stripes", "ftsim.notices"),
             False,
         ),
+        # figures say a CPR fall-back's interval as its notice does (notices: a leaf)
         (
             "ftsim.plots",
-            ("ftsim.plots", "ftsim.sim.accounting", "ftsim.experiments", "ftsim.policies.registry"),
+            (
+                "ftsim.plots",
+                "ftsim.sim.accounting",
+                "ftsim.experiments",
+                "ftsim.policies.registry",
+                "ftsim.notices",
+            ),
             False,
         ),
     ],

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from ftsim.cli import main
+from ftsim.notices import short_duration
 from ftsim.plots import plot_run
 from ftsim.plots.breakdown import log_axis, segments
 from ftsim.plots.style import STYLE, PolicyStyle, policy_styles
@@ -265,3 +266,37 @@ def test_point_writes_beside_and_formats_are_chosen(cpr_sweep, capsys):
     assert set(t["point"]) == {3}
     assert main(["plot", str(cpr_sweep), "--format", "pdf,gif"]) == 2
     assert "--format: unknown image format gif" in capsys.readouterr().err
+
+
+def test_a_fall_back_is_labelled_with_what_ran_never_the_interval_asked(cpr_sweep, figures):
+    """Within a PLS limit only full recovery meets (PLS 0), CPR's best point is its
+    fall-back: the breakdown names the full recovery it ran at Daly's interval, not the
+    target PLS it was asked for; the timeline at that point says so in its title."""
+    plot_run(cpr_sweep, out=cpr_sweep / "lossless", formats="png", max_pls=1e-9)
+    t = pd.read_csv(cpr_sweep / "lossless" / "breakdown.csv")
+    summary = pd.read_csv(cpr_sweep / "summary.csv").set_index(["point", "policy"])
+    cpr = t[t.policy == "cpr"]
+    assert len(cpr) == 2  # a panel per failure count
+    for point, setting in zip(cpr["point"], cpr["setting"], strict=True):
+        ran = short_duration(3600 * summary.loc[(point, "cpr"), "interval_h_mean"])
+        assert setting == f"fell back to full\nrecovery every {ran}"
+    plot_run(cpr_sweep, out=cpr_sweep / "lossless", formats="png", point=0)
+    title = figures["timeline"][0]._suptitle.get_text().replace("\n", " ")
+    every = short_duration(3600 * summary.loc[(0, "cpr"), "interval_h_mean"])
+    assert title.endswith(f"; CPR fell back to full recovery every {every}")
+
+
+def test_the_timeline_is_in_the_first_environment_point_never_the_cheapest(tmp_path):
+    """Swept failure rates (the most frequent first): the timeline shows the first one, at
+    the first policy's cheapest interval there; not the rarest failures, where every policy
+    is cheapest."""
+    out = tmp_path / "sweep"
+    args = ["sweep", SMOKE, "--grid", "policies.*.interval=10 min,40 min"]
+    args += ["--grid", "failures.0.job_mtbf=1 h,20 h", "--policy", "full", "--reps", "2"]
+    assert main([*args, "--jobs", "1", "-q", "-o", str(out)]) == 0
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary.loc[summary.overhead_frac_mean.idxmin(), "failures.0.job_mtbf"] == "20 h"
+    plot_run(out, formats="png")
+    frequent = summary[summary["failures.0.job_mtbf"] == "1 h"]
+    best = frequent.loc[frequent.overhead_frac_mean.idxmin(), "point"]
+    assert set(pd.read_csv(out / "plots" / "timeline.csv")["point"]) == {best}

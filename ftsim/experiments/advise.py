@@ -28,9 +28,10 @@ import functools
 import itertools
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -138,6 +139,11 @@ class Advice:
     output: str = "results"
     """The scenario's ``run.output``: where results go by default."""
     policies: list[PolicyAdvice] = field(default_factory=list)
+    folder: Path | None = None
+    """The folder :func:`execute` wrote (``candidates.csv``, ``frontier.pdf``/``.png``,
+    ``manifest.json``); None before it is written."""
+    files: list[Path] = field(default_factory=list)
+    """The files written there, the manifest last."""
 
     @property
     def candidates(self) -> pd.DataFrame:
@@ -153,6 +159,27 @@ class Advice:
         """The policy whose pick has the lowest mean overhead (None if no policy has one)."""
         picked = [p for p in self.policies if p.pick is not None]
         return min(picked, key=lambda p: p.pick["overhead_mean"], default=None)
+
+    @property
+    def picks(self) -> pd.DataFrame:
+        """One row per policy (a tidy table): its pick, the cheapest setting within the
+        limits (``setting`` for people, the knob values, ``ran``: what ran when it differs
+        from the setting, CPR's decision and interval), its measures, how many candidates
+        were ``tried`` and whether it is the ``recommended`` one; a policy without a pick
+        has empty measures and says why in ``why_none``."""
+        best = self.recommendation
+        knobs = list(dict.fromkeys(k.column for p in self.policies for k in p.knobs))
+        rows = []
+        for p in self.policies:
+            row = {"policy": p.policy, "kind": p.kind, "setting": "", "ran": ""}
+            if p.pick is not None:
+                row |= {"setting": p.setting(p.pick), "ran": _ran(p.pick)}
+                row |= {c: p.pick[c] for c in [*knobs, *PICKED] if c in p.pick}
+            row |= {"tried": len(p.candidates), "recommended": p is best}
+            row["why_none"] = "" if p.pick is not None else _why_none(p, self)
+            rows.append(row)
+        columns = ["policy", "kind", "setting", "ran", *knobs, *PICKED, "tried"]
+        return pd.DataFrame(rows, columns=[*columns, "recommended", "why_none"])
 
     def limits(self) -> str:
         said = []
@@ -171,22 +198,20 @@ class Advice:
         ]
         table = [["policy", "cheapest setting within the limits", "ran", "overhead",
                   "±CI95(n)", "pls_model", "memory", "tried"]]  # fmt: skip
-        for p in self.policies:
-            tried = str(len(p.candidates))
-            if p.pick is None:
-                table.append([p.policy, _why_none(p, self), "-", "-", "-", "-", "-", tried])
+        for s in self.picks.itertuples():
+            if s.why_none:
+                table.append([s.policy, s.why_none, "-", "-", "-", "-", "-", str(s.tried)])
                 continue
-            s = p.pick
             table.append(
                 [
-                    p.policy,
-                    p.setting(s),
-                    _ran(s),
-                    f"{100 * s['overhead_mean']:.2f}%",
-                    f"{100 * s['overhead_ci95']:.2f}% ({int(s['n'])})",
-                    f"{s['pls_model_mean']:.4f}",
-                    f"{s['memory_frac']:.3g}",
-                    tried,
+                    s.policy,
+                    s.setting,
+                    s.ran,
+                    f"{100 * s.overhead_mean:.2f}%",
+                    f"{100 * s.overhead_ci95:.2f}% ({int(s.n)})",
+                    f"{s.pls_model_mean:.4f}",
+                    f"{s.memory_frac:.3g}",
+                    str(s.tried),
                 ]
             )
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
@@ -207,6 +232,17 @@ class Advice:
             )
         return "\n".join(lines)
 
+    def figure(self):
+        """The frontier figure (a matplotlib Figure, 3.33 in wide; close it when done)."""
+        from ftsim.plots.frontier import frontier_figure
+
+        return frontier_figure(self)
+
+
+PICKED = ("overhead_mean", "overhead_ci95", "n", "pls_model_mean", "memory_frac")
+PICKED += ("interval_h", "cpr_decision")
+"""The measures of a candidate that :attr:`Advice.picks` shows."""
+
 
 def advise(
     scenario: str | Path | Scenario,
@@ -224,7 +260,9 @@ def advise(
     (module docstring). ``scenario``: a path (read with ``overrides`` as ``--set`` does) or
     a loaded scenario; ``reps`` / ``seed``: replications per candidate (default: the
     scenario's) and their seed; ``jobs``: worker processes that simulate candidates (the
-    results do not depend on it). ScenarioError for a bad scenario or override."""
+    results do not depend on it). ScenarioError for a bad scenario or override, StudyError
+    for a bad limit or option."""
+    check_options(max_pls, max_memory_overhead, jobs, rounds)
     path, data, selected = _read(scenario, overrides, policies)
     data.setdefault("run", {})
     if reps is not None:
@@ -242,6 +280,26 @@ def advise(
             one = {**data, "policies": [rules.only_selected(data, selected)["policies"][index]]}
             advice.policies.append(_search(one, path, policy, base, advice, rounds, pool))
     return advice
+
+
+def check_options(max_pls, max_memory_overhead, jobs, rounds=0) -> None:
+    """StudyError naming the first limit or option :func:`advise` cannot use."""
+    from ftsim.experiments.study import StudyError
+
+    if max_pls is not None and not (_number(max_pls) and 0 < max_pls < 1):
+        raise StudyError(f"max_pls (--max-pls) must be between 0 and 1 (got {max_pls!r})")
+    memory = max_memory_overhead
+    if memory is not None and not (_number(memory) and math.isfinite(memory) and memory >= 0):
+        raise StudyError(
+            f"max_memory_overhead (--max-memory-overhead) must be a share >= 0 (got {memory!r})"
+        )
+    for name, value, least in (("jobs (--jobs)", jobs, 1), ("rounds", rounds, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise StudyError(f"{name} must be a whole number of at least {least} (got {value!r})")
+
+
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _read(scenario, overrides, policies) -> tuple[Path, dict, list[int] | None]:
@@ -400,6 +458,47 @@ def _why_none(p: PolicyAdvice, advice: Advice) -> str:
     return "none within the limits: " + "; ".join(reasons)
 
 
+def execute(
+    scenario: str | Path | Scenario,
+    overrides: Overrides = (),
+    out: Path | None = None,
+    *,
+    force: bool = False,
+    argv: list[str] | None = None,
+    default: Callable[[Advice, datetime], Path] | None = None,
+    **options,
+) -> Advice:
+    """:func:`advise` (``options``: its keyword arguments) and its results folder ``out``:
+    ``candidates.csv``, the frontier figure and ``manifest.json`` (:attr:`Advice.folder`).
+
+    A given ``out`` must be new, empty or an earlier advice's (else ``force``): checked and
+    held (:func:`~ftsim.experiments.lock.locked_folder`) before the search starts, so that
+    a bad folder fails at once and an interrupted search leaves nothing. Without ``out``,
+    the folder is ``default(advice, started)``, by default
+    ``run.output/NAME/TIME_advise``.
+    """
+    from ftsim.experiments.folders import prepare_output
+    from ftsim.experiments.lock import locked_folder
+
+    started = datetime.now(UTC)
+    advice = None
+    if out is None:
+        advice = advise(scenario, overrides, **options)
+        out = (default or default_folder)(advice, started)
+    out = Path(out)
+    with locked_folder(out):
+        prepare_output(out, "advise", force)
+        if advice is None:
+            advice = advise(scenario, overrides, **options)
+        _write_folder(advice, out, scenario, argv, started)
+    return advice
+
+
+def default_folder(advice: Advice, started: datetime) -> Path:
+    """``run.output/<scenario>/<UTC time>_advise``."""
+    return Path(advice.output) / advice.scenario / f"{started:%Y%m%dT%H%M%SZ}_advise"
+
+
 def write(advice: Advice, folder: Path) -> list[Path]:
     """``candidates.csv`` (every evaluated candidate) and the frontier figure in ``folder``."""
     from ftsim.experiments.output import atomic_write_text
@@ -410,3 +509,28 @@ def write(advice: Advice, folder: Path) -> list[Path]:
     csv = folder / "candidates.csv"
     atomic_write_text(csv, table.to_csv(index=False, float_format="%.6g"))
     return [csv, *plot_frontier(advice, folder)]
+
+
+def _write_folder(advice: Advice, folder: Path, scenario, argv, started: datetime) -> None:
+    """The files of :func:`write`, then ``manifest.json`` (what ran, the files' SHA-256)."""
+    from ftsim.experiments.folders import MANIFEST, sha256_of
+    from ftsim.experiments.output import write_json
+
+    files = write(advice, folder)
+    source = f"<scenario {scenario.name}>" if isinstance(scenario, Scenario) else str(scenario)
+    manifest = {
+        "command": "advise",
+        "scenario": advice.scenario,
+        "scenario_file": source,
+        "argv": argv,
+        "reps": advice.reps,
+        "seed": advice.seed,
+        "max_pls": advice.max_pls,
+        "max_memory_overhead": advice.max_memory_overhead,
+        "policies": [p.policy for p in advice.policies],
+        "started_utc": started.isoformat(),
+        "finished_utc": datetime.now(UTC).isoformat(),
+        "files": {path.name: sha256_of(path) for path in files},
+    }
+    write_json(folder / MANIFEST, manifest)
+    advice.folder, advice.files = folder, [*files, folder / MANIFEST]

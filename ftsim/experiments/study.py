@@ -74,6 +74,21 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
+PACKAGE = Path(__file__).resolve().parents[1]
+"""The ftsim package's folder: frames from its files are not the caller's."""
+
+
+def warn_caller(notice: Warning) -> None:
+    """Issue ``notice`` as a warning attributed to the first frame outside the ftsim
+    package (the user's line in a script or notebook cell, not ftsim's own), so that it
+    says where the study was started and Python's once-per-location filter counts the
+    caller's lines."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and Path(frame.f_code.co_filename).resolve().is_relative_to(PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(notice, stacklevel=level - 1 if frame is None else level)
+
+
 def plan(
     scenario: Path | str | Scenario,
     overrides: Sequence[str] = (),
@@ -139,7 +154,7 @@ def execute(
     for line in source_notes(plan.base):  # e.g. the rows a failure log skipped
         say(line)
     for notice in plan.notes:
-        warnings.warn(notice, stacklevel=2)
+        warn_caller(notice)
     if executor == "dask" and dask_address:
         sweep.check_dask_scheduler(dask_address)
     started = datetime.now(UTC)

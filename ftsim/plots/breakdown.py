@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from ftsim.notices import short_duration
 from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
 from ftsim.plots.style import CATEGORY_COLORS, Output
@@ -52,10 +53,7 @@ def table(data: RunData, point: int | None, max_pls: float | None = None) -> pd.
                 "panel": panel.title,
                 "policy": policy,
                 "point": int(best["point"]),
-                "setting": _setting(
-                    data, int(best["point"]), here[here["policy"] == policy], policy
-                )
-                + _fell_back(data, best),
+                "setting": _setting(data, best, here[here["policy"] == policy]),
                 "pls": _pls(best),
             }
             row.update({f"{c}_pct": 100 * best[f"{c}_h_mean"] / ideal for c in CATEGORIES})
@@ -103,10 +101,11 @@ def _best(data: RunData, mine: pd.DataFrame, policy: str, panel, max_pls) -> pd.
 
 
 def _fell_back(data: RunData, best: pd.Series) -> str:
-    """What ran instead, when CPR fell back to full recovery at Daly's interval ('' if not)."""
+    """What ran instead, when CPR fell back to full recovery at Daly's interval ('' if not):
+    the label of the interval it ran, not of the one asked for."""
     if data.decisions.get((best["point"], best["policy"])) != "full":
         return ""
-    return f"\n→ full recovery at {best['interval_h_mean']:.2g} h"
+    return f"fell back to full\nrecovery every {short_duration(3600 * best['interval_h_mean'])}"
 
 
 def _pls(row: pd.Series) -> float:
@@ -117,10 +116,14 @@ def _pls(row: pd.Series) -> float:
     return float("nan")
 
 
-def _setting(data: RunData, point: int, mine: pd.DataFrame, policy: str) -> str:
-    """The values at ``point`` of the policy knobs that change this policy (``mine``: its
-    summary rows in the panel), ``key=value, …``: what its best point chose. A knob of
-    another policy (``policies.0.interval`` for policy 1) leaves its rows identical."""
+def _setting(data: RunData, best: pd.Series, mine: pd.DataFrame) -> str:
+    """The values at ``best``'s point of the policy knobs that change this policy (``mine``:
+    its summary rows in the panel), ``key=value, …``: what its best point chose. A knob of
+    another policy (``policies.0.interval`` for policy 1) leaves its rows identical. When
+    CPR fell back to full recovery, the interval asked for did not run: the label says
+    what did instead."""
+    point, policy = int(best["point"]), best["policy"]
+    ran_instead = _fell_back(data, best)
     knobs = [d for d in data.dimensions if d.policy_knob]
     results = [  # what ran, not the swept values themselves (nor their ``<key>_si`` forms)
         c for c in mine.columns if c.endswith("_mean") and not c.startswith(tuple(data.columns))
@@ -129,6 +132,8 @@ def _setting(data: RunData, point: int, mine: pd.DataFrame, policy: str) -> str:
     signature = pd.Series([str(tuple(row)) for row in means.to_numpy()], index=mine.index)
     chosen = []
     for d in knobs:
+        if ran_instead and d.sets_interval:
+            continue
         others = mine["point"].map(
             lambda p, d=d: tuple(data.value_of(p, k) for k in knobs if k is not d)
         )
@@ -136,7 +141,7 @@ def _setting(data: RunData, point: int, mine: pd.DataFrame, policy: str) -> str:
             values = dict(zip(d.keys, data.value_of(point, d), strict=True))
             mine_keys = [k for k in d.keys if _applies(data, k, policy)] or list(d.keys)
             chosen += [f"{k.rsplit('.', 1)[-1]}={values[k]}" for k in mine_keys]
-    return ", ".join(dict.fromkeys(chosen))
+    return "\n".join(filter(None, [", ".join(dict.fromkeys(chosen)), ran_instead]))
 
 
 def _applies(data: RunData, key: str, policy: str) -> bool:

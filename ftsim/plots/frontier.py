@@ -1,26 +1,34 @@
 """The frontier figure of ``ftsim advise``: mean overhead against the time model's PLS for
 every candidate setting of every policy, each policy's frontier (the candidates no other of
-its candidates beats on both), its pick with a 95% interval, and the PLS limit."""
+its candidates beats on both), its pick with a 95% interval, and the PLS limit. The legend
+names each policy's pick (what ran, when CPR fell back to full recovery), so that picks
+drawn on top of each other stay readable."""
 
 from __future__ import annotations
 
-import io
+import sys
 from pathlib import Path
 
-from ftsim.plots.style import SINGLE_COLUMN_IN, STYLE, policy_styles
+from ftsim.notices import short_duration
+from ftsim.plots import facets
+from ftsim.plots.style import SINGLE_COLUMN_IN, STYLE, Output, policy_styles
 from ftsim.plots.tradeoff import frontier
 
 NAME = "frontier"
-HEIGHT_IN = 2.8
+HEIGHT_IN = 2.4
+"""Height of the panel and its title, in inches (the legend adds its own)."""
 
 
 def frontier_figure(advice):
     """The figure (matplotlib, in ftsim's style; the caller closes it)."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     styles = policy_styles({p.policy: p.kind for p in advice.policies})
+    picks = advice.picks.set_index("policy")
     with plt.style.context(STYLE):
         fig, ax = plt.subplots(figsize=(SINGLE_COLUMN_IN, HEIGHT_IN))
+        handles, labels = [], []
         for p in advice.policies:
             style = styles[p.policy]
             valid = p.candidates[p.candidates["valid"]]
@@ -31,15 +39,21 @@ def frontier_figure(advice):
                        color=style.color, alpha=0.35, linewidths=0, zorder=2)  # fmt: skip
             edge = frontier(valid, x="pls_model_mean", y="overhead_mean")
             ax.plot(edge["pls_model_mean"], 100 * edge["overhead_mean"], color=style.color,
-                    linewidth=0.8, drawstyle="steps-post", zorder=3, label=style.name)  # fmt: skip
+                    linewidth=0.8, drawstyle="steps-post", zorder=3)  # fmt: skip
             if p.pick is not None:
                 ax.errorbar(p.pick["pls_model_mean"], 100 * p.pick["overhead_mean"],
                             yerr=100 * p.pick["overhead_ci95"], color=style.color,
                             marker=style.marker, markersize=5, markeredgecolor="black",
                             markeredgewidth=0.5, elinewidth=0.8, zorder=4)  # fmt: skip
+            handles.append(Line2D([], [], color=style.color, linewidth=0.8,
+                                  marker=style.marker if p.pick is not None else None,
+                                  markersize=5, markeredgecolor="black",
+                                  markeredgewidth=0.5))  # fmt: skip
+            labels.append(f"{style.name}: {_pick(picks.loc[p.policy])}")
         if advice.max_pls is not None:
-            ax.axvline(advice.max_pls, color="0.3", linewidth=0.6, linestyle="--",
-                       label=f"PLS limit {advice.max_pls:g}")  # fmt: skip
+            handles.append(ax.axvline(advice.max_pls, color="0.3", linewidth=0.6,
+                                      linestyle="--"))  # fmt: skip
+            labels.append(f"PLS limit {advice.max_pls:g}")
         overheads = [100 * p.candidates["overhead_mean"] for p in advice.policies]
         if min(min(o.dropna(), default=1.0) for o in overheads) > 0:
             ax.set_yscale("log")  # candidates span orders of magnitude
@@ -47,25 +61,34 @@ def frontier_figure(advice):
         ax.set_xlim(left=-2e-4)  # room for the markers at 0
         ax.set_xlabel("PLS (time model's pls_model)")
         ax.set_ylabel("overhead (% of failure-free)")
-        ax.set_title(f"{advice.scenario}: frontier, pick ± 95% CI (n = {advice.reps})")
-        handles, labels = ax.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncols=3)
+        facets.title(
+            fig,
+            SINGLE_COLUMN_IN,
+            f"{advice.scenario}: every candidate, each policy's frontier and its pick "
+            f"(mean ± 95% CI, n = {advice.reps})",
+        )
+        facets.legend(fig, SINGLE_COLUMN_IN, handles, labels)
     return fig
+
+
+def _pick(row) -> str:
+    """A policy's pick for the legend: its setting, or what ran instead (CPR's fall-back)."""
+    if row["why_none"]:
+        return "none within the limits"
+    if row["cpr_decision"] == "full":
+        return f"fell back to full recovery every {short_duration(3600 * row['interval_h'])}"
+    return row["setting"]
 
 
 def plot_frontier(advice, folder: Path) -> list[Path]:
     """Write ``frontier.pdf`` and ``.png`` (3.33 in wide, the whole figure: no tight box)
-    into ``folder``; their paths."""
+    into ``folder``, checked for overlapping labels like every figure of ``plot`` (said on
+    standard error); their paths. The numbers are in ``candidates.csv``."""
     import matplotlib.pyplot as plt
 
-    from ftsim.experiments.output import atomic_write_bytes
-
-    fig = frontier_figure(advice)
-    paths = []
-    for fmt, metadata in (("pdf", {"CreationDate": None}), ("png", {})):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=fmt, metadata=metadata, bbox_inches=None, dpi=300)
-        paths.append(folder / f"{NAME}.{fmt}")
-        atomic_write_bytes(paths[-1], buffer.getvalue())
-    plt.close(fig)
+    output = Output(Path(folder), ("pdf", "png"))
+    with plt.style.context(STYLE):
+        paths = output.save(frontier_figure(advice), None, NAME)
+    for problem in output.problems.get(NAME, []):
+        print(f"ftsim: warning: {NAME}: {problem}", file=sys.stderr)
     return paths

@@ -1,5 +1,5 @@
-"""(b) Overhead versus checkpoint interval: one line per policy with its 95% band, and the
-Young/Daly closed form overlaid for ``full`` (Daly's expected wall time, and its optimum).
+"""(b) Overhead versus checkpoint interval: one line per policy with its 95% band, and
+Daly's closed form overlaid for ``full`` (Daly's expected wall time, and its optimum).
 
 Each point sits at the interval that actually ran (the ``interval_h`` column), not at the
 value asked for: CPR with ``fallback`` switches to full recovery at Daly's interval when its
@@ -195,7 +195,7 @@ def _draw_policies(data: RunData, ax, t: pd.DataFrame) -> bool:
     return fell_back
 
 
-FALLBACK = {"marker": "x", "markersize": 6, "markeredgewidth": 1.4, "linestyle": "none"}
+FALLBACK = {"marker": "x", "markersize": 8, "markeredgewidth": 1.4, "linestyle": "none"}
 """How a CPR point that fell back to full recovery is drawn (no line: it is another strategy)."""
 
 
@@ -232,7 +232,10 @@ def _draw_model(data: RunData, ax, curve: pd.DataFrame, low: float, high: float)
         color=color,
         marker="*",
         markersize=7,
+        markeredgecolor="white",
+        markeredgewidth=0.5,
         linestyle="none",
+        zorder=5,  # over the points; a CPR fall-back runs at this τ: its larger ✕ shows around
         label="Daly optimum τ*",
     )
 

@@ -109,9 +109,10 @@ class Output:
     problems: dict[str, list[str]] = field(default_factory=dict)
     """Per figure: what :func:`~ftsim.plots.collisions.collisions` found (``plot`` says it)."""
 
-    def save(self, fig, data: pd.DataFrame, name: str) -> list[Path]:
-        """Write ``name`` in each format and ``name``.csv (the plotted numbers), atomically;
-        close the figure. The files are exactly as wide as the figure (no tight bbox)."""
+    def save(self, fig, data: pd.DataFrame | None, name: str) -> list[Path]:
+        """Write ``name`` in each format and ``name``.csv (the plotted numbers; none when
+        ``data`` is None), atomically; close the figure. The files are exactly as wide as
+        the figure (no tight bbox)."""
         import matplotlib.pyplot as plt
 
         from ftsim.plots.collisions import collisions
@@ -128,6 +129,7 @@ class Output:
             paths.append(self.folder / f"{name}.{fmt}")
             atomic_write_bytes(paths[-1], buffer.getvalue())
         plt.close(fig)
-        paths.append(self.folder / f"{name}.csv")
-        atomic_write_text(paths[-1], data.to_csv(index=False, float_format="%.6g"))
+        if data is not None:
+            paths.append(self.folder / f"{name}.csv")
+            atomic_write_text(paths[-1], data.to_csv(index=False, float_format="%.6g"))
         return paths

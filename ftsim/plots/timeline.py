@@ -1,6 +1,7 @@
 """(e) Timeline (Gantt) of one replication: one lane per policy showing compute, redone
 work, saves, loads, rescheduling, degraded and background phases, and the failures (same
-for every policy: common random numbers).
+for every policy: common random numbers), at one sweep point: ``--point N``, or in the
+first environment point the one where the first policy is cheapest.
 
 Redone work (kind ``redo`` in timeline.csv: compute that re-executes progress a rollback
 discarded) is drawn apart from first-time compute, in the colour of the breakdown's
@@ -14,6 +15,8 @@ import math
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
+from ftsim.notices import short_duration
+from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
 from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, OKABE_ITO, Output
 
@@ -79,15 +82,33 @@ def plot(data: RunData, out: Output, point: int | None = None):
     )
     where = data.describe_point(point)
     rep = int(t["rep"].iloc[0])
-    ax.set_title(f"{data.scenario_name}: replication {rep}" + (f", {where}" if where else ""))
+    title = f"{data.scenario_name}: replication {rep}" + (f", {where}" if where else "")
+    facets.title(fig, DOUBLE_COLUMN_IN, title + _fell_back(data, point, policies))
     rows = math.ceil(len(handles) / LEGEND_COLUMNS)
     fig.legend(handles=handles, ncols=math.ceil(len(handles) / rows), loc="outside lower center")
     return out.save(fig, t, NAME)
 
 
+def _fell_back(data: RunData, point: int, policies: list[str]) -> str:
+    """``; CPR fell back to full recovery every 58 min`` for each policy that ran full
+    recovery instead of the interval the title names ('' if none did)."""
+    said = ""
+    for policy in policies:
+        if data.decisions.get((point, policy)) == "full":
+            rows = data.runs[(data.runs["point"] == point) & (data.runs["policy"] == policy)]
+            every = short_duration(3600 * rows["interval_h"].iloc[0])
+            said += f"; {data.styles[policy].name} fell back to full recovery every {every}"
+    return said
+
+
 def _best_point(data: RunData) -> int:
-    """The point where the first policy has its lowest mean overhead (the first point if
-    none of its replications finished)."""
-    s = data.summary[data.summary["policy"] == data.policies[0]]
+    """The point of the first environment point (the first value of every swept failure
+    rate, cluster or job key) where the first policy has its lowest mean overhead over its
+    knobs (the first such point if none of its replications finished). Never the
+    environment where it is cheapest: that would be the rarest failures swept."""
+    environment = [d for d in data.dimensions if not d.policy_knob]
+    first = facets.layout(data, environment).panels[0].points
+    s = data.summary[data.summary["point"].isin(first)]
+    s = s[s["policy"] == data.policies[0]]
     overhead = s["overhead_frac_mean"]
     return int(s.loc[overhead.idxmin() if overhead.notna().any() else s.index[0], "point"])
