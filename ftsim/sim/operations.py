@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ftsim.scenario.schema import UNLIMITED, Operations, Scenario
+from ftsim.scenario.schema import UNLIMITED, Operations, Retirement, Scenario
 from ftsim.sim.failures import Failure, failure_sequence, lifetime_parts
 from ftsim.sim.rng import LazyStream, Purpose
 
@@ -353,15 +353,11 @@ class ClusterOperations:
             self._push(diagnosed, _DIAGNOSIS, 0, record)
 
     def _diagnose(self, time_s: float, record: _Record) -> None:
-        repair = self.spec.repair
-        retirement = self.spec.retirement
+        repair, retirement = self.spec.repair, self.spec.retirement
         for fate in record.new:
             fate.diagnosed_s = time_s
             host, u = fate.host, fate.draws
-            if retirement is not None:
-                since = record.time_s - retirement.window
-                recent = sum(t >= since for t in host.failures)
-                fate.retired = recent >= retirement.failures
+            fate.retired = retires(host, record.time_s, retirement)
             if not fate.retired:
                 escalated = u[_ESCALATE] < repair.escalation
                 if record.repair_s is not None:
@@ -408,6 +404,15 @@ class ClusterOperations:
         self._hosts[node] = host
         self._pending[node] = None
         self._start_lifetimes(node, time_s)
+
+
+def retires(host: Host, time_s: float, rule: Retirement | None) -> bool:
+    """Whether ``host``, failed at ``time_s`` (its last failure), retires by ``rule``: it
+    failed ``rule.failures`` times within ``rule.window`` up to now, this failure included."""
+    if rule is None:
+        return False
+    since = time_s - rule.window
+    return sum(t >= since for t in host.failures) >= rule.failures
 
 
 def operations_for(scenario: Scenario, rep: int, streams: list) -> ClusterOperations | None:
