@@ -104,11 +104,12 @@ class Host:
 
 @dataclass(slots=True, eq=False)
 class Fate:
-    """What happened to one node of a failure: the host that failed (None: the place was
-    still waiting for a replacement), and when the place's replacement is ready."""
+    """What happened to one failed host: its place (``node``), its diagnosis, repair or
+    retirement, and when the place's replacement is ready. A failure that strikes a place
+    still waiting shares the fate of the failure that emptied it."""
 
     node: int
-    host: Host | None
+    host: Host
     bad: bool = False
     """Whether the host was bad when it failed."""
     diagnosed_s: float = math.nan
@@ -121,6 +122,7 @@ class Fate:
     """When the replacement is ready (None: not known yet; inf: never, the cluster ran out
     of nodes)."""
     draws: list[float] = field(default_factory=list)
+    """The failure's uniform variates for this node (``_PER_NODE`` of them)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -231,14 +233,16 @@ class ClusterOperations:
         self._generation = [0] * n
         """Per node: bumped when its host leaves (outdates the host's lifetime failures)."""
         self._lifetimes: list[_Lifetimes] = []
-        given = []
-        for i, (source, rng) in enumerate(zip(scenario.failures, streams, strict=True)):
+        given, given_streams = [], []
+        for source, rng in zip(scenario.failures, streams, strict=True):
             parts = lifetime_parts(source, rng)
             if parts is None:
-                given.append((i, source, rng))
+                given.append(source)
+                given_streams.append(rng)
             else:
                 self._lifetimes += [_Lifetimes(*part, scenario) for part in parts]
-        self._given = failure_sequence([s for _, s, _ in given], [r for _, _, r in given], scenario)
+        self._given = failure_sequence(given, given_streams, scenario)
+        """Given and domain failures, merged in time order (they depend on no host)."""
         self._events: list = []
         self._seq = 0
         self._records: deque[_Record] = deque()
