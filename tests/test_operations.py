@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import itertools
 import math
+from collections import deque
 
 import numpy as np
 import pytest
@@ -234,7 +235,7 @@ def test_the_monotonicity_check_catches_uncoupled_draws(bug, case, monkeypatch):
         _check_monotone(case)
 
 
-def test_a_host_back_from_repair_serves_the_earliest_request():
+def _check_first_come_first_served() -> None:
     """No spare: two failed nodes wait for repaired hosts, first come, first served (the
     first host back, at 1 h + 10 h, replaces the node that failed first)."""
     repair = {"automatic": {"mean": "10 h"}, "escalation": 0}
@@ -245,6 +246,29 @@ def test_a_host_back_from_repair_serves_the_earliest_request():
     )
     ready = [f.time_s + f.reschedule_s for f in passes(s).failures()]
     assert ready == [11 * 3600, 12 * 3600]
+
+
+def test_a_host_back_from_repair_serves_the_earliest_request():
+    _check_first_come_first_served()
+
+
+class _Stack(deque):
+    """Bug: a host back from repair serves the newest request (last come, first served)."""
+
+    def popleft(self):
+        return self.pop()
+
+
+def test_the_first_come_check_catches_last_come_first_served(monkeypatch):
+    original = ClusterOperations.__init__
+
+    def init(self, *args):
+        original(self, *args)
+        self._waiting = _Stack()
+
+    monkeypatch.setattr(ClusterOperations, "__init__", init)
+    with pytest.raises(AssertionError):
+        _check_first_come_first_served()
 
 
 # -- a late replacement stalls what the policy awaits -------------------------------------------

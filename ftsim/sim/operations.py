@@ -26,9 +26,9 @@ The pass is a small discrete-event simulation of the cluster's nodes. Each place
 
 Failure sources with per-node lifetimes (``exponential``, ``weibull``, ``preset``) are
 redrawn host by host: a host's lifetime starts when it joins the job (at 0, or when its
-replacement is ready) and is the source's lifetime divided by the host's rate factor (1 −
-s + s·m)⁻¹ for a good host, m × that for a bad one: the source's rate stays the fleet's
-mean. Every lifetime process of a place restarts with its new host; a place waiting for its
+replacement is ready) and is the source's lifetime divided by the host's rate factor,
+1 / (1 − s + s·m) for a good host and m times that for a bad one: the source's rate stays
+the fleet's mean. Every lifetime process of a place restarts with its new host; a place waiting for its
 replacement does not fail. Node *i*'s *k*-th lifetime of a source is the one the source
 draws without operations, so instant replacements of good hosts reproduce its failures.
 Given failures (``scheduled``, ``trace``, ``failure_log``) and domain failures
