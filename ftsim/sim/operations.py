@@ -28,8 +28,8 @@ Failure sources with per-node lifetimes (``exponential``, ``weibull``, ``preset`
 redrawn host by host: a host's lifetime starts when it joins the job (at 0, or when its
 replacement is ready) and is the source's lifetime divided by the host's rate factor,
 1 / (1 − s + s·m) for a good host and m times that for a bad one: the source's rate stays
-the fleet's mean. Every lifetime process of a place restarts with its new host; a place waiting for its
-replacement does not fail. Node *i*'s *k*-th lifetime of a source is the one the source
+the fleet's mean. Every lifetime process of a place restarts with its new host; a place
+waiting for its replacement does not fail. Node *i*'s *k*-th lifetime of a source is the one the source
 draws without operations, so instant replacements of good hosts reproduce its failures.
 Given failures (``scheduled``, ``trace``, ``failure_log``) and domain failures
 (``correlated``) strike at their times: one that strikes a place still waiting for its
