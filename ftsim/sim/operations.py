@@ -28,17 +28,17 @@ Failure sources with per-node lifetimes (``exponential``, ``weibull``, ``preset`
 redrawn host by host: a host's lifetime starts when it joins the job (at 0, or when its
 replacement is ready) and is the source's lifetime divided by the host's rate factor,
 1 / (1 − s + s·m) for a good host and m times that for a bad one: the source's rate stays
-the fleet's mean. Every lifetime process of a place restarts with its new host; a place
-waiting for its replacement does not fail. Node *i*'s *k*-th lifetime of a source is the one the source
-draws without operations, so instant replacements of good hosts reproduce its failures.
-Given failures (``scheduled``, ``trace``, ``failure_log``) and domain failures
+the fleet's mean. Every lifetime process of a place restarts with its new host; a place waiting
+for its replacement does not fail. Node *i*'s *k*-th lifetime of a source is the one the
+source draws without operations, so instant replacements of good hosts reproduce its
+failures. Given failures (``scheduled``, ``trace``, ``failure_log``) and domain failures
 (``correlated``) strike at their times: one that strikes a place still waiting for its
 replacement changes nothing there (it waits for the same replacement). A logged repair time
 (a failure log's) is the failed host's repair time.
 
-Interface: :func:`operations_for` gives a replication's :class:`ClusterOperations` (None when the
-scenario has none); :meth:`ClusterOperations.failures` is the failure sequence with its
-``reschedule_s`` set, drawn lazily (as far as the engine consumes it: each failure is
+Interface: :func:`operations_for` gives a replication's :class:`ClusterOperations` (None
+when the scenario has none); :meth:`ClusterOperations.failures` is the failure sequence with
+its ``reschedule_s`` set, drawn lazily (as far as the engine consumes it: each failure is
 yielded once all its replacements are known, which may take simulating ahead); and
 :meth:`ClusterOperations.columns` the result columns over the failures the job saw.
 """
