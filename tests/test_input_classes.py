@@ -340,9 +340,109 @@ SOURCE_CASES = {
 """Rules on sections: (cluster.reschedule, failures.0) where the field does nothing."""
 
 
+SCHEDULED = [{"kind": "scheduled", "count": 2}]
+BAD = {"share": 0.1, "multiplier": 3}
+OPERATIONS_CASES = {
+    ("Operations", "swap"): (
+        ({"spares": 1, "swap": {"mean": "1 min"}}, None),
+        ({"spares": 1, "warm_standbys": 1, "swap": {"mean": "1 min"}}, None),
+    ),
+    ("Operations", "host_selection"): (
+        ({"spares": "unlimited", "host_selection": "fewest_failures"}, None),
+        ({"spares": 2, "host_selection": "fewest_failures"}, None),
+    ),
+    ("Operations", "bad_nodes"): (({"spares": 1, "bad_nodes": BAD}, SCHEDULED), None),
+    ("Repair", "manual"): (
+        ({"spares": 1, "repair": {"escalation": 0, "manual": {"mean": "1 d"}}}, None),
+        ({"spares": 1, "repair": {"manual": {"mean": "1 d"}}}, None),
+    ),
+    **{
+        ("Repair", name): (
+            ({"spares": 1, "repair": {name: 0.1}}, None),
+            ({"spares": 1, "repair": {name: 0.1}, "bad_nodes": BAD}, None),
+        )
+        for name in ("automatic_miss", "manual_miss")
+    },
+}
+"""Rules on ``cluster.operations``: (operations, failures or None for smoke's) where the
+field does nothing, and where it does (None: smoke's failures all have per-node rates)."""
+
+
 def test_every_no_effect_rule_has_a_case():
     rules = {(cls.__name__, name) for cls, name, _ in NO_EFFECT}
-    assert rules == set(NO_EFFECT_CASES) | set(SOURCE_CASES)
+    assert rules == set(NO_EFFECT_CASES) | set(SOURCE_CASES) | set(OPERATIONS_CASES)
+
+
+def _with_operations(operations: dict, failures: list | None = None) -> dict:
+    data = copy.deepcopy(BASE)
+    data["cluster"]["operations"] = operations
+    if failures is not None:
+        data["failures"] = failures
+    return data
+
+
+@pytest.mark.parametrize(
+    ("rule", "case"), OPERATIONS_CASES.items(), ids=[f"{c}.{n}" for c, n in OPERATIONS_CASES]
+)
+def test_an_operations_field_without_effect_warns_naming_it(rule, case):
+    idle, used = case
+    section = "cluster.operations.repair" if rule[0] == "Repair" else "cluster.operations"
+    path = f"{section}.{rule[1]}: "
+    assert any(
+        w.startswith(path + "has no effect: ") for w in loads_with_warnings(_with_operations(*idle))
+    )
+    if used is not None:
+        assert not any(w.startswith(path) for w in loads_with_warnings(_with_operations(*used)))
+
+
+OPERATIONS_SECTIONS = {
+    "cluster.operations": schema.Operations,
+    "cluster.operations.repair": schema.Repair,
+    "cluster.operations.bad_nodes": schema.BadNodes,
+    "cluster.operations.retirement": schema.Retirement,
+}
+VALID_OPERATIONS = {
+    "spares": 1,
+    "repair": {},
+    "bad_nodes": BAD,
+    "retirement": {"failures": 2, "window": "1 d"},
+}
+OPERATIONS_BOUNDED = [
+    (path, name, label, value)
+    for path, model in OPERATIONS_SECTIONS.items()
+    for name, field in model.model_fields.items()
+    for label, value in _violations(field)
+]
+"""Every bound of every field of the operations sections, with a value beyond."""
+
+
+def _operations_with(path: str, name: str, value) -> dict:
+    operations = copy.deepcopy(VALID_OPERATIONS)
+    node = operations
+    for key in path.split(".")[2:]:
+        node = node[key]
+    node[name] = value
+    return _with_operations(operations)
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "bound", "value"), OPERATIONS_BOUNDED, ids=_ids(OPERATIONS_BOUNDED)
+)
+def test_a_value_beyond_an_operations_fields_bound_is_a_located_error(path, name, bound, value):
+    found = problems(_operations_with(path, name, value))
+    assert any(line.startswith(f"{path}.{name}: Input should be") for line in found), found
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "many", True, "1e400"])
+def test_a_bad_spare_count_is_a_located_error(value):
+    found = problems(_operations_with("cluster.operations", "spares", value))
+    assert any(line.startswith("cluster.operations.spares: ") for line in found), found
+
+
+@pytest.mark.parametrize("value", ["0 s", 0, "-1 h", math.nan, 1])
+def test_a_bad_retirement_window_is_a_located_error(value):
+    found = problems(_operations_with("cluster.operations.retirement", "window", value))
+    assert any(line.startswith("cluster.operations.retirement.window: ") for line in found)
 
 
 POLICY_RULES = [(key, case) for key, case in NO_EFFECT_CASES.items() if case]

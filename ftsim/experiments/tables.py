@@ -17,8 +17,10 @@ from ftsim.sim.accounting import CATEGORIES, OTHER_NOTE
 
 def run_table(summary) -> str:
     """One line per policy: overhead ± CI, CPR's decision with the interval it ran (when a
-    CPR policy ran), hours per category, failures, the time model's PLS, an
-    ``unfinished`` column when some replications did not finish, the trained columns when
+    CPR policy ran), hours per category, failures, the time model's PLS, with cluster
+    operations the hours waited for a free node (summed over the failed nodes), the failures
+    of bad nodes and the retirements, an ``unfinished`` column when some replications did
+    not finish, the trained columns when
     the model trained, and a note on what ``other`` is when some policy has any.
     ``summary`` is a summary DataFrame of one point."""
     records = summary.to_dict("records")
@@ -43,6 +45,14 @@ def run_table(summary) -> str:
         header.insert(1, "cpr_decision")
         for line, s in zip(lines[1:], records, strict=True):
             line.insert(1, decision_cell(s["cpr_decision"], s.get("interval_h_mean")))
+    if "spare_wait_h_mean" in summary:  # cluster operations ran
+        header += ["spare_wait_h", "bad_failures", "retired"]
+        for line, s in zip(lines[1:], records, strict=True):
+            line += [
+                _cell(s["spare_wait_h_mean"], "{:.3f}"),
+                _cell(s["n_node_failures_bad_mean"], "{:.1f}"),
+                _cell(s["n_retired_mean"], "{:.1f}"),
+            ]
     if any(s["n_unfinished"] for s in records):
         header.append("unfinished")
         for line, s in zip(lines[1:], records, strict=True):

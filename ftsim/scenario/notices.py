@@ -19,7 +19,7 @@ from typing import Annotated
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticUndefined
 
-from ftsim.scenario.schema import Distribution, Scenario
+from ftsim.scenario.schema import UNLIMITED, Distribution, Operations, Repair, Scenario
 
 
 class ScenarioWarning(UserWarning):
@@ -32,6 +32,9 @@ class ScenarioWarning(UserWarning):
     def __str__(self) -> str:
         return f"{self.file}: {self.path}: warning: {self.message}"
 
+
+LIFETIME_KINDS = ("exponential", "weibull", "preset")
+"""Failure sources whose rate is a node's (``bad_nodes`` changes it)."""
 
 NoEffect = Callable[[BaseModel, Scenario], str | None]
 """Why a field of a section has no effect there (None when it has one)."""
@@ -46,6 +49,36 @@ NO_EFFECT: list[tuple[type[BaseModel], str, NoEffect]] = [
     *(
         (Distribution, name, lambda p, s: None if p.kind == "uniform" else f"kind is {p.kind}")
         for name in ("low", "high")
+    ),
+    (Operations, "swap", lambda p, s: None if p.warm_standbys else "there are no warm_standbys"),
+    (
+        Operations,
+        "host_selection",
+        lambda p, s: (
+            "spares are unlimited: a fresh one is always taken" if p.spares == UNLIMITED else None
+        ),
+    ),
+    (
+        Operations,
+        "bad_nodes",
+        lambda p, s: (
+            None
+            if any(f.kind in LIFETIME_KINDS for f in s.failures)
+            else f"no failure source has per-node lifetimes ({', '.join(LIFETIME_KINDS)})"
+        ),
+    ),
+    (Repair, "manual", lambda p, s: None if p.escalation else "escalation is 0"),
+    *(
+        (
+            Repair,
+            name,
+            lambda p, s: (
+                None
+                if s.cluster.operations.bad_nodes
+                else "there are no bad_nodes (a good node is always restored)"
+            ),
+        )
+        for name in ("automatic_miss", "manual_miss")
     ),
 ]
 """Fields that have no effect in some context, with the reason; a field warns only when the

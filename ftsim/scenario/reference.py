@@ -225,6 +225,9 @@ def _default_text(field: FieldInfo) -> str:
     if value is None:
         return "none"
     if isinstance(value, BaseModel):
+        given = value.model_dump(mode="json", include=value.model_fields_set)
+        if given:  # the default differs from the section's own defaults: say how
+            return "`{" + ", ".join(f"{k}: {v}" for k, v in given.items()) + "}`"
         kind = getattr(value, "kind", None)
         return f"`kind: {kind}`, its defaults" if kind else "its defaults"
     if isinstance(value, bool):
@@ -252,8 +255,8 @@ def _field_rows(section: _Section) -> list[str]:
         constraints = _metadata_text(field.metadata)
         if constraints:
             text += ", " + ", ".join(constraints)
-        if models and not suffix and len(models) == 1:
-            text = f"section `{path}`"
+        if models and not suffix and len(models) == 1:  # described where first met
+            text = f"section `{_homes().get(models[0], path)}`"
         cells = [f"`{name}`", text, _default_text(field), field.description or ""]
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return rows

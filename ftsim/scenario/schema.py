@@ -220,7 +220,13 @@ class Distribution(Section):
         scenarios by inverse transform); a constant delay draws nothing."""
         if self.kind == "constant":
             return self.mean
-        u = rng.random()
+        return self.quantile(rng.random())
+
+    def quantile(self, u: float) -> float:
+        """The draw for the uniform variate ``u`` in [0, 1), seconds (inverse transform:
+        non-decreasing in ``u`` and in every parameter but ``cv``)."""
+        if self.kind == "constant":
+            return self.mean
         if self.kind == "exponential":
             return -self.mean * math.log1p(-u)
         if self.kind == "uniform":
@@ -295,6 +301,154 @@ class Background(Section):
         return value
 
 
+UNLIMITED = "unlimited"
+"""``operations.spares: unlimited``: a fresh spare node is always free."""
+
+
+def _spares(value):
+    """A whole number of spare nodes (``1e3`` accepted), or ``unlimited``."""
+    if value == UNLIMITED:
+        return value
+    value = _count(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a whole number of nodes >= 0, or {UNLIMITED}")
+    return value
+
+
+Spares = Annotated[int | Literal["unlimited"], BeforeValidator(_spares)]
+
+
+def _after(kind: str, mean: str):
+    """A default duration distribution (``kind`` with ``mean``), made fresh per section."""
+    return lambda: Distribution(kind=kind, mean=mean)
+
+
+class Repair(Section):
+    """What happens to a failed node once diagnosed: automatic repair, and with probability
+    ``escalation`` manual repair after it (automatic repair could not fix it); then the node
+    returns to the spare pool. A repair may report success without removing a bad node's
+    defect (``automatic_miss``, ``manual_miss``): the node returns still bad. A good node's
+    failure is random and every repair restores it. The defaults are AIReSim's illustrative
+    values (``airesim/params.py`` at 7b139c7: Table 1 of its paper), not measurements: set
+    your cluster's."""
+
+    automatic: Distribution = Field(
+        default_factory=_after("exponential", "2 h"),
+        description="time of automatic repair (default exponential, mean 2 h: AIReSim's "
+        "illustrative auto_repair_time)",
+    )
+    escalation: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="probability that automatic repair cannot fix the node and manual repair "
+        "follows (AIReSim's illustrative prob_auto_to_manual)",
+    )
+    manual: Distribution = Field(
+        default_factory=_after("exponential", "2 d"),
+        description="time of manual repair, after the automatic one (default exponential, "
+        "mean 2 days: AIReSim's illustrative manual_repair_time)",
+    )
+    automatic_miss: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        description="probability that an automatic repair leaves a bad node bad (AIReSim's "
+        "illustrative auto_repair_fail_prob)",
+    )
+    manual_miss: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="probability that a manual repair leaves a bad node bad (AIReSim's "
+        "illustrative manual_repair_fail_prob)",
+    )
+
+
+class BadNodes(Section):
+    """A share of the nodes fail more often than the others (AIReSim's systematic failures;
+    the "lemon nodes" of Kokolis et al., HPCA 2025). Each node of the cluster (in the job,
+    a standby or a spare) is bad with probability ``share``, drawn once per replication from
+    its own stream, so every policy meets the same bad nodes. A bad node fails ``multiplier``
+    times as often as a good one, and a failure source's rate stays the fleet's mean rate r:
+    a good node fails at r / (1 − share + share × multiplier). Only sources with per-node
+    lifetimes (``exponential``, ``weibull``, ``preset``) depend on the node; given failures
+    (``scheduled``, ``trace``, ``failure_log``) and domain failures (``correlated``) do not."""
+
+    share: float = Field(
+        ge=0, le=1, description="probability that a node is bad (AIReSim's illustrative: 0.15)"
+    )
+    multiplier: float = Field(
+        ge=1,
+        description="a bad node's failure rate over a good node's (AIReSim's illustrative: 6, "
+        "systematic failures at 5 × the random rate on top of it)",
+    )
+
+
+class Retirement(Section):
+    """Retire a node at its ``failures``-th failure within ``window`` (AIReSim's threshold
+    removal): diagnosed, it leaves the cluster for good instead of going to repair, and its
+    place in the job is refilled like any failed node's (no node is bought to replace it)."""
+
+    failures: Count = Field(
+        ge=1, description="failures within the window that retire a node (the last included)"
+    )
+    window: Seconds = Field(description="how far back failures count, e.g. '7 d'")
+
+    @field_validator("window")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be positive")
+        return value
+
+
+class Operations(Section):
+    """The cluster around the job (off when absent): where a failed node's replacement comes
+    from and what happens to the failed node. A failure is diagnosed after ``detection``; the
+    failed node goes to repair (or retires) and its place in the job is taken by a warm
+    standby (after ``swap``), else a spare from the pool (after ``provisioning``), else by
+    the first node back from repair (after ``provisioning``), first come, first served.
+    Repaired nodes return to the spare pool. The job resumes ``cluster.reschedule`` after its
+    replacements are ready: the rescheduling time emerges from the operations. See
+    docs/model.md (cluster operations)."""
+
+    spares: Spares = Field(
+        description="spare nodes in the pool at the start (cold: they need provisioning), or "
+        "unlimited (a fresh spare is always free)"
+    )
+    provisioning: Distribution = Field(
+        default_factory=_after("constant", "20 min"),
+        description="time to bring a spare or repaired node into the job (default 20 min: "
+        "AIReSim's illustrative preemption_wait_time)",
+    )
+    warm_standbys: Count = Field(
+        0,
+        ge=0,
+        le=MAX_NODES,
+        description="nodes kept ready beside the job, used before any spare (not refilled)",
+    )
+    swap: Distribution = Field(
+        default_factory=_after("constant", "0 s"),
+        description="time to swap a warm standby in (default 0: cluster.reschedule, the "
+        "restart, covers it)",
+    )
+    detection: Distribution = Field(
+        default_factory=_after("constant", "0 s"),
+        description="time from a failure to its diagnosis, when the node goes to repair and "
+        "its replacement is asked for (default 0: a crash; a hang waits for the collective "
+        "timeout, 10 min by default in PyTorch)",
+    )
+    host_selection: Literal["any", "fewest_failures"] = Field(
+        "any",
+        description="which free node replaces a failed one: any (the one free longest) or "
+        "fewest_failures (fewest past failures, then free longest)",
+    )
+    repair: Repair = Field(default_factory=Repair, description="automatic and manual repair")
+    bad_nodes: BadNodes | None = Field(None, description="nodes that fail more often (none)")
+    retirement: Retirement | None = Field(None, description="retiring failing nodes (never)")
+
+
 class Cluster(Section):
     """Nodes, network and storage of the training job."""
 
@@ -303,10 +457,16 @@ class Cluster(Section):
     nic_bandwidth: BytesPerSecond = Field(description="per-node NIC bandwidth")
     network_latency: Seconds = Field(0.0, description="one-way latency added per transfer")
     storage: Storage
-    reschedule: Distribution = Field(description="delay until a failed node is replaced")
+    reschedule: Distribution = Field(
+        description="delay until a failed node is replaced; with operations, until the job "
+        "restarts once the replacements are ready"
+    )
     racks: Racks | None = Field(None, description="racks with oversubscribed uplinks (none: flat)")
     background: Background = Field(
         default_factory=Background, description="traffic of the job itself and other tenants"
+    )
+    operations: Operations | None = Field(
+        None, description="spares, standbys, repair, bad nodes, retirement (none: off)"
     )
 
     @property

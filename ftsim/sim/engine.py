@@ -39,6 +39,7 @@ from ftsim.sim.accounting import CATEGORIES, PART_CATEGORIES
 from ftsim.sim.cluster import ClusterNetwork, SharedRoutes, StateLayout
 from ftsim.sim.failures import Failure, failure_sequence
 from ftsim.sim.nodes import node_name
+from ftsim.sim.operations import operations_for
 from ftsim.sim.rng import LazyStream, Purpose, stream
 
 _SLOWDOWN_CATEGORIES = ("degraded", "other")
@@ -341,7 +342,14 @@ class Simulation:
             for i in range(len(sources))
         ]
         self._job = self.env.process(self._run_job())
-        self.env.process(self._inject_failures(failure_sequence(sources, streams, self.scenario)))
+        self.operations = operations_for(self.scenario, self.rep, streams)
+        """The cluster's operations (None without ``cluster.operations``): they set when each
+        failure's replacements are ready."""
+        if self.operations is None:
+            failures = failure_sequence(sources, streams, self.scenario)
+        else:
+            failures = self.operations.failures()
+        self.env.process(self._inject_failures(failures))
         deadline = self.env.timeout(self.work_s * self.scenario.run.max_wall_factor)
         self.env.run(until=self._job | deadline)
         self.completed = not self._job.is_alive
@@ -380,6 +388,8 @@ class Simulation:
         row["n_failures"] = len(self.failures_seen)
         row["n_checkpoints"] = self.policy.n_checkpoints
         row["n_failed_nodes"] = sum(len(f.nodes) for f in self.failures_seen)
+        if self.operations is not None:
+            row.update(self.operations.columns(len(self.failures_seen)))
         for part, charged in self.charged_parts.items():
             row.update({f"{part}/{c}_h": charged[c] / 3600.0 for c in PART_CATEGORIES})
         row.update(self.policy.result_columns())

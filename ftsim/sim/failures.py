@@ -143,27 +143,33 @@ class _LifetimeSource(_Source):
         """Mean lifetime of one node, seconds."""
         if self.node_mtbf is not None:
             return self.node_mtbf
-        return self.job_mtbf * len(self._nodes(scenario))
+        return self.job_mtbf * len(self.node_range(scenario))
 
-    def _nodes(self, scenario) -> range:
+    def node_range(self, scenario) -> range:
+        """Global indices of the nodes that fail."""
         return role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, self.role)
 
     def rate_per_s(self, scenario):
-        return len(self._nodes(scenario)) / self.mean_lifetime_s(scenario)
+        return len(self.node_range(scenario)) / self.mean_lifetime_s(scenario)
 
     def victims(self, scenario, role):
-        return _share_of_role(scenario, self._nodes(scenario), role)
+        return _share_of_role(scenario, self.node_range(scenario), role)
 
     def _standard_lifetimes(self, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
         raise NotImplementedError
 
+    def lifetime_block(self, rng: np.random.Generator, scenario: Scenario) -> np.ndarray:
+        """The next lifetimes of every node (a row of ``_BLOCK`` per node of
+        :meth:`node_range`), seconds, in the order :meth:`events` draws them."""
+        shape = (len(self.node_range(scenario)), _BLOCK)
+        return self._standard_lifetimes(rng, shape) * self.mean_lifetime_s(scenario)
+
     def events(self, rng, scenario):
-        nodes = np.asarray(self._nodes(scenario))
-        mean = self.mean_lifetime_s(scenario)
+        nodes = np.asarray(self.node_range(scenario))
         clock = np.zeros(len(nodes))
         carry_t, carry_node = np.empty(0), np.empty(0, dtype=int)
         while True:
-            lifetimes = self._standard_lifetimes(rng, (len(nodes), _BLOCK)) * mean
+            lifetimes = self.lifetime_block(rng, scenario)
             times = clock[:, None] + np.cumsum(lifetimes, axis=1)
             clock = times[:, -1].copy()
             # Every event up to the earliest node clock is final: later draws come after it.
@@ -789,6 +795,24 @@ class PresetFailures(_Source):
             for (label, source), child in zip(parts, streams, strict=True)
         ]
         yield from heapq.merge(*labelled, key=lambda f: f.time_s)
+
+
+def lifetime_parts(
+    source: _Source, rng: np.random.Generator
+) -> list[tuple[str, _LifetimeSource, np.random.Generator]] | None:
+    """The per-node lifetime processes of ``source``, each with its label and stream: the
+    source itself (``exponential``, ``weibull``), or one per cause of a ``preset`` on the
+    child streams its :meth:`~PresetFailures.events` draws from; None for given failures
+    (``scheduled``, ``trace``, ``failure_log``) and domain failures (``correlated``), which
+    do not depend on the node. Cluster operations redraw these processes node by node, each
+    replacement starting a fresh lifetime (:mod:`ftsim.sim.operations`)."""
+    if isinstance(source, _LifetimeSource):
+        return [(source.kind, source, rng)]
+    if isinstance(source, PresetFailures):
+        parts = source.sources()
+        streams = rng.spawn(len(parts))
+        return [(label, part, child) for (label, part), child in zip(parts, streams, strict=True)]
+    return None
 
 
 def _labelled(label: str, failures: Iterator[Failure]) -> Iterator[Failure]:

@@ -29,6 +29,10 @@ class Purpose(IntEnum):
     model draws nothing here."""
     TRAINER = 3
     """The embedded trainer's data and initialisation."""
+    OPERATIONS = 4
+    """Cluster operations (:mod:`ftsim.sim.operations`): sub-stream 0 the classes of the
+    job's nodes, 1 of the warm standbys, 2 of the spares (good or bad, drawn once per
+    replication), 3 the draws of each failure (detection, repair, swap or provisioning)."""
 
 
 def stream(seed: int, rep: int, purpose: Purpose, *index: int) -> np.random.Generator:
