@@ -230,7 +230,9 @@ class Cpr(Policy):
         self.shards_per_failure = victims_per_failure(scenario, "emb_ps")
         self.save_s = layout.full_save_s()
         """Seconds to write a full checkpoint alone."""
-        self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
+        self.writer = CheckpointWriter(
+            params, max(layout.shard_bytes, layout.dense_bytes), scenario.cluster
+        )
         self.stall_s = self.writer.stall_s(self.save_s)
         """Seconds training stalls per full checkpoint (δ of the interval rules)."""
         self.load_all_s = layout.full_load_s()

@@ -68,7 +68,9 @@ class FullCheckpoint(Policy):
         super().__init__(params, scenario, layout)
         self.save_s = layout.full_save_s()
         self.load_s = layout.full_load_s()
-        self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
+        self.writer = CheckpointWriter(
+            params, max(layout.shard_bytes, layout.dense_bytes), scenario.cluster
+        )
         self.stall_s = self.writer.stall_s(self.save_s)
         self.interval_s = resolve_interval_s(params.interval, self.stall_s, job_mtbf_s(scenario))
         self.committed_s = 0.0

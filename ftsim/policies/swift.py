@@ -299,7 +299,7 @@ class Swift(Policy):
         """The trainer-side logs keep every update, so a replay is exact (``ReplayShards``)."""
         self.save_s = self.save_time_s([layout.shard_bytes] * self.n_shards)
         """Seconds to write the shard checkpoints (without a dense snapshot)."""
-        self.writer = CheckpointWriter(params, layout.shard_bytes)
+        self.writer = CheckpointWriter(params, layout.shard_bytes, scenario.cluster)
         """Writes shard checkpoints and dense snapshots in ``save_mode``, one at a time."""
         self.undo_s = params.undo_iterations * params.undo_compute_frac * job.iteration_s
         self.committed_s = 0.0
