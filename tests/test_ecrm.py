@@ -21,12 +21,12 @@ from ftsim.policies.ecrm import (
     quick_memcpy_s,
     switch_pauses_s,
 )
-from ftsim.scenario.loader import ScenarioError
+from ftsim.scenario.loader import ScenarioError, load_scenario
 from ftsim.sim.accounting import CATEGORIES
 from ftsim.stripes import StripeLayout
 from ftsim.trainer import ShardedEmbeddings, ShardingConfig, SparseOptimizerConfig, Trainer
 from ftsim.trainer.parity import ParityCode
-from tests.conftest import scenario
+from tests.conftest import SCENARIOS, scenario
 from tests.test_cosim import SMALL_TRAINER
 from tests.trainer.conftest import small_config
 
@@ -549,3 +549,24 @@ def test_old_rebuild_fields_are_accepted_with_a_notice():
     assert "rebuild_share" not in params.model_dump()
     with pytest.warns(RenamedField, match="copy_bandwidth is deprecated: call it memcpy"):
         assert EcrmParams(kind="ecrm", copy_bandwidth="4 GB/s").memcpy_bandwidth == 4e9
+
+
+def test_ecrecs_evaluation_rebuild_is_paced_by_its_busiest_connection():
+    """scenarios/ecrec_eval.yaml, Criteo-8S, k = 2: ECRec's loop pulls the values of a
+    shard's 316 M slots (2 friend rows each); over its 5 servers emb_ps1 and emb_ps4 send
+    5/6 · 2/3 of a row per slot, through one 5 Gbit/s connection each (the replacement's
+    100 Gbit/s NIC does not bind); each switch copies a range's values and accumulator,
+    16.2 GB each: 15 blocks sharing 55 GB/s, the last 1.1 GiB block finishing alone."""
+    s = load_scenario(SCENARIOS / "ecrec_eval.yaml", ["trainer.enabled=false"])
+    sim = simulate(s, 2, 0)
+    slots = 60_851_510 * 26 / 5
+    busiest = slots * 512 * 5 / 6 * 2 / 3 / 10  # bytes per range
+    transfer = busiest / (5e9 / 8) + 50e-6
+    gap = 10 * 100e-6 + slots * 512 * 2 / 10 / 20e9
+    array = slots * 512 / 10
+    blocks = int(array // 2**30)
+    copies = 2**30 / (55e9 / blocks) + (array - blocks * 2**30) / 8e9
+    pauses = 11 * 0.1 + 20 * 2 * copies  # 2 arrays, back and aside, 10 ranges
+    [rebuild] = [p for p in sim.timeline if p.category == "rebuild"]
+    assert rebuild.start_s == 15 * 60  # rescheduling takes no time here
+    assert rebuild.end_s - rebuild.start_s == pytest.approx(10 * (transfer + gap) + pauses)
