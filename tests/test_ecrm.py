@@ -347,6 +347,19 @@ def test_rebuild_reads_match_stripe_by_stripe_count(layout, data):
     assert reads.sum() == pytest.approx(layout.k + layout.r)  # balanced: r/k parity rows
 
 
+@pytest.mark.parametrize("layout", [StripeLayout(18, 2, 1), StripeLayout(18, 2, 1, "grouped")])
+def test_the_trainer_code_rebuilds_with_the_bytes_the_time_model_counts(layout):
+    """Over whole layout periods (2 · 288 and 360 rows per table), the parity code's
+    rebuild reads of a shard are ``rebuild_reads`` summed, per data row of the shard."""
+    rows = 2 * 288 if layout.kind == "rotating" else 360
+    emb = ShardedEmbeddings(
+        [rows], 2, ShardingConfig(n_shards=18), SparseOptimizerConfig(), np.random.default_rng(0)
+    )
+    code = ParityCode(emb, 2, 1, layout=layout.kind)
+    per_row = code.rebuild_read_bytes(3) / emb.row_bytes / len(emb.shard_rows(3))
+    assert per_row == pytest.approx(layout.rebuild_reads(3).sum())
+
+
 def test_rebuild_reads_of_ecrecs_five_servers():
     """ECRec's evaluation: 5 PS, k = 2 (stripes wrap around the servers) and k = 4."""
     two = StripeLayout(5, 2, 1)
