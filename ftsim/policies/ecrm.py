@@ -451,8 +451,7 @@ class Ecrm(Policy):
         self.parity_slowdown = (
             (1 - params.parity_overlap) * per_shard * job.mean_row_bytes * params.r / nic
         ) / iteration_s
-        lost_rows = per_shard / cluster.trainers
-        """A worker's lookups of one lost shard's rows per iteration."""
+        lost_rows = per_shard / cluster.trainers  # a worker's lookups of one lost shard's rows
         self.read_slowdown = per_shard * job.mean_value_bytes / nic / iteration_s
         """Slowdown of a survivor that serves one extra row per lookup of a lost shard."""
         self.worker_read_slowdown = (
@@ -467,7 +466,7 @@ class Ecrm(Policy):
         """A survivor's training traffic (pull + push of its touched rows) per iteration time."""
         self.parity_Bps = per_shard * job.mean_row_bytes * params.r / iteration_s
         """Parity updates each PS sends (and, on average, receives) while training, B/s."""
-        self.busy_limit = 1 - cluster.background.ps_nic_share - self.parity_Bps / nic
+        self.busy_limit = max(1 - cluster.background.ps_nic_share - self.parity_Bps / nic, 0)
         """The largest share of a NIC the rebuilds can take (the rest is reserved)."""
         self.save_s = layout.full_save_s()
         self.writer = CheckpointWriter(
