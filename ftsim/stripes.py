@@ -28,7 +28,9 @@ distinct shards plus r parity rows on r further shards. Two layouts (``kind``):
 rows a set of failures leaves undecodable: exact over one period of the layout (every stripe
 pattern counted once), in O(failed² · k · r) time whatever N (a rotating period has about N²
 stripes; it is never materialised), memoised per failed set. :meth:`StripeLayout.reads`
-gives which survivors serve the decoding reads of a lone failed shard (O(N), memoised).
+gives which survivors serve the decoding reads of a lone failed shard, and
+:meth:`StripeLayout.rebuild_reads` which serve the rebuild of all its rows, data and parity
+(both O(N), memoised).
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ class StripeLayout:
     """Failed set → :class:`Loss` (memo of :meth:`loss`)."""
     _reads: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     """Shard → its lone failure's reads (memo of :meth:`reads`)."""
+    _rebuild_reads: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Shard → the reads rebuilding all its rows (memo of :meth:`rebuild_reads`)."""
 
     def __post_init__(self) -> None:
         n, k, r = self.n_shards, self.k, self.r
@@ -188,6 +192,18 @@ class StripeLayout:
             found = self._reads[shard] = _reads(self, shard)
         return found
 
+    def rebuild_reads(self, shard: int) -> np.ndarray:
+        """(N,) rows read from each shard per data row of ``shard`` to rebuild all the rows it
+        held, when it failed alone, averaged over one period: each data row reads as in
+        :meth:`reads` (k rows) and each of its parity rows (r/k per data row when the layout
+        is balanced) reads the k data rows of its stripe (sums to k + r; memoised)."""
+        found = self._rebuild_reads.get(shard)
+        if found is None:
+            found = _parity_reads(self, shard) + self.reads(shard)
+            found.flags.writeable = False
+            self._rebuild_reads[shard] = found
+        return found
+
     def _period(self) -> tuple[int, int, int]:
         """Rotating: (g, h, U) with g = gcd(N, k), h = gcd(N − k, r), U = (N − k)/h.
 
@@ -267,3 +283,29 @@ def _reads(layout: StripeLayout, shard: int) -> np.ndarray:
         out /= len(starts) * patterns
     out.flags.writeable = False
     return out
+
+
+def _parity_reads(layout: StripeLayout, shard: int) -> np.ndarray:
+    """Rows read from each shard, per data row of ``shard``, to rebuild the parity rows it
+    holds (each from the k data members of its stripe), over one period."""
+    n, k, r = layout.n_shards, layout.k, layout.r
+    out = np.zeros(n)
+    if layout.kind == "grouped":
+        size = layout.size
+        base, position = shard - shard % size, shard % size
+        for m in range(r):  # the stripe t of each block whose parity slot m is on the shard
+            t = position - k - m
+            for i in range(k):
+                out[base + (t + i) % size] += 1
+        return out / k  # k data rows of the shard per block
+    g, h, patterns = layout._period()
+    span = n - k
+    for s in range(0, n, g):  # stripe starts; the shard holds parity of some of their patterns
+        t = (shard - s - k) % n  # its offset among the parity positions of s
+        if t >= span:
+            continue  # it holds data of the stripes starting at s
+        for m in range(r):
+            if (t - m) % span % h == 0:  # pattern c = t − m puts parity slot m on the shard
+                out[(s + np.arange(k)) % n] += 1
+    data_rows = sum(1 for i in range(k) if (shard - i) % n % g == 0) * patterns
+    return out / data_rows

@@ -538,10 +538,10 @@ CASES = [
         "composed zero copy bandwidth",
         sets(
             "policies=[{kind: composed, parts: [{scope: {hottest: 0.1}, policy: {kind: ecrm,"
-            " k: 1, fallback: partial, copy_bandwidth: 0 B/s}}, {scope: rest, policy: {kind:"
+            " k: 1, fallback: partial, memcpy_bandwidth: 0 B/s}}, {scope: rest, policy: {kind:"
             " cpr, target_pls: 0.1, fallback: false, trainer_failure: replica}}]}]"
         ),
-        "policies.0.parts.0.policy.copy_bandwidth: must be positive",
+        "policies.0.parts.0.policy.memcpy_bandwidth: must be positive",
     ),
     (
         "composed tiny target pls",

@@ -113,15 +113,21 @@ def test_parity_for_the_hot_rows_keeps_their_updates():
     ecrm = "{kind: ecrm, fallback: partial, interval: 10 h, parity_overlap: 1}"
     parts = _two("hot", "{hottest: 0.05}", ecrm)
     s = _cpr_and(parts, "times: [5 h], nodes: [[emb_ps1]]")
-    plain, mix = (simulate(s, i, 0).row() for i in range(2))
+    plain, sim = simulate(s, 0, 0).row(), simulate(s, 1, 0)
+    mix = sim.row()
     cold = mix["cold/lookups_share"]
     assert 0 < cold < 0.5  # Zipf 1.05: the top 5% of rows carry most lookups
     assert mix["hot/pls_model"] == 0  # one server per stripe lost: every hot row decodes
     assert mix["pls_model"] == pytest.approx(cold * plain["pls_model"], rel=1e-12)
-    # The hot rows' rebuild (k = 2 reads of 5% of a shard at half a NIC) ends while the cold
-    # rows reload (95% of a shard at a whole NIC): training never runs degraded.
-    assert mix["hot/recovery_s"] > 0 and mix["cold/load_h"] > 0
-    assert mix["hot/degraded_h"] == 0 and mix["degraded_h"] == 0
+    # The hot rows' rebuild starts with the replacement, but its first range switch, which
+    # stops training, waits for the job, stalled by the cold rows' reload: the switches
+    # are the hot part's degraded time, with its degraded reads between them.
+    [reload] = [p for p in sim.timeline if p.category == "load"]
+    switches = [p for p in sim.timeline if p.activity == "range switch"]
+    assert len(switches) == 11 and switches[0].start_s == reload.end_s
+    paused_s = sum(p.end_s - p.start_s for p in switches)
+    assert paused_s < mix["hot/degraded_h"] * 3600 < 1.1 * paused_s
+    assert mix["cold/degraded_h"] == 0 and mix["hot/recovery_s"] > 0
 
 
 # -- on the trainer -----------------------------------------------------------------------

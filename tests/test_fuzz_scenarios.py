@@ -164,19 +164,23 @@ def test_the_undamaged_scenarios_load(name):
 
 
 # -- what the damage above found (each crashed with a traceback before its fix) ----------
-def test_two_ecrm_variants_with_different_rebuild_shares_share_a_scenario():
-    """Their rebuild caps are links of the scenario's network: named by share, not shared."""
+def test_two_ecrm_variants_with_different_flow_caps_share_a_scenario():
+    """Their per-connection caps are links of the scenario's network: named by cap, not
+    shared (the rebuild_share links they replaced crashed the same way)."""
     s = validate_scenario(
         {
             **read_yaml(SCENARIOS / "prod50h.yaml"),
-            "policies": [{"kind": "ecrm"}, {"kind": "ecrm", "name": "slow", "rebuild_share": 0.25}],
+            "policies": [
+                {"kind": "ecrm", "flow_bandwidth": "2 Gbit/s"},
+                {"kind": "ecrm", "name": "slow", "flow_bandwidth": "1 Gbit/s"},
+            ],
             "failures": [{"kind": "scheduled", "count": 3, "role": "emb_ps"}],
             "trainer": {"enabled": False},
         },
         SCENARIOS / "prod50h.yaml",
     )
     fast, slow = (simulate(s, i, 0) for i in range(2))
-    assert slow.policy.recovery_s[0] > fast.policy.recovery_s[0]  # half the rebuild rate
+    assert slow.policy.recovery_s[0] > fast.policy.recovery_s[0]  # half the connection rate
 
 
 @pytest.mark.parametrize(

@@ -17,13 +17,24 @@ def _prod50h(*extra):
     return load_scenario(SCENARIOS / "prod50h.yaml", ["trainer.enabled=false", *extra])
 
 
+def test_the_snapshot_copies_at_half_the_memory_bandwidth_unless_given():
+    """A snapshot reads and writes every byte: by default half the node's memory bandwidth;
+    an explicit ``snapshot_bandwidth`` wins."""
+    slow = _prod50h(*CHECKFREQ, "cluster.memory_bandwidth=20 GB/s")
+    sim = simulate(slow, 0, 0)
+    assert sim.policy.writer.snapshot_s == pytest.approx(sim.layout.shard_bytes / 10e9)
+    given = _prod50h(*CHECKFREQ, "policies.0.snapshot_bandwidth=4 GB/s")
+    assert simulate(given, 0, 0).policy.writer.snapshot_Bps == 4e9
+
+
 @pytest.mark.parametrize("index", [0, 1, 2, 3])
 def test_checkfreq_stalls_for_the_snapshot_and_persists_behind(index):
     sync = simulate(_prod50h(), index, 0)
     checkfreq = simulate(_prod50h(*CHECKFREQ), index, 0)
     snapshot_s = checkfreq.policy.writer.snapshot_s
-    # the largest node holds a 24.6 GB shard: 2.46 s at 10 GB/s, against 110.7 s to write
-    assert snapshot_s == pytest.approx(checkfreq.layout.shard_bytes / 10e9)
+    # the largest node holds a 24.6 GB shard: 0.447 s at the default copy rate, half of
+    # the default 110 GB/s memory bandwidth (read and written), against 110.7 s to write
+    assert snapshot_s == pytest.approx(checkfreq.layout.shard_bytes / 55e9)
     persists = [p for p in checkfreq.timeline if p.category == "persist"]
     assert len(persists) >= checkfreq.policy.n_checkpoints > 0
     full_saves = sum(p.detail == "snapshot" for p in checkfreq.timeline)

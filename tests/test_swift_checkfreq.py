@@ -24,6 +24,8 @@ SLOW = "cluster.storage.write_bandwidth_per_node=2 MB/s"
 """Each node writes to storage at 2 MB/s: a shard's persist takes 3.4 h, a dense one 80 s
 (room for a failure in the middle, and for trainer steps between snapshot and failure)."""
 NO_TRAINER = "trainer.enabled=false"
+COPY_BPS = 55e9
+"""The default snapshot rate: half prod50h's default memory bandwidth of 110 GB/s."""
 
 
 def _events(sim, kind):
@@ -50,14 +52,14 @@ def _mid(persist):
 # ------------------------------------------------------------------ time model
 @pytest.mark.parametrize("unique", [0.01, 1.0])
 def test_checkfreq_stalls_for_the_snapshot_while_the_persist_shares_storage_with_the_log(unique):
-    """No failures: per checkpoint training stalls for the 24.6 GB shard's copy at 10 GB/s
-    (2.46 s, against the write's ≈ 110 s or more), and the persist behind lasts what the
+    """No failures: per checkpoint training stalls for the 24.6 GB shard's copy at 55 GB/s
+    (0.45 s, against the write's ≈ 110 s or more), and the persist behind lasts what the
     shards' write takes with the storage bandwidth the update log leaves."""
     log_rows = f"policies.1.unique_lookup_fraction={unique}"
     sync = simulate(scenario("prod50h", SYNC, log_rows, "failures=[]", NO_TRAINER), 1, 0)
     sim = simulate(scenario("prod50h", CHECKFREQ, log_rows, "failures=[]", NO_TRAINER), 1, 0)
     policy, layout = sim.policy.plan, sim.layout
-    snapshot_s = layout.shard_bytes / 10e9
+    snapshot_s = layout.shard_bytes / COPY_BPS
     assert sim.policy.writer.snapshot_s == pytest.approx(snapshot_s)
     n = sim.row()["n_checkpoints"]
     assert n == sync.row()["n_checkpoints"] == 5
@@ -84,8 +86,8 @@ def test_a_snapshot_waits_for_the_previous_persist():
     for wait in waits:
         [persist] = [p for p in persists if p.start_s < wait.start_s < p.end_s]
         assert wait.end_s == persist.end_s
-    dense_copy_s = sim.layout.dense_bytes / 10e9
-    snapshots_s = 5 * sim.layout.shard_bytes / 10e9 + 6 * dense_copy_s
+    dense_copy_s = sim.layout.dense_bytes / COPY_BPS
+    snapshots_s = 5 * sim.layout.shard_bytes / COPY_BPS + 6 * dense_copy_s
     waited_s = sum(w.end_s - w.start_s for w in waits)
     assert sim.row()["save_h"] * H == pytest.approx(snapshots_s + waited_s, rel=1e-9)
     keys = [e.key for e in _events(sim, Snapshot)]

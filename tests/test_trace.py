@@ -207,12 +207,15 @@ def test_each_part_of_a_composed_policy_has_its_own_track(tmp_path):
 
 
 def test_ecrm_rebuild_caps_are_nic_tracks_next_to_their_node(tmp_path):
-    """A rebuild reads through a cap on the replacement's NIC: its track sits with the NICs,
-    right after that node's send and receive links."""
+    """A rebuild reads through a cap on each connection into the replacement: their tracks
+    sit with the NICs, right after that node's send and receive links."""
     run = tmp_path / "run"
     failures = "failures=[{kind: scheduled, count: 2, role: emb_ps}]"
+    capped = "policies.4.flow_bandwidth=5 Gbit/s"
     args = ["run", str(SCENARIOS / "prod50h.yaml"), "--no-trainer", "--reps", "1", "-q"]
-    assert main([*args, "--policy", "ecrm", "--set", failures, "-o", str(run)]) == 0
+    assert (
+        main([*args, "--policy", "ecrm", "--set", failures, "--set", capped, "-o", str(run)]) == 0
+    )
     events = check_trace_format(_trace(run))
     processes, threads = _processes(events), _threads(events)
     nic_tracks = [
@@ -220,11 +223,12 @@ def test_ecrm_rebuild_caps_are_nic_tracks_next_to_their_node(tmp_path):
         for e in events
         if e["name"] == "thread_name" and processes[e["pid"]] == "ecrm: NICs"
     ]
-    caps = [name for name in nic_tracks if name.startswith("rebuild.cap.")]
+    caps = [name for name in nic_tracks if name.startswith("ecrm.flow.")]
     assert caps
-    for cap in caps:
-        node = cap.split(".")[2]
-        assert nic_tracks.index(cap) == nic_tracks.index(f"{node}.recv") + 1
+    for node in {cap.split(">")[1] for cap in caps}:
+        mine = sorted(nic_tracks.index(c) for c in caps if c.endswith(f">{node}"))
+        after = nic_tracks.index(f"{node}.recv") + 1
+        assert mine == list(range(after, after + len(mine)))  # together, after its links
     assert not any(p.endswith(": racks") for p in processes.values())  # no racks here
 
 

@@ -52,9 +52,10 @@ JOB_KINDS = frozenset(CATEGORIES) | {"compute", "redo", "degraded"}
 COMPUTE_KINDS = ("compute", "redo", "degraded")
 _NIC = re.compile(r"^((?:trainer|emb_ps)\d+)\.(send|recv)$")
 _NODE = re.compile(r"^(trainer|emb_ps)(\d+)$")
-_REBUILD_CAP = re.compile(r"^(?:[^/]+/)?rebuild\.cap\.(emb_ps\d+)$")
-"""ECRM's cap on a rebuild: the share of the replacement's NIC it may use (a composed
-part's links are named after the part first)."""
+_REBUILD_CAP = re.compile(r"^(?:[^/]+/)?ecrm\.flow\.emb_ps\d+>(emb_ps\d+)$")
+"""ECRM's cap on one rebuild connection (``flow_bandwidth``), survivor > replacement: a
+track beside the replacement's NIC (a composed part's own links are named after the part
+first)."""
 
 
 class TraceError(Exception):
@@ -140,7 +141,7 @@ def _link_order(name: str, trainers: int) -> tuple:
     if nic:
         role, number = _NODE.match(nic[1]).groups()
         index = int(number) + (trainers if role == "emb_ps" else 0)
-        return (0, index, 2 if nic.re is _REBUILD_CAP else int(nic[2] != "send"))
+        return (0, index, 2 if nic.re is _REBUILD_CAP else int(nic[2] != "send"), name)
     if name.startswith("storage."):
         parts = name.split(".")
         return (1, len(parts), parts[1] != "write", name)

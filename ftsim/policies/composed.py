@@ -340,6 +340,9 @@ class PartNetwork:
     def from_node_side(self, node: int) -> tuple:
         return self._net.from_node_side(node)
 
+    def between(self, src: int, dst: int) -> tuple:
+        return self._net.between(src, dst)
+
     def replica_copy(self, trainer: int) -> list:
         return self._net.replica_copy(trainer)
 

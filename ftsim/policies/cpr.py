@@ -219,7 +219,7 @@ class Cpr(Policy):
 
     def __init__(self, plan: CprPlan):
         super().__init__(plan)
-        self.writer = CheckpointWriter(self.params, plan.snapshot_bytes)
+        self.writer = CheckpointWriter(self.params, plan.snapshot_bytes, plan.inputs.cluster)
         self.committed_s = 0.0
         self.next_full_s = plan.interval_s
         saving = plan.saving
@@ -358,7 +358,7 @@ class CprPlan(Plan):
         self.save_s = layout.full_save_s()
         """Seconds to write a full checkpoint alone."""
         self.snapshot_bytes = max(layout.shard_bytes, layout.dense_bytes)
-        self.stall_s = stall_s(params, self.snapshot_bytes, self.save_s)
+        self.stall_s = stall_s(params, self.snapshot_bytes, self.save_s, inputs.cluster)
         """Seconds training stalls per full checkpoint (δ of the interval rules)."""
         self.load_all_s = layout.full_load_s()
         self.load_lost_s = layout.read_s([layout.shard_bytes] * round(self.shards_per_failure))

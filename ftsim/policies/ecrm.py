@@ -7,30 +7,44 @@ k distinct servers, parity on r others, laid out ``rotating`` (over all servers)
 (:mod:`ftsim.trainer.parity` for the code). Dense parameters are recovered from a surviving
 trainer replica. ``docs/model.md`` gives the ECRec source lines behind each choice below.
 
-Time model (per-node quantities over the NIC bandwidth B; U = samples × lookups per sample ×
-``unique_lookup_fraction`` touched rows per iteration, U/E of them on each of the E servers;
-the fraction is a number or derived from row popularity, :mod:`ftsim.policies.touched`):
+Time model (B: NIC bandwidth; U = samples × lookups per sample × ``unique_lookup_fraction``
+touched rows per iteration, U/E of them on each of the E servers; the fraction is a number or
+derived from row popularity, :mod:`ftsim.policies.touched`):
 
 - **Parity traffic**, every iteration: a server sends each touched row's change (values +
   optimizer state, ``row_bytes``) to its r parity holders, U/E · row_bytes · r bytes, of
   which the share ``parity_overlap`` hides behind compute; the rest slows training, charged
-  to ``other``. **Memory**: parity is r/k of the embedding state (``parity_mem_frac``).
+  to ``other``. The stream also takes its rate out of every PS NIC for other transfers.
+  **Memory**: parity is r/k of the embedding state (``parity_mem_frac``).
 - **A failure the code decodes** (every stripe lost ≤ r members) does not stop training.
-  *Degraded reads*: a lookup of a lost row reads k surviving members of its stripe instead
-  (values only); survivor h serves ``reads(x)[h]`` rows per lookup of lost shard x
-  (:meth:`~ftsim.stripes.StripeLayout.reads`), so the busiest survivor adds
-  max_h Σ_x share_x · reads(x)[h] · U/E · value_bytes / B per iteration (share_x: the part
-  of lost shard x still served this way).
-  *Rebuild*: a replacement, ready after the rescheduling delay, reads k rows for every row it
-  restores at the share ``rebuild_share`` of its NIC (k · shard_bytes / (B · share)),
-  range by range (``rebuild_ranges``); survivor h then spends share · reads/k of its NIC on
-  the rebuild, slowing its training traffic (pull + push of its touched rows).
-  *Range switches*: before each range (and once to close the last) every survivor stops
-  applying updates, waits ``switch_drain`` for the updates in flight, and copies the old
-  range back and the new one aside in memory (2 · shard_bytes / ``rebuild_ranges`` at
-  ``copy_bandwidth``); training does not pause while a range is rebuilt (its updates go to
-  the copy). The pauses lengthen the rebuild and are spread over it as a slowdown (their
-  total is exact, their placement in time is not). All three are charged to ``degraded``.
+  Until the lost shard is rebuilt, three costs are charged to ``degraded``:
+
+  *Degraded reads* (ECRec's ``Client::SparsePull``): a worker looking up a lost row pulls k
+  surviving members of its stripe instead (values only) and decodes them itself. Survivor h
+  serves ``reads(x)[h]`` rows per lookup of lost shard x (:meth:`~ftsim.stripes.StripeLayout.
+  reads`); a worker receives k − 1 extra rows per lost lookup and sums k rows at
+  ``decode_bandwidth``. Per iteration that adds the slower end of the pull (the busiest
+  survivor's extra bytes, or one worker's, over B) plus the worker's decode.
+
+  *Rebuild* (ECRec's ``LoadVariableWithRedundancy``): once the replacement is ready it
+  restores the shard range by range (``rebuild_ranges``), each range in ``rebuild_batches``
+  batches with one request in flight: a batch pulls k rows per row it restores from the
+  survivors (one connection each, capped at ``flow_bandwidth`` if set) and waits for them,
+  then the replacement decodes it. A range is one transfer on the cluster's network (flows
+  survivor → replacement, sharing links with everything else: the batches of a range move
+  the same bytes over the same links one after the other) followed by its batches'
+  ``request_latency`` and decode time. ``rebuild_scope`` says what is restored: ``all`` (the
+  shard's rows with their optimizer state, and its parity rows: k + r row reads per data
+  row, :meth:`~ftsim.stripes.StripeLayout.rebuild_reads`) or ``values`` (what ECRec's
+  prototype pulls). While a range's flows move, each survivor's training traffic (pull + push
+  of its touched rows) gets what its NIC has left: it slows by busy/(1 − busy), busy the
+  survivor's planned rebuild rate over B (the rebuild is given priority: an upper bound).
+
+  *Range switches*: before each range and once to close the last, every survivor blocks
+  updates, waits ``switch_drain`` for those in flight, copies the previous range back and
+  the next one aside (each state array separately, by ECRec's ``QuickMemcpy`` rule:
+  :func:`quick_memcpy_s`). Training stops for the switch: a ``degraded`` phase of the job
+  (the rebuild waits for it); it goes on while a range is rebuilt.
 - **A failure the code cannot fully decode** (some stripe lost > r members, e.g. two servers
   at once with r = 1 under the rotating layout) falls back to the last of the rare checkpoints
   kept every ``interval``. ``partial``: per row — the undecodable rows (data rows of
@@ -42,33 +56,52 @@ the fraction is a number or derived from row popularity, :mod:`ftsim.policies.to
   so the decodable rows cannot be kept either.
 
 A shard still being rebuilt when another failure strikes counts as wholly lost again
-(progress of a rebuild is not tracked); each shard's rebuild belongs to the latest failure
-that took it, so an older rebuild ending never clears a newer loss.
+(progress of a rebuild is not tracked): its rebuild is stopped and a new one starts for the
+latest failure. The rebuild's plan (bytes per survivor, a range's transfer alone, pauses) is
+worked out by pure functions of the parameters, the job, the cluster and the layout
+(:func:`plan_rebuild`); a replication only runs it.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
+import simpy
+from pydantic import Field, model_validator
 
+from ftsim.notices import RenamedField
 from ftsim.policies.base import Plan, Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll
 from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
+from ftsim.sim.cluster import lone_transfer_s
 from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.stripes import LayoutError, StripeLayout
+
+QUICK_MEMCPY_BLOCK_B = 2**30
+"""ECRec's ``QuickMemcpy`` (``common/thread_pool.h:50-73``) copies below two blocks in one
+``memcpy`` call, else in blocks of this size (the last between one and two) on its pool."""
+
+REMOVED_FIELDS = {
+    "rebuild_share": "the rebuild's rate now follows from the cluster (docs/model.md, ECRM)"
+}
+"""Fields ``ecrm`` no longer has: accepted in old scenarios with a notice, and ignored."""
 
 
 class EcrmParams(SavingParams, TouchedRowsParams):
     """Parameters of ``ecrm``."""
 
     kind: Literal["ecrm"]
-    renamed_fields: ClassVar[dict[str, str]] = {"checkpoint_interval": "interval"}
+    renamed_fields: ClassVar[dict[str, str]] = {
+        "checkpoint_interval": "interval",
+        "copy_bandwidth": "memcpy_bandwidth",
+    }
     k: int = Field(2, ge=1, description="data rows per stripe")
     r: Literal[1, 2] = Field(1, description="parity rows per stripe (failures tolerated)")
     layout: Literal["rotating", "grouped"] = Field(
@@ -80,16 +113,36 @@ class EcrmParams(SavingParams, TouchedRowsParams):
     parity_overlap: float = Field(
         0.0, ge=0, le=1, description="share of the parity traffic hidden behind compute"
     )
-    rebuild_share: float = Field(
-        0.5, gt=0, lt=1, description="share of a NIC used by the rebuild (rest: training)"
+    rebuild_scope: Literal["all", "values"] = Field(
+        "all",
+        description="rows a rebuild restores: all (rows with optimizer state, and the "
+        "server's parity rows) or values (what ECRec's prototype pulls)",
     )
-    rebuild_ranges: int = Field(10, ge=1, description="ranges a shard is rebuilt in (ECRec: 10)")
+    rebuild_ranges: int = Field(
+        10, ge=1, le=1000, description="ranges a shard is rebuilt in (ECRec: 10)"
+    )
+    rebuild_batches: int = Field(
+        10, ge=1, description="batches per range, one request in flight (ECRec: 10)"
+    )
+    request_latency: Seconds = Field(
+        "100 us", description="round trip of one rebuild batch's request (assumption)"
+    )
+    flow_bandwidth: BytesPerSecond | None = Field(
+        None,
+        description="cap of one connection (AWS outside a cluster placement group: 5 Gbit/s); "
+        "none: uncapped",
+    )
+    decode_bandwidth: BytesPerSecond = Field(
+        "20 GB/s", description="bytes of stripe members a node sums per second (assumption)"
+    )
     freeze: bool = Field(True, description="pause updates at every range switch (as ECRec)")
     switch_drain: Seconds = Field(
         "100 ms", description="wait for in-flight updates at a range switch (ECRec's poll)"
     )
-    copy_bandwidth: BytesPerSecond = Field(
-        "10 GB/s", description="in-memory copy rate of a range at a switch (assumption)"
+    memcpy_bandwidth: BytesPerSecond = Field(
+        "8 GB/s",
+        description="rate of one memcpy call, one thread (ECRec copies a range's array below "
+        "2 GiB in one call); assumption",
     )
     interval: Seconds = Field(
         "24 h", gt=0, description="compute between the rare fall-back checkpoints"
@@ -98,6 +151,17 @@ class EcrmParams(SavingParams, TouchedRowsParams):
         "rollback",
         description="when some rows cannot be decoded: full rollback, or reload those rows",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data):
+        """Accept a field ECRM no longer has (:data:`REMOVED_FIELDS`), with a notice."""
+        if isinstance(data, dict) and data.keys() & REMOVED_FIELDS:
+            for name in sorted(data.keys() & REMOVED_FIELDS):
+                message = f"ecrm.{name} is deprecated and ignored: {REMOVED_FIELDS[name]}"
+                warnings.warn(message, RenamedField, stacklevel=2)
+            data = {key: value for key, value in data.items() if key not in REMOVED_FIELDS}
+        return data
 
     def part_problems(self, dense, by_rows):
         """ECRM manages a share of every shard's rows (its stripes span all the servers) when
@@ -226,23 +290,164 @@ class EcrmSide(TrainerSide):
         return {"decode_max_rel_err": self.decode_error}
 
 
+# -- planning: pure functions of the parameters, the job, the cluster and the layout ---------
+
+
+def quick_memcpy_s(n_bytes: float, thread_Bps: float, copy_Bps: float) -> float:
+    """Seconds of ECRec's ``QuickMemcpy`` of ``n_bytes``: below two blocks one ``memcpy``
+    call, one thread at ``thread_Bps`` (at most the node's copy rate ``copy_Bps``); else
+    n = ⌊bytes / block⌋ blocks, n − 1 of 1 GiB and a last of 1 to 2 GiB, copied together by
+    its thread pool, each at most ``thread_Bps``, all sharing ``copy_Bps`` (max-min): the
+    n − 1 end together, then the last copies its extra bytes alone. The pool is taken to
+    run every block at once (ECRec's has one thread per hardware thread, 96 on its PS;
+    97 blocks would be 97 GiB of one array in one range)."""
+    if n_bytes <= 0:
+        return 0.0
+    block = QUICK_MEMCPY_BLOCK_B
+    if n_bytes < 2 * block:
+        return n_bytes / min(thread_Bps, copy_Bps)
+    n = n_bytes // block
+    last = n_bytes - (n - 1) * block
+    return block / min(thread_Bps, copy_Bps / n) + (last - block) / min(thread_Bps, copy_Bps)
+
+
+def range_arrays_B(job, shard_bytes: float, ranges: int) -> tuple[float, ...]:
+    """Bytes of one range of every array a range switch copies, for a server holding
+    ``shard_bytes`` of the job's rows: the values, each optimizer slot, the row-wise slots
+    (ECRec copies its values and its accumulator with one ``QuickMemcpy`` each)."""
+    values = sum(g.count * g.rows * g.dim for g in job.tables) * job.bytes_per_value
+    arrays = [values] * (1 + job.optimizer_slots)
+    if job.rowwise_optimizer_slots:
+        arrays.append(job.embedding_rows * job.rowwise_optimizer_slots * job.bytes_per_value)
+    scale = shard_bytes / job.embedding_bytes / ranges
+    return tuple(array * scale for array in arrays)
+
+
+def switch_pauses_s(params: EcrmParams, arrays_B: Iterable[float], copy_Bps: float):
+    """Training pause of each range switch, in order (none without ``freeze``): one before
+    each of the ``rebuild_ranges`` ranges and one closing the last. Each waits
+    ``switch_drain`` for the updates in flight and copies every array of the previous range
+    back and of the next one aside; the first has no previous range, the last no next."""
+    if not params.freeze:
+        return ()
+    copies_s = sum(quick_memcpy_s(b, params.memcpy_bandwidth, copy_Bps) for b in arrays_B)
+    last = params.rebuild_ranges
+    return tuple(
+        params.switch_drain + copies_s * (1 if j in (0, last) else 2) for j in range(last + 1)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildPlan:
+    """One shard's rebuild as it runs alone (:func:`plan_rebuild`)."""
+
+    ranges: int
+    range_B: np.ndarray
+    """(N,) bytes each server sends the replacement per range (0: none, e.g. the shard)."""
+    transfer_s: float
+    """One range's flows alone on the network, its latency included, s."""
+    gap_s: float
+    """Per range, after its flows: its batches' request latencies and decoding, s."""
+    pauses_s: tuple[float, ...]
+    """Training pause of each range switch (``ranges`` + 1, or none), s."""
+    busy: np.ndarray
+    """(N,) share of each server's NIC the range's flows take while they move."""
+
+    @property
+    def duration_s(self) -> float:
+        """Wall seconds of the rebuild: its ranges and its switches."""
+        return self.ranges * (self.transfer_s + self.gap_s) + sum(self.pauses_s)
+
+
+def rebuild_sent_B(params: EcrmParams, job, shard_bytes: float, reads: np.ndarray):
+    """(N,) bytes each server sends to rebuild a shard of ``shard_bytes`` whose rebuild reads
+    ``reads`` rows from each per data row (:meth:`~ftsim.stripes.StripeLayout.rebuild_reads`,
+    k + r in all). ``all``: rows with their optimizer state, parity rows included.
+    ``values``: what ECRec's prototype pulls, the values of as many server slots as the
+    shard has data rows (k reads each, data and parity slots in the layout's proportion)."""
+    if params.rebuild_scope == "all":
+        return shard_bytes * reads
+    rows = shard_bytes / job.mean_row_bytes
+    return rows * job.mean_value_bytes * reads * (params.k / (params.k + params.r))
+
+
+def plan_rebuild(
+    params: EcrmParams, job, cluster, shard_bytes: float, reads: np.ndarray, stream_Bps: float
+) -> RebuildPlan:
+    """How the rebuild of one shard (``reads``: its :meth:`~ftsim.stripes.StripeLayout.
+    rebuild_reads`) runs when nothing else moves: each range is one flow per survivor into
+    the replacement, each capped at ``flow_bandwidth`` and at the NIC less ``stream_Bps``
+    (the parity stream) and the background share, all sharing the replacement's NIC; then
+    ``rebuild_batches`` request latencies and the decoding of what arrived."""
+    nic = cluster.nic_bandwidth
+    free = nic * (1 - cluster.background.ps_nic_share) - stream_Bps
+    ranges = params.rebuild_ranges
+    range_B = rebuild_sent_B(params, job, shard_bytes, reads) / ranges
+    sizes = range_B[range_B > 0].tolist()
+    cap = min(free, params.flow_bandwidth or math.inf)
+    if free > 0:
+        transfer_s = lone_transfer_s(sizes, [cap] * len(sizes), free, cluster.network_latency)
+    else:
+        transfer_s = math.inf
+    busy = range_B / (transfer_s * nic) if transfer_s > 0 else np.zeros_like(range_B)
+    gap_s = params.rebuild_batches * params.request_latency + sum(sizes) / params.decode_bandwidth
+    arrays = range_arrays_B(job, shard_bytes, ranges)
+    pauses = switch_pauses_s(params, arrays, cluster.memory_copy_Bps)
+    return RebuildPlan(ranges, range_B, transfer_s, gap_s, pauses, busy)
+
+
+def rebuild_throughput_frac(
+    plan: RebuildPlan, reads: float, interference: float, baseline: float
+) -> float:
+    """Training throughput while ``plan`` runs alone, over the throughput at the slowdown
+    ``baseline``: training runs at slowdown ``reads`` (degraded reads and the parity
+    stream), plus ``interference`` while a range's flows move, and stops at every switch."""
+    compute_s = plan.ranges * (
+        plan.transfer_s / (1 + reads + interference) + plan.gap_s / (1 + reads)
+    )
+    return compute_s * (1 + baseline) / plan.duration_s
+
+
+def interference_slowdown(traffic_frac: float, busy: float) -> float:
+    """Slowdown of a survivor's training traffic (``traffic_frac``: its seconds per second
+    of compute) when the rebuild takes the share ``busy`` of its NIC first."""
+    return traffic_frac * busy / (1 - busy)
+
+
+@dataclass(slots=True)
+class _Switch:
+    """Range switches a rebuild waits for: served by :meth:`Ecrm.act` as a job phase."""
+
+    generation: int
+    shards: tuple[int, ...]
+    left_s: float
+    done: simpy.Event
+
+
 class Ecrm(Policy):
     """Erasure-coded embeddings with degraded reads, background rebuild and a per-row
     checkpoint fall-back: one replication."""
 
     def __init__(self, plan: EcrmPlan):
         super().__init__(plan)
-        self.writer = CheckpointWriter(self.params, plan.snapshot_bytes)
+        self.writer = CheckpointWriter(self.params, plan.snapshot_bytes, plan.inputs.cluster)
         self.committed_s = 0.0
         self.next_s = plan.interval_s
         self.degraded: dict[int, float] = {}
         """Lost shards not yet rebuilt → share of their rows served by degraded reads."""
-        self.rebuilding: set[int] = set()
         self._owner: dict[int, int] = {}
         """Degraded shard → generation of the rebuild in charge of it (the latest failure)."""
         self._generation = 0
-        self._pause_frac: dict[int, float] = {}
-        """Rebuilding shard → its range-switch pauses over its rebuild time."""
+        self._processes: dict[int, simpy.Process] = {}
+        """Generation → its rebuild, while it owns some shard."""
+        self._transfers: dict[int, object] = {}
+        """Generation → the range its rebuild moves now."""
+        self._sending: dict[int, np.ndarray] = {}
+        """Generation whose range is moving → each server's NIC share it takes."""
+        self._switches: list[_Switch] = []
+        """Range switches waiting for the job, in order of request."""
+        self._flows: dict[tuple, tuple] = {}
+        """((shard, share of its rows), ...) → one range's flows (the same for every range)."""
         self._slowdown = {"other": plan.parity_slowdown} if plan.parity_slowdown else {}
         self._rollback_pending = False
         self._reloaded = None
@@ -250,13 +455,14 @@ class Ecrm(Policy):
         self._reload: list[tuple[int, float]] = []
         """(failed shard, bytes) to reload from the fall-back checkpoint (``partial``)."""
         self.recovery_s: list[float] = []
+        """Per rebuilt shard: seconds from its failure to the end of its rebuild."""
         self.n_fallbacks = 0
         self.undecodable: list[float] = []
         """Per fall-back: share of the lost shards' rows that could not be decoded."""
         self.lost_update_s = 0.0
 
     def next_action_at(self) -> float:
-        return self.next_s
+        return 0.0 if self._switches else self.next_s
 
     def start(self, sim) -> None:
         """Parity updates stream between the PS for the whole run: every transfer (saves,
@@ -265,9 +471,26 @@ class Ecrm(Policy):
             sim.net.stream_on_ps_nics(self.plan.parity_Bps)
 
     def act(self, sim):
+        if self._switches:
+            yield from self._serve_switches(sim)
+            return
         progress = sim.progress_s
         yield from self.writer.save(sim, sim.net.full_save(), progress, self._committed)
         self.next_s = progress + self.plan.interval_s
+
+    def _serve_switches(self, sim):
+        """Stop training for the range switches the rebuilds wait for, one after the other
+        (a failure during one leaves the rest of it for later)."""
+        while self._switches:
+            switch = self._switches[0]
+            start = sim.now
+            try:
+                detail = "range switch " + " ".join(f"emb_ps{x}" for x in switch.shards)
+                yield from sim.phase("degraded", switch.left_s, detail, activity="range switch")
+            finally:
+                switch.left_s -= sim.now - start
+            self._switches.remove(switch)
+            switch.done.succeed()
 
     def _committed(self, progress_s: float) -> None:
         self.committed_s = progress_s
@@ -282,25 +505,23 @@ class Ecrm(Policy):
         return out
 
     def _update(self, sim) -> None:
-        """Recompute the slowdown after ``degraded`` or ``rebuilding`` changed."""
-        plan = self.plan
-        out = {"other": plan.parity_slowdown} if plan.parity_slowdown else {}
+        """Recompute the slowdown after ``degraded`` or ``_sending`` changed."""
+        out = {"other": self.plan.parity_slowdown} if self.plan.parity_slowdown else {}
         if self.degraded:
-            out["degraded"] = plan.traffic_slowdown(self.degraded, self.rebuilding) + sum(
-                self._pause_frac[x] for x in self.rebuilding
-            )
-        self._slowdown = out
-        sim.replan()
+            reads = self.plan.reads_slowdown(self.degraded.items())
+            out["degraded"] = reads + self.plan.interference(self._sending.values())
+        if out != self._slowdown:
+            self._slowdown = out
+            sim.replan()
 
     def on_failure(self, sim, failure) -> None:
-        plan = self.plan
-        trainers = plan.trainers
+        trainers = self.plan.trainers
         shards = set(failed_shards(trainers, failure.nodes))
         self.writer.on_failure(failure.nodes, trainers)
         if not shards:
             return
         lost = self.degraded.keys() | shards
-        loss = plan.stripes.loss(lost)
+        loss = self.plan.stripes.loss(lost)
         if loss.decodable:
             sim.model_event(DecodeShards, shards=tuple(sorted(shards)))
             self._take_over(sim, failure, dict.fromkeys(shards, 1.0), None)
@@ -308,12 +529,12 @@ class Ecrm(Policy):
         self.n_fallbacks += 1
         self.undecodable.append(sum(loss.undecodable.values()) / len(lost))
         if self.params.fallback == "rollback":
-            self._owner.clear()  # rebuilds in progress find they own nothing and stop
+            self._owner.clear()
+            self._retire(sim)
             self.degraded.clear()
-            self.rebuilding.clear()
             sim.model_event(RestoreAll, key=self.committed_s)
             sim.rollback_to(self.committed_s)
-            self.next_s = self.committed_s + plan.interval_s
+            self.next_s = self.committed_s + self.plan.interval_s
             self._rollback_pending = True
             self._update(sim)
             return
@@ -333,69 +554,114 @@ class Ecrm(Policy):
         self._generation += 1
         generation = self._generation
         for shard, share in shares.items():
-            self.rebuilding.discard(shard)
             if share > 0:
                 self.degraded[shard] = share
                 self._owner[shard] = generation
             else:
                 self.degraded.pop(shard, None)
                 self._owner.pop(shard, None)
+        self._retire(sim)
         mine = {shard: share for shard, share in shares.items() if share > 0}
         if mine:
-            sim.background(self._rebuild(sim, failure, generation, mine, after))
+            rebuild = self._rebuild(sim, failure, generation, mine, after)
+            self._processes[generation] = sim.background(rebuild)
         self._update(sim)
 
-    def _owned(self, generation: int, shards) -> set[int]:
-        """The ``shards`` whose rebuild is still the one of ``generation``."""
-        return {s for s in shards if self._owner.get(s) == generation}
+    def _owned(self, generation: int, shards) -> list[int]:
+        """The ``shards`` whose rebuild is still the one of ``generation``, in order."""
+        return sorted(s for s in shards if self._owner.get(s) == generation)
+
+    def _retire(self, sim) -> None:
+        """Stop the rebuilds that own nothing any more: a range on its way is cancelled (its
+        replacement failed), a range switch they wait for is no longer served, and each
+        ends at once."""
+        live = set(self._owner.values())
+        for generation in [g for g in self._processes if g not in live]:
+            process = self._processes.pop(generation)
+            self._sending.pop(generation, None)
+            for switch in [s for s in self._switches if s.generation == generation]:
+                self._switches.remove(switch)
+                switch.done.succeed()
+            transfer = self._transfers.pop(generation, None)
+            if transfer is not None:  # the process waits for it, and it will never end
+                sim.net.cancel(transfer)
+                process.interrupt("taken over")
 
     def _rebuild(self, sim, failure, generation: int, shares: dict[int, float], after):
         """Background: wait for the replacements (and the reload of undecodable rows), then
-        rebuild the decodable rows range by range; ends the degraded state only of the
-        shards it still owns (a later failure may have taken some, or all, over)."""
+        rebuild the shares ``shares`` of the shards' rows range by range, ECRec's loop: a
+        range switch, the range's flows, its batches' latencies and decoding; then the
+        closing switch. The shards of one failure go in step (one switch of all their
+        pauses, one transfer of all their flows); a shard a later failure takes over drops
+        out, and the rebuild stops when it owns nothing."""
         ready = failure.time_s + failure.reschedule_s
         if ready > sim.now:
             yield sim.timeout(ready - sim.now)
         if after is not None and not after.processed:
             yield after
         mine = self._owned(generation, shares)
-        if not mine:
-            return
-        planned = max(shares[s] for s in mine) * self.plan.transfer_s + self.plan.pause_s
-        self._pause_frac.update(dict.fromkeys(mine, self.plan.pause_s / planned))
-        self.rebuilding |= mine
-        self._update(sim)
         start = sim.now
-        yield sim.net.start(self._rebuild_flows(sim, mine, shares), "rebuild", "rebuild")
-        if self.plan.pause_s:
-            yield sim.timeout(self.plan.pause_s)
-        mine = self._owned(generation, shares)
+        for j in range(self.params.rebuild_ranges):
+            if mine and self.params.freeze:
+                yield from self._switch(sim, generation, mine, j)
+                mine = self._owned(generation, shares)
+            if not mine:
+                return
+            self._sending[generation] = sum(self.plan.rebuild(x).busy for x in mine)
+            self._update(sim)
+            flows = self._range_flows(sim, mine, shares)
+            self._transfers[generation] = sim.net.start(flows, "rebuild", "rebuild")
+            try:
+                yield self._transfers[generation]
+            except simpy.Interrupt:
+                return  # taken over: _retire cancelled the range
+            del self._transfers[generation], self._sending[generation]
+            self._update(sim)
+            yield sim.timeout(max(shares[x] * self.plan.rebuild(x).gap_s for x in mine))
+            mine = self._owned(generation, shares)
+        if mine and self.params.freeze:
+            yield from self._switch(sim, generation, mine, self.params.rebuild_ranges)
+            mine = self._owned(generation, shares)
         if not mine:
             return
-        detail = " ".join(f"emb_ps{s}" for s in sorted(mine))
-        nodes = tuple(sim.net.ps_node(s) for s in sorted(mine))
+        detail = " ".join(f"emb_ps{s}" for s in mine)
+        nodes = tuple(sim.net.ps_node(s) for s in mine)
         sim.record(start, sim.now, "rebuild", detail, nodes=nodes)
-        self.recovery_s.append(sim.now - failure.time_s)
         for shard in mine:
+            self.recovery_s.append(sim.now - failure.time_s)
             del self.degraded[shard], self._owner[shard]
-            self.rebuilding.discard(shard)
+        del self._processes[generation]
         self._update(sim)
 
-    def _rebuild_flows(self, sim, shards, shares: dict[int, float]) -> list:
-        """Each replacement reads k rows for every row it rebuilds, through a cap of
-        ``rebuild_share`` of its NIC (the rest stays with training): one flow per rebuilt
-        shard into the replacement's NIC, its bottleneck. The reads come from the survivors
-        holding its stripes, spread thin (``StripeLayout.reads``: each serves a k/(N − 1)
-        share on average), so their send side is not a flow of its own: a replication then
-        costs O(1) per rebuild, not O(servers)."""
-        share = self.params.rebuild_share
-        net, cap = sim.net, self.plan.inputs.cluster.nic_bandwidth * share
-        flows = []
-        for x in sorted(shards):
-            limit = net.link(f"rebuild.cap.emb_ps{x}", cap)
-            size = self.params.k * shares[x] * self.layout.shard_bytes
-            flows.append((size, (limit, *net.from_node_side(net.ps_node(x)))))
-        return flows
+    def _switch(self, sim, generation: int, shards: list[int], j: int):
+        """Ask the job to stop training for switch ``j`` of the ``shards``' rebuilds (one
+        after the other: each replacement's switch stops every survivor); wait until done."""
+        pause_s = sum(self.plan.rebuild(x).pauses_s[j] for x in shards)
+        switch = _Switch(generation, tuple(shards), pause_s, sim.event())
+        self._switches.append(switch)
+        sim.replan()
+        yield switch.done
+
+    def _range_flows(self, sim, shards: list[int], shares: dict[int, float]) -> tuple:
+        """One range's flows for each of ``shards``: from each survivor its part of the
+        range to the replacement, over a link capping the connection at ``flow_bandwidth``
+        (if set), the survivor's NIC and the replacement's. One tuple per set of shards,
+        reused by every range (the network then plans a lone transfer once)."""
+        key = tuple((x, shares[x]) for x in shards)
+        found = self._flows.get(key)
+        if found is None:
+            net, cap = sim.net, self.params.flow_bandwidth
+            flows = []
+            for x, share in key:
+                sent, node = self.plan.rebuild(x).range_B, net.ps_node(x)
+                for h in np.flatnonzero(sent).tolist():
+                    route = net.between(net.ps_node(h), node)
+                    if cap is not None:  # named by its ends
+                        name = f"ecrm.flow.emb_ps{h}>emb_ps{x}"
+                        route = (net.link(name, cap), *route)
+                    flows.append((share * float(sent[h]), route))
+            found = self._flows[key] = tuple(flows)
+        return found
 
     def recover(self, sim, failures):
         trainers = self.plan.trainers
@@ -419,27 +685,30 @@ class Ecrm(Policy):
 
     def result_columns(self):
         plan, recovery = self.plan, self.recovery_s
-        alone = plan.traffic_slowdown({0: 1.0}, {0}) + plan.pause_s / (
-            plan.transfer_s + plan.pause_s
+        alone = plan.rebuild(0)
+        reads = plan.parity_slowdown + plan.reads_slowdown([(0, 1.0)])
+        throughput = rebuild_throughput_frac(
+            alone, reads, plan.interference([alone.busy]), plan.parity_slowdown
         )
         return {
             "interval_h": plan.interval_s / 3600.0,
             "parity_mem_frac": self.params.r / self.params.k,
             "recovery_s": sum(recovery) / len(recovery) if recovery else math.nan,
-            "degraded_throughput_frac": 1 / (1 + alone),
-            "parity_slowdown_frac": plan.parity_slowdown,
+            "degraded_throughput_frac": throughput,
+            "parity_slowdown_frac": self.plan.parity_slowdown,
             "n_fallbacks": self.n_fallbacks,
             "undecodable_frac": (
                 sum(self.undecodable) / len(self.undecodable) if self.undecodable else math.nan
             ),
-            "pls_model": self.lost_update_s / (plan.inputs.job.work_s * plan.n_shards),
+            "pls_model": self.lost_update_s / (self.plan.inputs.job.work_s * self.plan.n_shards),
         }
 
 
 @register(EcrmParams)
 class EcrmPlan(Plan):
     """What every replication of ``ecrm`` shares: the stripe layout, the parity traffic and
-    its slowdown, the degraded-read and rebuild costs, and the save time."""
+    its slowdown, the degraded reads' costs, each shard's rebuild alone (:func:`plan_rebuild`,
+    worked out on first need) and the save time."""
 
     Runtime = Ecrm
     TrainerSide = EcrmSide
@@ -453,42 +722,70 @@ class EcrmPlan(Plan):
         """The stripe layout (it memoises its losses and reads for every replication)."""
         nic = cluster.nic_bandwidth
         per_shard = params.touched_rows(inputs) / self.n_shards
+        iteration_s = job.iteration_s
         self.parity_slowdown = (
-            (1 - params.parity_overlap)
-            * per_shard
-            * job.mean_row_bytes
-            * params.r
-            / nic
-            / job.iteration_s
-        )
-        self.read_slowdown = per_shard * job.mean_value_bytes / nic / job.iteration_s
+            (1 - params.parity_overlap) * per_shard * job.mean_row_bytes * params.r / nic
+        ) / iteration_s
+        lost_rows = per_shard / cluster.trainers  # a worker's lookups of one lost shard's rows
+        self.read_slowdown = per_shard * job.mean_value_bytes / nic / iteration_s
         """Slowdown of a survivor that serves one extra row per lookup of a lost shard."""
-        self.traffic_frac = 2 * per_shard * job.mean_value_bytes / nic / job.iteration_s
-        """A survivor's training traffic (pull + push of its touched rows) per iteration time."""
-        self.transfer_s = params.k * layout.shard_bytes / (nic * params.rebuild_share)
-        """Reads of a whole shard's rebuild: k rows per row at the rebuild's share of a NIC."""
-        switch_s = params.switch_drain + 2 * layout.shard_bytes / params.rebuild_ranges / (
-            params.copy_bandwidth
+        self.worker_read_slowdown = (
+            (params.k - 1) * lost_rows * job.mean_value_bytes / nic / iteration_s
         )
-        self.pause_s = (params.rebuild_ranges + 1) * switch_s if params.freeze else 0.0
-        """Updates paused per rebuild: one range switch per range plus one closing the last."""
+        """A worker's extra rows (k instead of 1 per lookup) of one lost shard, over its NIC."""
+        self.decode_slowdown = (
+            params.k * lost_rows * job.mean_value_bytes / params.decode_bandwidth / iteration_s
+        )
+        """A worker's decoding of one lost shard's rows (k rows summed per lookup)."""
+        self.traffic_frac = 2 * per_shard * job.mean_value_bytes / nic / iteration_s
+        """A survivor's training traffic (pull + push of its touched rows) per iteration time."""
+        self.parity_Bps = per_shard * job.mean_row_bytes * params.r / iteration_s
+        """Parity updates each PS sends (and, on average, receives) while training, B/s."""
+        self.busy_limit = max(1 - cluster.background.ps_nic_share - self.parity_Bps / nic, 0)
+        """The largest share of a NIC the rebuilds can take (the rest is reserved)."""
         self.save_s = layout.full_save_s()
         self.snapshot_bytes = max(layout.shard_bytes, layout.dense_bytes)
-        self.parity_Bps = per_shard * job.mean_row_bytes * params.r / job.iteration_s
-        """Parity updates each PS sends (and, on average, receives) while training, B/s."""
         self.interval_s = params.interval
+        self._rebuilds: dict[int, RebuildPlan] = {}
+        """Shard → its rebuild alone (:meth:`rebuild`)."""
 
-    def traffic_slowdown(self, degraded: dict[int, float], rebuilding: set[int]) -> float:
-        """Extra seconds per compute second from degraded reads and rebuild reads while
-        ``degraded`` (shard → share of its rows) are lost and ``rebuilding`` ⊆ degraded are
-        rebuilt: the busiest survivor sets the pace (synchronous training). Each lost shard's
-        decoding reads are those of a lone failure (:meth:`StripeLayout.reads`; exact when no
-        decodable stripe lost two members, always the case for r = 1 without fall-back). A
-        survivor gives the rebuilds at most ``rebuild_share`` of its NIC."""
-        served = self._busiest(degraded.items())
-        rebuild = self._busiest((x, 1.0) for x in rebuilding)
-        busy = min(rebuild / self.params.k, 1.0) * self.params.rebuild_share
-        return served * self.read_slowdown + self.traffic_frac * busy / (1 - busy)
+    def rebuild(self, shard: int) -> RebuildPlan:
+        """The rebuild of ``shard`` alone (planned on first need, for every replication)."""
+        found = self._rebuilds.get(shard)
+        if found is None:
+            reads = self.stripes.rebuild_reads(shard)
+            inputs = self.inputs
+            found = plan_rebuild(
+                self.params,
+                inputs.job,
+                inputs.cluster,
+                self.layout.shard_bytes,
+                reads,
+                self.parity_Bps,
+            )
+            self._rebuilds[shard] = found
+        return found
+
+    def reads_slowdown(self, degraded: Iterable[tuple[int, float]]) -> float:
+        """Extra seconds per compute second of degraded reads while ``degraded`` (shard →
+        share of its rows) are lost: the pull ends when its slower end has moved its extra
+        rows (the busiest survivor, or a worker), then the worker decodes. Each lost shard's
+        reads are those of a lone failure (:meth:`StripeLayout.reads`; exact when no
+        decodable stripe lost two members, always the case for r = 1 without fall-back)."""
+        pairs = list(degraded)
+        lost = sum(share for _, share in pairs)
+        served = self._busiest(pairs) * self.read_slowdown
+        return max(served, lost * self.worker_read_slowdown) + lost * self.decode_slowdown
+
+    def interference(self, sending: Iterable[np.ndarray]) -> float:
+        """Extra seconds per compute second of the survivors' training traffic while the
+        rebuilds' ranges ``sending`` (each server's NIC share each takes) move: the busiest
+        survivor's, the rebuilds taking at most what its NIC has left."""
+        shares = list(sending)
+        if not shares:
+            return 0.0
+        busy = min(float(np.sum(shares, axis=0).max()), self.busy_limit)
+        return interference_slowdown(self.traffic_frac, busy)
 
     def _busiest(self, shares) -> float:
         """Rows the busiest survivor reads per lookup of a lost row: the largest entry of

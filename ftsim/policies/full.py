@@ -62,7 +62,7 @@ class FullCheckpoint(Policy):
 
     def __init__(self, plan: FullPlan):
         super().__init__(plan)
-        self.writer = CheckpointWriter(self.params, plan.snapshot_bytes)
+        self.writer = CheckpointWriter(self.params, plan.snapshot_bytes, plan.inputs.cluster)
         self.committed_s = 0.0
         """Progress captured by the last checkpoint that is safely in storage."""
         self.next_s = plan.interval_s
@@ -118,6 +118,6 @@ class FullPlan(Plan):
         """Seconds for every node to read the checkpoint back alone."""
         self.snapshot_bytes = max(layout.shard_bytes, layout.dense_bytes)
         """The largest node's bytes (what a CheckFreq snapshot copies)."""
-        self.stall_s = stall_s(params, self.snapshot_bytes, self.save_s)
+        self.stall_s = stall_s(params, self.snapshot_bytes, self.save_s, inputs.cluster)
         """Seconds training stalls per checkpoint (δ of the interval rules)."""
         self.interval_s = resolve_interval_s(params.interval, self.stall_s, inputs.mtbf_s)

@@ -1,7 +1,9 @@
 """How a policy writes its full checkpoints: synchronously, or CheckFreq's snapshot and persist.
 
 CheckFreq (Mohan et al., FAST 2021) splits a checkpoint in two: training stalls only for an
-in-memory **snapshot** (the largest node's bytes / ``snapshot_bandwidth``), and the
+in-memory **snapshot** (the largest node's bytes / ``snapshot_bandwidth``; by default the
+node's copy rate, half its ``cluster.memory_bandwidth``: a copy on all cores reads and
+writes every byte), and the
 **persist** to storage runs in the background as flows on the cluster's network, sharing
 links with everything else. The checkpoint counts only once persisted: a failure during the
 persist loses it when the policy calls :meth:`CheckpointWriter.abort` (a failure of a node
@@ -34,9 +36,10 @@ class SavingParams(PolicyParams):
     save_mode: Literal["sync", "checkfreq"] = Field(
         "sync", description="sync: stall for the write; checkfreq: snapshot, persist behind"
     )
-    snapshot_bandwidth: BytesPerSecond = Field(
-        "10 GB/s",
-        description="per-node in-memory snapshot copy rate (checkfreq); assumption: DRAM copy",
+    snapshot_bandwidth: BytesPerSecond | None = Field(
+        None,
+        description="per-node in-memory snapshot copy rate (checkfreq); default: half the "
+        "cluster's memory_bandwidth (a copy on all cores reads and writes each byte)",
     )
     persist_slowdown: float = Field(
         0.0,
@@ -46,22 +49,31 @@ class SavingParams(PolicyParams):
     )
 
 
-def stall_s(params: SavingParams, snapshot_bytes: float, write_s: float) -> float:
+def snapshot_Bps(params: SavingParams, cluster) -> float:
+    """Copy rate of a CheckFreq snapshot, bytes/s: ``snapshot_bandwidth``, or the
+    ``cluster``'s memory copy rate."""
+    return params.snapshot_bandwidth or cluster.memory_copy_Bps
+
+
+def stall_s(params: SavingParams, snapshot_bytes: float, write_s: float, cluster) -> float:
     """Seconds training stalls per checkpoint (the δ of the interval rules), given the
     largest node's bytes and the write's time alone (``write_s``): the write, or with
     CheckFreq the in-memory snapshot."""
     if params.save_mode == "checkfreq":
-        return snapshot_bytes / params.snapshot_bandwidth
+        return snapshot_bytes / snapshot_Bps(params, cluster)
     return write_s
 
 
 class CheckpointWriter:
     """Writes one policy's full checkpoints in its ``save_mode`` (one per replication)."""
 
-    def __init__(self, params: SavingParams, snapshot_bytes: float):
+    def __init__(self, params: SavingParams, snapshot_bytes: float, cluster):
+        """``cluster``: the scenario's, whose memory bandwidth sets the default copy rate."""
         self.params = params
         self.checkfreq = params.save_mode == "checkfreq"
-        self.snapshot_s = snapshot_bytes / params.snapshot_bandwidth
+        self.snapshot_Bps = snapshot_Bps(params, cluster)
+        """Copy rate of a CheckFreq snapshot, bytes/s."""
+        self.snapshot_s = snapshot_bytes / self.snapshot_Bps
         """Stall of a CheckFreq snapshot: the largest node's bytes over the copy rate, s."""
         self._persist: simpy.Process | None = None
 
@@ -88,7 +100,7 @@ class CheckpointWriter:
             yield from sim.wait("save", self._persist, "wait for persist")
         snapshot_s = self.snapshot_s
         if snapshot_bytes is not None:
-            snapshot_s = snapshot_bytes / self.params.snapshot_bandwidth
+            snapshot_s = snapshot_bytes / self.snapshot_Bps
         yield from sim.phase("save", snapshot_s, "snapshot")
         sim.model_event(Snapshot, key=progress_s)
         persist = self._persist_behind(sim, flows, progress_s, committed, detail)

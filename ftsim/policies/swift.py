@@ -271,7 +271,7 @@ class Swift(Policy):
 
     def __init__(self, plan: SwiftPlan):
         super().__init__(plan)
-        self.writer = CheckpointWriter(self.params, self.layout.shard_bytes)
+        self.writer = CheckpointWriter(self.params, self.layout.shard_bytes, plan.inputs.cluster)
         """Writes shard checkpoints and dense snapshots in ``save_mode``, one at a time."""
         self.committed_s = 0.0
         """Progress of the last durable shard checkpoints, the base of replays (0: the initial

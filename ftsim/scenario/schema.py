@@ -456,6 +456,12 @@ class Cluster(Section):
     emb_ps: Count = Field(ge=1, le=MAX_NODES, description="embedding parameter servers (shards)")
     nic_bandwidth: BytesPerSecond = Field(description="per-node NIC bandwidth")
     network_latency: Seconds = Field(0.0, description="one-way latency added per transfer")
+    memory_bandwidth: BytesPerSecond = Field(
+        "110 GB/s",
+        description="per-node DRAM traffic (reads + writes) of all cores, so a copy moves "
+        "bytes at half of it; default: a two-socket AWS server without NUMA-aware code "
+        "(docs/calibration.md)",
+    )
     storage: Storage
     reschedule: Distribution = Field(
         description="delay until a failed node is replaced; with operations, until the job "
@@ -472,6 +478,11 @@ class Cluster(Section):
     @property
     def n_nodes(self) -> int:
         return self.trainers + self.emb_ps
+
+    @property
+    def memory_copy_Bps(self) -> float:
+        """Bytes/s a node copies in memory on all its cores: each byte is read and written."""
+        return self.memory_bandwidth / 2
 
 
 class Run(Section):
