@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ftsim.experiments.prepare import prepare
 from ftsim.experiments.runner import simulate
 from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
 from ftsim.policies.ecrm import plan_rebuild, rebuild_throughput_frac
@@ -81,9 +82,9 @@ def measure(path: Path, sets: list[str], lost_if_random_s: float | None = None) 
     out = {"reload_s": reload_s, "lost_s": lost_s}
     for k, index in ECRM.items():
         sim = simulate(scenario, index, 0)
-        policy = sim.policy
+        policy = sim.policy.plan
         [rebuild] = [p for p in sim.timeline if p.category == "rebuild"]
-        plan = policy.plan(0)
+        plan = policy.rebuild(0)
         reads = policy.parity_slowdown + policy.reads_slowdown([(0, 1.0)])
         interference = policy.interference([plan.busy])
         degraded = rebuild_throughput_frac(plan, reads, interference, reads)
@@ -103,11 +104,12 @@ def ecrec_placement_rebuild_s(sets: list[str], k: int) -> float:
     consecutive slots round-robin over the servers) instead of ftsim's rotating layout:
     server 0's loop reads friends in the shares :func:`ecrec_friends` counts."""
     scenario = load_scenario(ECREC, ["trainer.enabled=false", *sets])
-    sim = simulate(scenario, ECRM[k], 0)
-    policy, params = sim.policy, sim.policy.params
+    policy = prepare(scenario, ECRM[k]).plan
+    params = policy.params
     # the values scope reads k rows per slot; rebuild_sent_B scales reads by k/(k + r)
     reads = ecrec_friends(scenario.cluster.emb_ps, k) * (k + params.r) / k
-    plan = plan_rebuild(params, scenario, sim.layout.shard_bytes, reads, policy.parity_Bps)
+    job, cluster = scenario.job, scenario.cluster
+    plan = plan_rebuild(params, job, cluster, policy.layout.shard_bytes, reads, policy.parity_Bps)
     return plan.duration_s
 
 
