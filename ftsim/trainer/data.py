@@ -71,6 +71,7 @@ class PowerLawRows:
         table_of = np.repeat(np.arange(len(sizes)), sizes)
         bucket = np.arange(self.offsets[-1]) - self.offsets[table_of]
         self._guide = np.searchsorted(self._cdf, table_of + bucket / self._sizes[table_of], "right")
+        self._layouts: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
 
     def sample(self, u: np.ndarray) -> np.ndarray:
         """Uniforms ``u`` (B, T) in [0, 1) -> local row ids (B, T).
@@ -78,12 +79,9 @@ class PowerLawRows:
         Inverse-CDF sampling: the first rank whose CDF exceeds ``u`` (same result as
         ``searchsorted(cdf_t, u, side="right")``), found from the guide table in a few steps.
         """
-        n_tables = u.shape[1]
-        table = np.tile(np.arange(n_tables), u.shape[0])
-        x = (u + np.arange(n_tables)).reshape(-1)
-        lo = self.offsets[:-1][table]
-        hi = self.offsets[1:][table] - 1  # also guards t + u rounding up to t + 1
-        pos = np.take(self._guide, lo + (u.reshape(-1) * self._sizes[table]).astype(np.int64))
+        lo, hi, size, shift = self._layout(u.shape)
+        x = (u + shift).reshape(-1)
+        pos = np.take(self._guide, lo + (u.reshape(-1) * size).astype(np.int64))
         np.clip(pos, lo, hi, out=pos)
         cdf = self._cdf
         sel = np.flatnonzero((pos > lo) & (np.take(cdf, pos - 1) > x))  # walk down (rounding only)
@@ -95,6 +93,21 @@ class PowerLawRows:
             pos[sel] += 1
             sel = sel[(pos[sel] < hi[sel]) & (cdf[pos[sel]] <= x[sel])]
         return np.take(self._row_of_pos, pos).reshape(u.shape)
+
+    def _layout(self, shape: tuple[int, int]) -> tuple[np.ndarray, ...]:
+        """Per draw of a (B, T) array, flattened: first and last position of its table in the
+        CDF, the table's size (float64), and the table index as the CDF's shift (made once
+        per shape)."""
+        found = self._layouts.get(shape)
+        if found is None:
+            table = np.tile(np.arange(shape[1]), shape[0])
+            found = self._layouts[shape] = (
+                self.offsets[:-1][table],
+                self.offsets[1:][table] - 1,  # also guards t + u rounding up to t + 1
+                self._sizes[table].astype(np.float64),
+                np.arange(shape[1], dtype=np.float64),
+            )
+        return found
 
     def top_share(self, table: int, fraction: float) -> float:
         """Expected share of lookups of ``table`` that go to its top ``fraction`` of rows."""
