@@ -53,9 +53,10 @@ class SparseUpdate:
     """What one training step changed in the embeddings (delivered to update listeners).
 
     ``rows``: sorted unique global row ids touched (n,); ``counts``: lookups per row in the
-    batch (n,); ``grad``: summed gradient per row (n, d) before the optimizer rule;
-    ``old``/``new``: row values and optimizer state before and after the update (so the
-    update can be undone exactly, replayed, or folded into parity as ``new - old``).
+    batch (n,) (both read-only: every trainer of the batch shares them); ``grad``: summed
+    gradient per row (n, d) before the optimizer rule; ``old``/``new``: row values and
+    optimizer state before and after the update (so the update can be undone exactly,
+    replayed, or folded into parity as ``new - old``).
     """
 
     step: int
@@ -297,6 +298,9 @@ class SegmentSum:
             (pattern.ones, inverse.astype(np.int32, copy=False), pattern.indptr),
             shape=(len(self.rows), pattern.n_grad_rows),
         )
+        # shared by every trainer of the batch and handed to their update listeners: read-only
+        for a in (self.rows, self.counts, self.matrix.data, self.matrix.indices):
+            a.flags.writeable = False
 
     def __call__(self, grad_rows: np.ndarray) -> np.ndarray:
         """Sums (n_u, d) of the gradient rows (M, d), C-contiguous, per id (a new array)."""

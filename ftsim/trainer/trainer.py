@@ -90,9 +90,9 @@ class Trainer:
         self.mfu = UseCounter(self.embeddings.n_rows) if cfg.hooks.mfu_counters else None
         self._listeners: list[UpdateListener] = []
         self._work: dict[int, tuple[np.ndarray, SumPattern]] = {}
-        # what this trainer derives from a batch depends on the table layout and dtype: a
-        # batch shared with trainers of another layout keeps one entry per layout
-        self._derived_key = ("segment_sum", dtype.str, tuple(self.embeddings.offsets.tolist()))
+        # what this trainer derives from a batch depends on the table layout: a batch shared
+        # with trainers of another layout keeps one entry per layout
+        self._derived_key = ("segment_sum", tuple(self.embeddings.offsets.tolist()))
         self._eval_set: Batch | None = None
 
     def clone(self) -> Trainer:
