@@ -14,7 +14,7 @@ import numpy as np
 
 from ftsim.trainer.config import TrainerConfig
 from ftsim.trainer.criteo import CriteoData
-from ftsim.trainer.data import Batch, SyntheticData
+from ftsim.trainer.data import Batch, SharedData, SyntheticData
 from ftsim.trainer.embeddings import (
     RowData,
     SegmentSum,
@@ -63,7 +63,9 @@ class Trainer:
     sampler belongs to its policy's trainer side, which listens to the updates.
     """
 
-    def __init__(self, cfg: TrainerConfig, data: SyntheticData | CriteoData | None = None) -> None:
+    def __init__(
+        self, cfg: TrainerConfig, data: SyntheticData | CriteoData | SharedData | None = None
+    ) -> None:
         """``data``: the batch source, e.g. a :class:`SharedData` that other trainers of
         the same ``cfg`` use too (read-only); by default this trainer builds its own."""
         self.cfg = cfg
