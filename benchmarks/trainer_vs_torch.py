@@ -1,8 +1,16 @@
 """Training throughput of the NumPy DLRM trainer vs an equivalent PyTorch model.
 
-Configuration: facebookresearch/dlrm Kaggle architecture (dim 16, bottom 13-512-256-64-16,
-top 367-512-256-1), the 26 Kaggle tables capped at 100k rows, plain SGD lr 0.1 on both dense
-and sparse parameters, 2 threads. The PyTorch model follows ``dlrm_s_pytorch.py``: one
+Configurations (``--model``):
+
+* ``prod50h`` (default): the model prod50h's co-simulation trains (``trainer_config`` of
+  ``scenarios/prod50h.yaml``, replication 0: dim 8, bottom 13-32-8, top 359-32-1, 26 tables
+  capped at 1000 rows, plain SGD lr 0.3 on dense and sparse parameters, batch 256), one
+  thread, as the co-simulation runs it;
+* ``kaggle``: facebookresearch/dlrm Kaggle architecture (dim 16, bottom 13-512-256-64-16,
+  top 367-512-256-1), the 26 Kaggle tables capped at 100k rows, plain SGD lr 0.1, batches
+  128 and 1024 (use ``--threads 2`` for the figures of docs/trainer.md).
+
+The PyTorch model follows ``dlrm_s_pytorch.py``: one
 ``nn.EmbeddingBag(mode="sum", sparse=True)`` per table, ``torch.bmm`` dot interaction,
 ``torch.optim.SGD``. Both consume the same pre-generated synthetic batches, so data
 generation is excluded (a separate ``numpy+data`` row times ``Trainer.train``, which
@@ -16,8 +24,10 @@ Each cell is the best of ``--repeats`` interleaved measurements, each the fastes
 window of its timed period: on a shared or virtualized machine (CPU steal, other jobs) the
 fastest window is the least disturbed one.
 
-Usage: ``python benchmarks/trainer_vs_torch.py [--seconds 3] [--repeats 3] [--batch-sizes ...]
-[--quick]`` (``--quick``: one short cell, a smoke run that the tests make).
+Usage: ``python benchmarks/trainer_vs_torch.py [--model prod50h|kaggle] [--threads N]
+[--seconds 3] [--repeats 3] [--batch-sizes ...] [--quick]`` (``--quick``: one short cell, a
+smoke run that the tests make). The NumPy trainer computes its training loss here (as
+``Trainer.train`` does by default), like the PyTorch step.
 """
 
 from __future__ import annotations
@@ -31,13 +41,21 @@ import sys
 import time
 from pathlib import Path
 
-THREADS = 2  # default; --threads overrides (diagnostics)
-ROW_CAP = 100_000
-LR = 0.1
+ROW_CAP = 100_000  # kaggle
+LR = 0.1  # kaggle
 POOL = 16  # distinct pre-generated batches cycled through
+BATCHES = {"prod50h": [256], "kaggle": [128, 1024]}
 
 
-def _config(batch: int):
+def _config(model: str, batch: int):
+    """The trainer configuration of ``model`` at batch size ``batch``."""
+    if model == "prod50h":
+        from ftsim.cosim.replay import trainer_config
+        from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
+        from ftsim.scenario.loader import load_scenario
+
+        scenario = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/prod50h.yaml")
+        return trainer_config(scenario, 0).model_copy(update={"batch_size": batch})
     from ftsim.trainer import (
         DenseOptimizerConfig,
         OptimizerConfig,
@@ -83,14 +101,14 @@ def _blas_info() -> str:
     )
 
 
-def child_numpy(batch: int, seconds: float, with_data: bool, threads: int) -> dict:
+def child_numpy(model: str, batch: int, seconds: float, with_data: bool, threads: int) -> dict:
     """Throughput of ftsim.trainer in this process."""
     from threadpoolctl import threadpool_limits
 
     from ftsim.trainer import Trainer
 
     with threadpool_limits(threads):
-        trainer = Trainer(_config(batch))
+        trainer = Trainer(_config(model, batch))
         if with_data:
             rate = _timed(lambda i: trainer.train(1), 5, seconds)
         else:
@@ -100,7 +118,7 @@ def child_numpy(batch: int, seconds: float, with_data: bool, threads: int) -> di
     return {"samples_per_s": rate * batch, "blas": blas}
 
 
-def child_torch(batch: int, seconds: float, threads: int) -> dict:
+def child_torch(model: str, batch: int, seconds: float, threads: int) -> dict:
     """Throughput of the equivalent PyTorch DLRM in this process."""
     import numpy as np
     import torch
@@ -110,7 +128,7 @@ def child_torch(batch: int, seconds: float, threads: int) -> dict:
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    cfg = _config(batch)
+    cfg = _config(model, batch)
     data = SyntheticData(cfg.data, batch)
     sizes, d = data.table_sizes, cfg.model.embedding_dim
 
@@ -140,8 +158,11 @@ def child_torch(batch: int, seconds: float, threads: int) -> dict:
             z = torch.bmm(t, t.transpose(1, 2))[:, self.li, self.lj]
             return self.top(torch.cat([x, z], dim=1)).squeeze(1)
 
-    model = TorchDLRM()
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    net = TorchDLRM()
+    lr = cfg.optimizer.dense.lr
+    if cfg.optimizer.sparse.lr != lr:
+        raise ValueError("one SGD learning rate for dense and sparse parameters expected")
+    opt = torch.optim.SGD(net.parameters(), lr=lr)
     offsets = torch.arange(batch)
     pool = []
     for i in range(POOL):
@@ -153,7 +174,7 @@ def child_torch(batch: int, seconds: float, threads: int) -> dict:
     def step(i: int) -> None:
         dense, cats, label = pool[i % POOL]
         opt.zero_grad(set_to_none=True)
-        loss_fn(model(dense, cats, offsets), label).backward()
+        loss_fn(net(dense, cats, offsets), label).backward()
         opt.step()
 
     rate = _timed(step, 5, seconds)
@@ -163,41 +184,43 @@ def child_torch(batch: int, seconds: float, threads: int) -> dict:
     return {"samples_per_s": rate * batch, "blas": f"torch {torch.__version__} {blas} {cpu}"}
 
 
-def run_child(kind: str, batch: int, seconds: float, threads: int) -> dict | None:
+def run_child(kind: str, model: str, batch: int, seconds: float, threads: int) -> dict | None:
     """Run one measurement in a fresh process with the clean BLAS environment."""
     env = {
         k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
     }
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    cmd = [sys.executable, __file__, "--child", kind, "--batch", str(batch)]
+    cmd = [sys.executable, __file__, "--child", kind, "--model", model, "--batch", str(batch)]
     cmd += ["--seconds", str(seconds), "--threads", str(threads)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        print(f"[{kind} batch {batch}] failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+        print(f"[{kind} {model} batch {batch}] failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
         return None
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[128, 1024])
+    ap.add_argument("--model", choices=sorted(BATCHES), default="prod50h")
+    ap.add_argument("--batch-sizes", type=int, nargs="+", help="default: 256 (prod50h), 128 1024")
     ap.add_argument("--seconds", type=float, default=3.0, help="timed window per measurement")
     ap.add_argument("--repeats", type=int, default=3, help="measurements per cell; best is shown")
-    ap.add_argument("--threads", type=int, default=THREADS, help="BLAS / torch threads")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS / torch threads")
     ap.add_argument("--quick", action="store_true", help="smoke run: one 0.2 s cell at batch 64")
     ap.add_argument("--child", choices=["numpy", "numpy+data", "torch"], help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    args.batch_sizes = args.batch_sizes or BATCHES[args.model]
     if args.quick:
         args.batch_sizes, args.seconds, args.repeats = [64], 0.2, 1
 
     if args.child:
         if args.child == "torch":
-            res = child_torch(args.batch, args.seconds, args.threads)
+            res = child_torch(args.model, args.batch, args.seconds, args.threads)
         else:
             with_data = args.child == "numpy+data"
-            res = child_numpy(args.batch, args.seconds, with_data, args.threads)
+            res = child_numpy(args.model, args.batch, args.seconds, with_data, args.threads)
         res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(json.dumps(res))
         return
@@ -210,10 +233,11 @@ def main() -> None:
         have_torch = False
         print("torch not importable: PyTorch column skipped")
 
-    print(
-        f"DLRM Kaggle architecture, tables capped at {ROW_CAP} rows, SGD lr {LR}, "
-        f"{args.threads} threads"
-    )
+    if args.model == "kaggle":
+        print(f"DLRM Kaggle architecture, tables capped at {ROW_CAP} rows, SGD lr {LR}, ", end="")
+    else:
+        print("prod50h's co-simulated DLRM (dim 8, 13-32-8, 359-32-1, 26 x 1000 rows), ", end="")
+    print(f"{args.threads} thread(s)")
     cols = ["batch", "numpy s/s", "torch s/s", "ratio", "np+data s/s", "np MB", "torch MB"]
     print("  ".join(f"{c:>11}" for c in cols))
     blas = {}
@@ -222,7 +246,7 @@ def main() -> None:
         runs: dict[str, list[dict]] = {k: [] for k in kinds}
         for _ in range(args.repeats):  # interleaved, so a noisy period hits all kinds alike
             for k in kinds:
-                res = run_child(k, batch, args.seconds, args.threads)
+                res = run_child(k, args.model, batch, args.seconds, args.threads)
                 if res:
                     runs[k].append(res)
                     blas[k.split("+")[0]] = res["blas"]

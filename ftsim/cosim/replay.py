@@ -41,7 +41,15 @@ from ftsim.policies.events import ModelEvent
 from ftsim.scenario.schema import Scenario, TrainerSection
 from ftsim.sim.engine import Simulation
 from ftsim.sim.rng import Purpose, stream
-from ftsim.trainer import RowData, ShardingConfig, Trainer, TrainerConfig, TrainerSnapshot
+from ftsim.trainer import (
+    RowData,
+    ShardingConfig,
+    SharedData,
+    Trainer,
+    TrainerConfig,
+    TrainerSnapshot,
+)
+from ftsim.trainer.trainer import make_data
 
 
 def trainer_config(scenario: Scenario, rep: int) -> TrainerConfig:
@@ -137,14 +145,11 @@ class PolicyModel:
         self.pending_saves.clear()
 
     def fork(self, base: Trainer) -> None:
-        """Leave the baseline: continue on a trainer of our own with the baseline's state."""
+        """Leave the baseline: continue on a trainer of our own with the baseline's state (and
+        its data: the same batches and held-out set, generated once)."""
         self.unfollow()
-        own = Trainer(self.cfg)
-        own.data = base.data  # the same batches: share the generated ones
-        own.restore(base.snapshot())
-        own.mfu.counts[:] = base.mfu.counts
-        self.trainer = own
-        self.follow(own, own=True)
+        self.trainer = base.clone()
+        self.follow(self.trainer, own=True)
 
     def apply(self, event: ModelEvent, trainer: Trainer) -> None:
         """Do to ``trainer`` (already at the event's step) what the policy did."""
@@ -165,7 +170,7 @@ class PolicyModel:
         """Train ``trainer`` up to ``step``; returns the number of steps trained."""
         steps = max(0, step - trainer.step)
         if steps:
-            trainer.train(steps)
+            trainer.train(steps, loss=False)
         return steps
 
 
@@ -178,12 +183,13 @@ def run_models(scenario: Scenario, sims: list[Simulation]) -> tuple[Trainer, lis
     section: TrainerSection = scenario.trainer
     cfg = trainer_config(scenario, sims[0].rep)
     models = [PolicyModel(sim, cfg, section.steps) for sim in sims]
+    data = SharedData(make_data(cfg))  # batches, held-out set, calibration: built once
     if section.share_prefix:
-        return _shared_run(models, cfg, section.steps), models
-    base = Trainer(cfg)
-    base.train(section.steps)
+        return _shared_run(models, cfg, data, section.steps), models
+    base = Trainer(cfg, data)
+    base.train(section.steps, loss=False)
     for model in models:
-        model.trainer = Trainer(cfg)
+        model.trainer = Trainer(cfg, data)
         model.follow(model.trainer, own=True)
         model.run_rest(0)
     return base, models
@@ -232,41 +238,16 @@ def _columns(base: Trainer, models: list[PolicyModel]) -> list[dict]:
     return out
 
 
-class _BatchCache:
-    """A data source whose batches are generated once per replication: the baseline and
-    every forked trainer read the same batch ``i`` (a pure function of seed and index), and
-    evaluate on the same held-out set."""
-
-    def __init__(self, data):
-        self._data = data
-        self._batches: dict[int, object] = {}
-        self._eval_sets: dict[int, object] = {}
-
-    def batch(self, index: int):
-        found = self._batches.get(index)
-        if found is None:
-            found = self._batches[index] = self._data.batch(index)
-        return found
-
-    def eval_set(self, n: int):
-        found = self._eval_sets.get(n)
-        if found is None:
-            found = self._eval_sets[n] = self._data.eval_set(n)
-        return found
-
-    def __getattr__(self, name):
-        return getattr(self._data, name)
-
-
-def _shared_run(models: list[PolicyModel], cfg: TrainerConfig, steps: int) -> Trainer:
+def _shared_run(
+    models: list[PolicyModel], cfg: TrainerConfig, data: SharedData, steps: int
+) -> Trainer:
     """One failure-free trainer serves every policy until it forks; returns that trainer.
 
     Policies that never leave the failure-free trajectory (``lazy``) are not trained; the
     others follow the shared trainer up to their first modifying event (``divergence``), or
     train on their own from step 0 when their side asks for it.
     """
-    base = Trainer(cfg)
-    base.data = _BatchCache(base.data)
+    base = Trainer(cfg, data)
     queue = []
     own = []
     for order, model in enumerate(models):
@@ -291,8 +272,7 @@ def _shared_run(models: list[PolicyModel], cfg: TrainerConfig, steps: int) -> Tr
     for model in forked:
         model.run_rest(model.divergence + 1)
     for model in own:
-        model.trainer = Trainer(cfg)
-        model.trainer.data = base.data
+        model.trainer = Trainer(cfg, data)
         model.follow(model.trainer, own=True)
         model.run_rest(0)
     return base

@@ -16,7 +16,7 @@ from ftsim.trainer.config import (
     TrainerConfig,
 )
 from ftsim.trainer.criteo import CriteoData, CriteoFormatError
-from ftsim.trainer.data import Batch, SyntheticData
+from ftsim.trainer.data import Batch, SharedData, SyntheticData
 from ftsim.trainer.embeddings import RowData, ShardedEmbeddings, SparseUpdate
 from ftsim.trainer.metrics import auc, binary_entropy, log_loss
 from ftsim.trainer.trainer import Trainer, TrainerSnapshot
@@ -36,6 +36,7 @@ __all__ = [
     "ShardedEmbeddings",
     "ShardingConfig",
     "SparseOptimizerConfig",
+    "SharedData",
     "SparseUpdate",
     "SyntheticData",
     "SyntheticDataConfig",

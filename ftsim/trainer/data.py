@@ -16,7 +16,7 @@ with ``embedding_dim >= teacher_dim`` can represent this function exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,12 +29,18 @@ _TRAIN, _EVAL, _CALIB = 1, 2, 3  # stream tags
 class Batch:
     """One mini-batch. ``dense`` (B, n_dense) float32; ``cat`` (B, T) int64 row ids local to
     each table; ``label`` (B,) float32 in {0, 1}; ``prob`` (B,) float64 teacher click
-    probability (synthetic data only, else None)."""
+    probability (synthetic data only, else None).
+
+    ``derived``: what consumers computed from the batch alone, kept with it so that every
+    trainer training the same batch object computes it once (e.g. the trainer's lookup
+    indices); entries are never modified once stored.
+    """
 
     dense: np.ndarray
     cat: np.ndarray
     label: np.ndarray
     prob: np.ndarray | None = None
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.label)
@@ -65,6 +71,7 @@ class PowerLawRows:
         table_of = np.repeat(np.arange(len(sizes)), sizes)
         bucket = np.arange(self.offsets[-1]) - self.offsets[table_of]
         self._guide = np.searchsorted(self._cdf, table_of + bucket / self._sizes[table_of], "right")
+        self._layouts: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
 
     def sample(self, u: np.ndarray) -> np.ndarray:
         """Uniforms ``u`` (B, T) in [0, 1) -> local row ids (B, T).
@@ -72,12 +79,9 @@ class PowerLawRows:
         Inverse-CDF sampling: the first rank whose CDF exceeds ``u`` (same result as
         ``searchsorted(cdf_t, u, side="right")``), found from the guide table in a few steps.
         """
-        n_tables = u.shape[1]
-        table = np.tile(np.arange(n_tables), u.shape[0])
-        x = (u + np.arange(n_tables)).reshape(-1)
-        lo = self.offsets[:-1][table]
-        hi = self.offsets[1:][table] - 1  # also guards t + u rounding up to t + 1
-        pos = np.take(self._guide, lo + (u.reshape(-1) * self._sizes[table]).astype(np.int64))
+        lo, hi, size, shift = self._layout(u.shape)
+        x = (u + shift).reshape(-1)
+        pos = np.take(self._guide, lo + (u.reshape(-1) * size).astype(np.int64))
         np.clip(pos, lo, hi, out=pos)
         cdf = self._cdf
         sel = np.flatnonzero((pos > lo) & (np.take(cdf, pos - 1) > x))  # walk down (rounding only)
@@ -89,6 +93,21 @@ class PowerLawRows:
             pos[sel] += 1
             sel = sel[(pos[sel] < hi[sel]) & (cdf[pos[sel]] <= x[sel])]
         return np.take(self._row_of_pos, pos).reshape(u.shape)
+
+    def _layout(self, shape: tuple[int, int]) -> tuple[np.ndarray, ...]:
+        """Per draw of a (B, T) array, flattened: first and last position of its table in the
+        CDF, the table's size (float64), and the table index as the CDF's shift (made once
+        per shape)."""
+        found = self._layouts.get(shape)
+        if found is None:
+            table = np.tile(np.arange(shape[1]), shape[0])
+            found = self._layouts[shape] = (
+                self.offsets[:-1][table],
+                self.offsets[1:][table] - 1,  # also guards t + u rounding up to t + 1
+                self._sizes[table].astype(np.float64),
+                np.arange(shape[1], dtype=np.float64),
+            )
+        return found
 
     def top_share(self, table: int, fraction: float) -> float:
         """Expected share of lookups of ``table`` that go to its top ``fraction`` of rows."""
@@ -179,3 +198,39 @@ class SyntheticData:
     def eval_set(self, n: int) -> Batch:
         """Held-out samples (independent of every training batch)."""
         return self._make(np.random.default_rng([self.cfg.seed, _EVAL]), n)
+
+
+class SharedData:
+    """One data source for several trainers, built once and shared read-only.
+
+    A replication's failure-free trainer, its forks and the other policies' trainers train on
+    the same batches: batch ``i`` is generated once and the same object handed to each of them
+    (with what they derived from it, :attr:`Batch.derived`), and so is the held-out set; the
+    source's fixed tables and calibration are built once. Everything else (``table_sizes``,
+    ``n_dense``, ...) is the source's. Holds every batch it handed out: one replication's
+    worth (~160 KB per batch of 256 at prod50h's shapes, lookup indices included).
+    """
+
+    def __init__(self, data) -> None:
+        self.source = data
+        self._batches: dict[int, Batch] = {}
+        self._eval_sets: dict[int, Batch] = {}
+
+    def batch(self, index: int) -> Batch:
+        """Training batch number ``index`` (generated on first use)."""
+        found = self._batches.get(index)
+        if found is None:
+            found = self._batches[index] = self.source.batch(index)
+        return found
+
+    def eval_set(self, n: int) -> Batch:
+        """The source's held-out set of ``n`` samples (built on first use)."""
+        found = self._eval_sets.get(n)
+        if found is None:
+            found = self._eval_sets[n] = self.source.eval_set(n)
+        return found
+
+    def __getattr__(self, name: str):
+        if name == "source":  # not set yet (e.g. while unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.source, name)

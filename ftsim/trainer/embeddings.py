@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ftsim.trainer.config import ShardingConfig, SparseOptimizerConfig
-from ftsim.trainer.optim import SparseOptimizer
+from ftsim.trainer.optim import SparseOptimizer, put_rows
 
 
 @dataclass
@@ -53,9 +53,10 @@ class SparseUpdate:
     """What one training step changed in the embeddings (delivered to update listeners).
 
     ``rows``: sorted unique global row ids touched (n,); ``counts``: lookups per row in the
-    batch (n,); ``grad``: summed gradient per row (n, d) before the optimizer rule;
-    ``old``/``new``: row values and optimizer state before and after the update (so the
-    update can be undone exactly, replayed, or folded into parity as ``new - old``).
+    batch (n,) (both read-only: every trainer of the batch shares them); ``grad``: summed
+    gradient per row (n, d) before the optimizer rule; ``old``/``new``: row values and
+    optimizer state before and after the update (so the update can be undone exactly,
+    replayed, or folded into parity as ``new - old``).
     """
 
     step: int
@@ -185,9 +186,9 @@ class ShardedEmbeddings:
 
     def write_rows(self, data: RowData) -> None:
         """Overwrite values and state of ``data.rows`` (e.g. a partial checkpoint)."""
-        self.weights[data.rows] = data.values
+        put_rows(self.weights, data.rows, data.values)
         for k, v in self.state.items():
-            v[data.rows] = data.state[k]
+            put_rows(v, data.rows, data.state[k])
 
     def read_shard(self, shard: int) -> RowData:
         """Copy of all rows and optimizer state of ``shard``."""
@@ -235,65 +236,72 @@ class ShardedEmbeddings:
         return RowData(rows, np.take(self.weights, rows, axis=0), state)
 
 
-# SegmentSum finds the unique ids by scanning a mask of all rows when there are at most this
-# many rows per lookup, else by sorting one lookup per id. Measured (1 thread, µs): the scan
-# costs 0.04-0.11 ns per row, sorting 10-25 ns per unique id; 17k rows, 6.7k lookups: scan 64,
-# sort 99; 2.6M rows, 3.3k lookups: scan 341, sort 59; 2.6M rows, 27k lookups: 661, 500.
-_SCAN_ROWS_PER_LOOKUP = 32
+# SegmentSum finds the unique ids by counting lookups per row over all rows when there are at
+# most this many rows per lookup, else by sorting the lookups (np.unique). Counting costs
+# ~0.5 ns per row, sorting ~15 ns per lookup.
+_COUNT_ROWS_PER_LOOKUP = 32
+
+
+class SumPattern:
+    """Where the lookups of a batch layout take their gradients from, and the parts of
+    :class:`SegmentSum`'s matrix that every batch of that layout shares.
+
+    Lookup ``k`` (of ``n``) takes its gradient from row ``col_of[k]`` of an (M, d) work array
+    (``col_of`` strictly increasing, so the gradient can stay inside a larger array, e.g. the
+    interaction's (B, T+1, d) gradient).
+    """
+
+    def __init__(self, col_of: np.ndarray, n_grad_rows: int, dtype: np.dtype) -> None:
+        n = len(col_of)
+        self.n_lookups = n
+        self.n_grad_rows = n_grad_rows
+        self.indptr = np.zeros(n_grad_rows + 1, dtype=np.int32)
+        self.indptr[np.asarray(col_of) + 1] = 1
+        np.cumsum(self.indptr, out=self.indptr)
+        self.ones = np.ones(n, dtype)
 
 
 class SegmentSum:
-    """Sum of the gradient rows of a batch's lookups per looked-up id (the lookup's backward),
-    without a dense table-sized gradient.
+    """The backward of one batch's lookups: per looked-up id, the sum of the gradient rows of
+    its lookups, without a dense table-sized gradient.
 
-    Built once per batch layout: lookup ``k`` (of ``n``) takes its gradient from row
-    ``col_of[k]`` of an (M, d) work array (``col_of`` strictly increasing, so the gradient can
-    stay inside a larger array, e.g. the interaction's (B, T+1, d) gradient), ids are global
-    rows below ``n_rows``. A call returns ``(rows, counts, sums)``: sorted unique ids (n_u,),
-    lookups per id (n_u,) and summed gradients (n_u, d).
+    Everything but the sums depends on the ids only, so it is built once per batch and shared,
+    read-only, by every trainer that trains the batch (a replication's baseline and its
+    forks): ``rows``, the sorted unique ids (n_u,); ``counts``, lookups per id (n_u,); and a
+    sparse 0/1 (n_u x M) CSC matrix whose product with a step's gradient rows (M, d) is the
+    sums (n_u, d). In CSC the matrix has one entry per column ``col_of[k]`` (``pattern``) in
+    lookup order, in the row of lookup ``k``'s id; scipy's product adds each id's gradients in
+    lookup order, starting from zero, so the sums are deterministic and the same on every
+    machine.
 
-    How: the sorted unique ids come from one scan of a bool mask over all rows (set at the
-    ids, cleared after use) when ``n_rows <= 32 n``, else from a rank table in which every
-    lookup writes its position (one writer per id survives, whichever it is) and a sort of
-    the ids whose lookup survived. The rank table then maps each lookup to its id's position
-    in ``rows``, and the sums are a sparse 0/1 (n x M) CSC matrix times the gradient array. In
-    CSC the matrix has one entry per column ``col_of[k]`` in lookup order, so its pattern is
-    fixed and only the row indices (the ranks) change per call: they are written in place
-    into the matrix's ``indices``. scipy's product adds each id's gradients in lookup order,
-    so the result is deterministic and the same on every machine.
+    The unique ids come from a count of the lookups per row when ``n_rows <= 32 n``, else
+    from a sort of the ids.
     """
 
-    def __init__(self, n_rows: int, col_of: np.ndarray, n_grad_rows: int, dtype: np.dtype):
+    def __init__(self, ids: np.ndarray, n_rows: int, pattern: SumPattern) -> None:
         from scipy.sparse import csc_matrix  # deferred: keeps `import ftsim.trainer` light
 
-        n = len(col_of)
-        scan = n_rows <= _SCAN_ROWS_PER_LOOKUP * n
-        self._seen = np.zeros(n_rows, dtype=bool) if scan else None
-        self._rank = np.zeros(n_rows, dtype=np.int32)
-        self._positions = np.arange(n, dtype=np.int32)  # of the lookups; ranks of the ids
-        indptr = np.zeros(n_grad_rows + 1, dtype=np.int32)
-        indptr[np.asarray(col_of) + 1] = 1
-        np.cumsum(indptr, out=indptr)
-        # n result rows: room for n distinct ids; the rank of lookup k is written per call
-        self._matrix = csc_matrix(
-            (np.ones(n, dtype), np.zeros(n, np.int32), indptr), shape=(n, n_grad_rows)
-        )
-
-    def __call__(
-        self, ids: np.ndarray, grad_rows: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``ids`` (n,) global row of every lookup; ``grad_rows`` (M, d) C-contiguous."""
-        rank, positions, inverse = self._rank, self._positions, self._matrix.indices
-        if self._seen is not None:
-            self._seen[ids] = True
-            rows = np.flatnonzero(self._seen)
-            self._seen[rows] = False
+        if len(ids) != pattern.n_lookups:
+            raise ValueError(f"{len(ids)} ids for a pattern of {pattern.n_lookups} lookups")
+        if n_rows <= _COUNT_ROWS_PER_LOOKUP * len(ids):
+            per_row = np.bincount(ids, minlength=n_rows)
+            self.rows = np.flatnonzero(per_row)
+            self.counts = per_row[self.rows]
+            rank = np.empty(n_rows, dtype=np.int32)
+            rank[self.rows] = np.arange(len(self.rows), dtype=np.int32)
+            inverse = rank[ids]
         else:
-            rank[ids] = positions
-            np.take(rank, ids, out=inverse, mode="clip")
-            rows = ids[inverse == positions]
-            rows.sort()
-        rank[rows] = positions[: len(rows)]
-        np.take(rank, ids, out=inverse, mode="clip")  # ids are valid; "raise" buffers out
-        counts = np.bincount(inverse, minlength=len(rows))
-        return rows, counts, (self._matrix @ grad_rows)[: len(rows)]
+            self.rows, inverse, self.counts = np.unique(
+                ids, return_inverse=True, return_counts=True
+            )
+        self.matrix = csc_matrix(
+            (pattern.ones, inverse.astype(np.int32, copy=False), pattern.indptr),
+            shape=(len(self.rows), pattern.n_grad_rows),
+        )
+        # shared by every trainer of the batch and handed to their update listeners: read-only
+        for a in (self.rows, self.counts, self.matrix.data, self.matrix.indices):
+            a.flags.writeable = False
+
+    def __call__(self, grad_rows: np.ndarray) -> np.ndarray:
+        """Sums (n_u, d) of the gradient rows (M, d), C-contiguous, per id (a new array)."""
+        return self.matrix @ grad_rows

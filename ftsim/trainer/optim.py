@@ -28,6 +28,49 @@ import numpy as np
 
 from ftsim.trainer.config import DenseOptimizerConfig, SparseOptimizerConfig
 
+_ALIGN = 16  # elements: packed arrays start 64 bytes apart (float32), as SIMD loads like
+
+
+def pack(arrays: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Copies of ``arrays`` (one dtype) as views into one flat buffer, returned with it.
+
+    Each view starts a multiple of 16 elements into the buffer; the gaps are zero. An
+    elementwise rule applied to the whole buffer (the dense optimizer) then does in one pass
+    what it would do array by array, with the same result for every element.
+    """
+    starts, end = [], 0
+    for a in arrays:
+        starts.append(end)
+        end += -(-a.size // _ALIGN) * _ALIGN
+    flat = np.zeros(end, arrays[0].dtype)
+    views = []
+    for a, start in zip(arrays, starts, strict=True):
+        view = flat[start : start + a.size].reshape(a.shape)
+        view[...] = a
+        views.append(view)
+    return flat, views
+
+
+def put_rows(a: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
+    """``a[rows] = values`` for the rows of a 2-D array, each row copied whole.
+
+    NumPy's 2-D fancy assignment moves elements one at a time; viewing each row as one opaque
+    item (when both arrays are C-contiguous, of one dtype) makes it a copy per row, 3-4x
+    faster for rows of 8 floats. The result is the same (a later duplicate row wins in both).
+    """
+    if (
+        a.ndim == 2
+        and a.flags.c_contiguous
+        and values.dtype == a.dtype
+        and values.flags.c_contiguous
+        and values.shape == (len(rows), a.shape[1])
+        and a.shape[1]
+    ):
+        row = np.dtype((np.void, a.strides[0]))
+        np.put(a.view(row), rows, values.view(row))
+    else:
+        a[rows] = values
+
 
 def adam_direction(
     m: np.ndarray,
@@ -59,53 +102,81 @@ class DenseOptimizer:
     ``state`` (saved and restored by trainer snapshots): empty for ``sgd``; one array per
     parameter for ``momentum`` (velocity) and ``adagrad`` (sum of squares); for ``adam``
     ``[m_0 .. m_{n-1}, v_0 .. v_{n-1}, t]`` with ``t`` a 0-d int64 array (steps taken).
+
+    ``packed``: optionally, the flat buffer the parameters are views of
+    (:func:`pack`). The state is then packed the same way, and
+    :meth:`step` given the gradients' flat buffer updates everything in one pass: each rule is
+    elementwise, so every element gets the same operations as array by array.
     """
 
-    def __init__(self, cfg: DenseOptimizerConfig, params: list[np.ndarray]) -> None:
+    def __init__(
+        self,
+        cfg: DenseOptimizerConfig,
+        params: list[np.ndarray],
+        packed: np.ndarray | None = None,
+    ) -> None:
         self.cfg = cfg
         self.params = params
-        self.state: list[np.ndarray] = (
-            [np.zeros_like(p) for p in params] if cfg.kind in ("momentum", "adagrad") else []
-        )
+        self.packed = packed
+        self._moments = {"momentum": 1, "adagrad": 1, "adam": 2}.get(cfg.kind, 0)
+        self._flat_state: list[np.ndarray] = []
+        self.state: list[np.ndarray] = []
+        for _ in range(self._moments):
+            zeros = [np.zeros_like(p) for p in params]
+            if packed is not None:
+                flat, zeros = pack(zeros)
+                self._flat_state.append(flat)
+            self.state += zeros
         if cfg.kind == "adam":
-            moments = [np.zeros_like(p) for p in params] + [np.zeros_like(p) for p in params]
-            self.state = [*moments, np.zeros((), dtype=np.int64)]
+            self.state.append(np.zeros((), dtype=np.int64))
         self._scratch = [np.empty_like(p) for p in params]
+        self._flat_scratch = None if packed is None else np.empty_like(packed)
 
     def adam_state(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Adam moments ``(m, v)`` of parameter ``i`` (views into ``state``; kind=adam)."""
         return self.state[i], self.state[len(self.params) + i]
 
-    def step(self, grads: list[np.ndarray]) -> None:
-        """Apply one update from ``grads`` (same order as ``params``; not modified)."""
-        lr = self.cfg.lr
+    def step(self, grads: list[np.ndarray], packed_grads: np.ndarray | None = None) -> None:
+        """Apply one update from ``grads`` (same order as ``params``; not modified).
+
+        ``packed_grads``: the flat buffer ``grads`` are views of, packed like the parameters;
+        with it (and ``packed``) the update is one pass over the flat buffers.
+        """
         if self.cfg.kind == "adam":
             self.state[-1] += 1
+        if packed_grads is not None and self.packed is not None:
+            self._update(self.packed, packed_grads, self._flat_state, self._flat_scratch)
+            return
+        n = len(self.params)
         for i, (p, g) in enumerate(zip(self.params, grads, strict=True)):
-            tmp = self._scratch[i]
-            if self.cfg.kind == "sgd":
-                np.multiply(g, lr, out=tmp)
-            elif self.cfg.kind == "momentum":
-                v = self.state[i]
-                v *= self.cfg.momentum
-                v += g
-                np.multiply(v, lr, out=tmp)
-            elif self.cfg.kind == "adam":
-                self._adam(i, g, tmp)
-            else:  # adagrad
-                a = self.state[i]
-                np.multiply(g, g, out=tmp)
-                a += tmp
-                np.sqrt(a, out=tmp)
-                tmp += self.cfg.eps
-                np.divide(g, tmp, out=tmp)
-                tmp *= lr
-            p -= tmp
+            moments = [self.state[m * n + i] for m in range(self._moments)]
+            self._update(p, g, moments, self._scratch[i])
 
-    def _adam(self, i: int, g: np.ndarray, tmp: np.ndarray) -> None:
-        """Update the moments of parameter ``i`` from ``g``; Adam's step into ``tmp``."""
+    def _update(self, p: np.ndarray, g: np.ndarray, moments: list, tmp: np.ndarray) -> None:
+        """The rule on one parameter array ``p`` (or the packed buffer) with its moments."""
+        lr = self.cfg.lr
+        if self.cfg.kind == "sgd":
+            np.multiply(g, lr, out=tmp)
+        elif self.cfg.kind == "momentum":
+            v = moments[0]
+            v *= self.cfg.momentum
+            v += g
+            np.multiply(v, lr, out=tmp)
+        elif self.cfg.kind == "adam":
+            self._adam(moments[0], moments[1], g, tmp)
+        else:  # adagrad
+            a = moments[0]
+            np.multiply(g, g, out=tmp)
+            a += tmp
+            np.sqrt(a, out=tmp)
+            tmp += self.cfg.eps
+            np.divide(g, tmp, out=tmp)
+            tmp *= lr
+        p -= tmp
+
+    def _adam(self, m: np.ndarray, v: np.ndarray, g: np.ndarray, tmp: np.ndarray) -> None:
+        """Update the moments ``m``, ``v`` from ``g``; Adam's step into ``tmp``."""
         c = self.cfg
-        m, v = self.adam_state(i)
         m *= c.beta1
         np.multiply(g, 1.0 - c.beta1, out=tmp)
         m += tmp
@@ -149,7 +220,7 @@ class SparseOptimizer:
             v = np.take(state["momentum"], rows, axis=0)
             v *= self.cfg.momentum
             v += grad
-            state["momentum"][rows] = v
+            put_rows(state["momentum"], rows, v)
             np.multiply(v, lr, out=grad)
         else:  # rowwise_adagrad
             acc = np.take(state["accum"], rows)
@@ -160,4 +231,4 @@ class SparseOptimizer:
             np.divide(lr, scale, out=scale)
             grad *= scale[:, None]
         w -= grad
-        weights[rows] = w
+        put_rows(weights, rows, w)

@@ -14,8 +14,14 @@ import numpy as np
 
 from ftsim.trainer.config import TrainerConfig
 from ftsim.trainer.criteo import CriteoData
-from ftsim.trainer.data import Batch, SyntheticData
-from ftsim.trainer.embeddings import RowData, SegmentSum, ShardedEmbeddings, SparseUpdate
+from ftsim.trainer.data import Batch, SharedData, SyntheticData
+from ftsim.trainer.embeddings import (
+    RowData,
+    SegmentSum,
+    ShardedEmbeddings,
+    SparseUpdate,
+    SumPattern,
+)
 from ftsim.trainer.metrics import auc, log_loss
 from ftsim.trainer.model import DenseDLRM, bce_with_logits, sigmoid
 from ftsim.trainer.optim import DenseOptimizer
@@ -57,10 +63,14 @@ class Trainer:
     sampler belongs to its policy's trainer side, which listens to the updates.
     """
 
-    def __init__(self, cfg: TrainerConfig) -> None:
+    def __init__(
+        self, cfg: TrainerConfig, data: SyntheticData | CriteoData | SharedData | None = None
+    ) -> None:
+        """``data``: the batch source, e.g. a :class:`SharedData` that other trainers of
+        the same ``cfg`` use too (read-only); by default this trainer builds its own."""
         self.cfg = cfg
         dtype = np.dtype(cfg.model.dtype)
-        self.data = make_data(cfg)
+        self.data = make_data(cfg) if data is None else data
         sizes = self.data.table_sizes
         rng = np.random.default_rng([cfg.model.seed, 0])
         self.embeddings = ShardedEmbeddings(
@@ -75,34 +85,55 @@ class Trainer:
             rng,
             dtype,
         )
-        self.dense_optimizer = DenseOptimizer(cfg.optimizer.dense, self.model.params)
+        self.dense_optimizer = DenseOptimizer(
+            cfg.optimizer.dense, self.model.params, packed=self.model.flat_params
+        )
         self.step = 0
         self.mfu = UseCounter(self.embeddings.n_rows) if cfg.hooks.mfu_counters else None
         self._listeners: list[UpdateListener] = []
-        self._work: dict[int, tuple[np.ndarray, SegmentSum]] = {}
+        self._work: dict[int, tuple[np.ndarray, SumPattern]] = {}
+        # what this trainer derives from a batch depends on the table layout: a batch shared
+        # with trainers of another layout keeps one entry per layout
+        self._derived_key = ("segment_sum", tuple(self.embeddings.offsets.tolist()))
         self._eval_set: Batch | None = None
 
+    def clone(self) -> Trainer:
+        """A new trainer in this one's state (parameters, optimizer state, step and use
+        counters) that shares its data source (no listeners)."""
+        twin = type(self)(self.cfg, data=self.data)
+        twin.restore(self.snapshot())
+        if self.mfu is not None:
+            twin.mfu.counts[:] = self.mfu.counts
+        return twin
+
     # ------------------------------------------------------------------ training
-    def train(self, n_steps: int) -> float:
-        """Train on batches ``step .. step + n_steps - 1``; returns their mean training loss."""
+    def train(self, n_steps: int, loss: bool = True) -> float | None:
+        """Train on batches ``step .. step + n_steps - 1``; returns their mean training loss
+        (None with ``loss=False``, which skips computing it)."""
         total = 0.0
         for _ in range(n_steps):
-            total += self.train_batch(self.data.batch(self.step))
-        return total / max(1, n_steps)
+            total += self.train_batch(self.data.batch(self.step), loss) or 0.0
+        return total / max(1, n_steps) if loss else None
 
-    def train_batch(self, batch: Batch) -> float:
-        """One SGD step on ``batch`` (normally ``data.batch(step)``); returns its log loss."""
+    def train_batch(self, batch: Batch, loss: bool = True) -> float | None:
+        """One SGD step on ``batch`` (normally ``data.batch(step)``); returns its log loss
+        (None with ``loss=False``: the update is the same, the loss is not computed)."""
         b = len(batch)
-        gids, segment_sum = self._workspace(b)
+        gids, pattern = self._workspace(b)
         emb = self.embeddings
         np.add(batch.cat, emb.offsets[:-1], out=gids)
+        segment_sum = batch.derived.get(self._derived_key)
+        if segment_sum is None:
+            segment_sum = SegmentSum(gids.reshape(-1), emb.n_rows, pattern)
+            batch.derived[self._derived_key] = segment_sum
         feat = self.model.feature_buffer(b)
         emb.lookup(gids, out=feat[:, 1:])
         logits = self.model.forward(batch.dense.astype(self.model.dtype, copy=False))
-        loss = bce_with_logits(logits, batch.label)
+        batch_loss = bce_with_logits(logits, batch.label) if loss else None
         dfeat = self.model.backward(logits, batch.label)
-        self.dense_optimizer.step(self.model.grads)
-        rows, counts, grad = segment_sum(gids.reshape(-1), dfeat.reshape(-1, emb.dim))
+        self.dense_optimizer.step(self.model.grads, self.model.flat_grads)
+        rows, counts = segment_sum.rows, segment_sum.counts
+        grad = segment_sum(dfeat.reshape(-1, emb.dim))
         if self._listeners:
             grad_in = grad.copy()
             old, new = emb.apply_gradients(rows, grad, record=True)
@@ -115,20 +146,17 @@ class Trainer:
         if self._listeners:
             for fn in self._listeners:
                 fn(update)
-        return loss
+        return batch_loss
 
-    def _workspace(self, b: int) -> tuple[np.ndarray, SegmentSum]:
-        """Global-id buffer (B, T) and the segment sum of the (B*(T+1), d) interaction
-        gradient, whose row ``k + k // T + 1`` is the gradient of lookup ``k``."""
+    def _workspace(self, b: int) -> tuple[np.ndarray, SumPattern]:
+        """Global-id buffer (B, T) and where the lookups' gradients are in the (B*(T+1), d)
+        interaction gradient: lookup ``k``'s in row ``k + k // T + 1``."""
         work = self._work.get(b)
         if work is None:
             emb = self.embeddings
             t = len(emb.table_sizes)
             k = np.arange(b * t, dtype=np.int64)
-            work = (
-                np.empty((b, t), np.int64),
-                SegmentSum(emb.n_rows, k + k // t + 1, b * (t + 1), emb.dtype),
-            )
+            work = (np.empty((b, t), np.int64), SumPattern(k + k // t + 1, b * (t + 1), emb.dtype))
             self._work[b] = work
         return work
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ftsim.trainer.config import DenseOptimizerConfig, SparseOptimizerConfig
-from ftsim.trainer.embeddings import SegmentSum
+from ftsim.trainer.embeddings import SegmentSum, SumPattern
 from ftsim.trainer.optim import DenseOptimizer, SparseOptimizer
 
 
@@ -66,19 +66,22 @@ def test_dense_rules(kind):
     np.testing.assert_allclose(p, expect, rtol=1e-10)
 
 
-@pytest.mark.parametrize("n_rows", [40, 20_000])  # unique ids by a mask scan / by a sort
+@pytest.mark.parametrize("n_rows", [40, 20_000])  # unique ids by a count / by a sort
 def test_segment_sum_adds_in_lookup_order(n_rows):
-    """Sums equal a float32 loop over the lookups in order (bit for bit); reusable per call."""
+    """Sums equal a float32 loop over the lookups in order (bit for bit); a batch's
+    SegmentSum serves any number of gradient arrays (every trainer of the batch)."""
     rng = np.random.default_rng(2)
     col_of = np.sort(rng.choice(500, size=300, replace=False))  # strictly increasing
-    summer = SegmentSum(n_rows, col_of, 500, np.float32)
-    for _ in range(3):  # the mask and rank buffers are reset between calls
+    pattern = SumPattern(col_of, 500, np.float32)
+    for _ in range(3):
         ids = rng.integers(0, 40, size=300) * (n_rows // 40)
-        grads = rng.normal(size=(500, 4)).astype(np.float32)
-        rows, counts, sums = summer(ids, grads)
-        np.testing.assert_array_equal(rows, np.unique(ids))
-        np.testing.assert_array_equal(counts, np.bincount(ids)[rows])
-        ref = np.zeros((n_rows, 4), np.float32)
-        for k, i in enumerate(ids):
-            ref[i] += grads[col_of[k]]
-        assert sums.dtype == np.float32 and sums.tobytes() == ref[rows].tobytes()
+        summer = SegmentSum(ids, n_rows, pattern)
+        np.testing.assert_array_equal(summer.rows, np.unique(ids))
+        np.testing.assert_array_equal(summer.counts, np.bincount(ids)[summer.rows])
+        for _ in range(2):
+            grads = rng.normal(size=(500, 4)).astype(np.float32)
+            sums = summer(grads)
+            ref = np.zeros((n_rows, 4), np.float32)
+            for k, i in enumerate(ids):
+                ref[i] += grads[col_of[k]]
+            assert sums.dtype == np.float32 and sums.tobytes() == ref[summer.rows].tobytes()
