@@ -87,7 +87,7 @@ from pydantic import Field, model_validator
 
 from ftsim.policies.base import Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
-from ftsim.policies.full import Interval, resolve_interval_s
+from ftsim.policies.full import Interval, planned_interval_s
 from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import BytesPerSecond
 from ftsim.sim.failures import job_mtbf_s, victims_per_failure
@@ -644,12 +644,12 @@ class CheckNRun(Policy):
         if not isinstance(p.interval, str):
             return p.interval
         mtbf = self.mtbf_s
-        interval = resolve_interval_s(p.interval, self.layout.full_save_s(), mtbf)
+        interval = planned_interval_s(self.scenario, p.interval, self.layout.full_save_s(), mtbf)
         for _ in range(100):
             if math.isinf(interval):
                 return interval
             stall, _ = self._planned_costs(interval)
-            new = resolve_interval_s(p.interval, stall, mtbf)
+            new = planned_interval_s(self.scenario, p.interval, stall, mtbf)
             if abs(new - interval) <= 1e-9 * interval:
                 return new
             interval = new

@@ -63,7 +63,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from ftsim.policies import full, cpr, ecrm, swift, checknrun  # noqa: F401
 
 # isort: on
-from ftsim.policies.base import Policy, PolicyParams, TrainerSide, register
+from ftsim.policies.base import PlanError, Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.registry import POLICY_PARAMS, discriminated
@@ -476,10 +476,14 @@ class Composed(Policy):
         super().__init__(params, scenario, layout)
         self.scopes, scaled, self.layouts = _shared(scenario, params)
         self.part_names = tuple(s.name for s in self.scopes)
-        self.parts: list[Policy] = [
-            alone.policies[0].policy_class(alone.policies[0], alone, part_layout)
-            for alone, part_layout in zip(scaled, self.layouts, strict=True)
-        ]
+        self.parts: list[Policy] = []
+        for i, (alone, part_layout) in enumerate(zip(scaled, self.layouts, strict=True)):
+            try:
+                self.parts.append(
+                    alone.policies[0].policy_class(alone.policies[0], alone, part_layout)
+                )
+            except PlanError as error:
+                raise error.inside(f"parts.{i}.policy") from None
         self._views: list[PartSimulation] | None = None
         self._trainers = scenario.cluster.trainers
 

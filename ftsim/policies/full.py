@@ -28,7 +28,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ftsim.policies.base import Policy, register
+from ftsim.notices import short_duration
+from ftsim.policies.base import Policy, check_planned_interval, register
 from ftsim.policies.events import RestoreAll
 from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.scenario.intervals import Interval
@@ -58,6 +59,19 @@ def resolve_interval_s(rule: float | str, delta_s: float, mtbf_s: float) -> floa
     )
 
 
+def planned_interval_s(scenario, rule: float | str, delta_s: float, mtbf_s: float) -> float:
+    """:func:`resolve_interval_s` for a policy's ``interval``; a rule's interval too short
+    to simulate is refused (:func:`~ftsim.policies.base.check_planned_interval`)."""
+    interval_s = resolve_interval_s(rule, delta_s, mtbf_s)
+    if isinstance(rule, str):
+        how = (
+            f"{rule} (job MTBF {short_duration(mtbf_s)}, checkpoint stall "
+            f"{short_duration(delta_s)}) resolves to"
+        )
+        check_planned_interval(scenario, "interval", interval_s, how)
+    return interval_s
+
+
 @register
 class FullCheckpoint(Policy):
     """Full checkpoint, full recovery."""
@@ -70,7 +84,8 @@ class FullCheckpoint(Policy):
         self.load_s = layout.full_load_s()
         self.writer = CheckpointWriter(params, max(layout.shard_bytes, layout.dense_bytes))
         self.stall_s = self.writer.stall_s(self.save_s)
-        self.interval_s = resolve_interval_s(params.interval, self.stall_s, job_mtbf_s(scenario))
+        mtbf_s = job_mtbf_s(scenario)
+        self.interval_s = planned_interval_s(scenario, params.interval, self.stall_s, mtbf_s)
         self.committed_s = 0.0
         """Progress captured by the last checkpoint that is safely in storage."""
         self.next_s = self.interval_s
