@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+import ftsim.plots as plots
 import ftsim.validation.suite as suite
 from ftsim import console
 from ftsim.cli import main
@@ -121,14 +124,6 @@ def test_rerunning_into_a_run_folder_on_a_full_disk_keeps_the_earlier_results(di
 
 def test_without_staging_a_full_disk_damages_the_earlier_run(disk, capsys, monkeypatch):
     """The injected bug: results written straight into the folder (no staging folder)."""
-
-    class Unstaged(output.StagedFolder):
-        def __enter__(self):
-            return self.folder
-
-        def __exit__(self, *exc):
-            self.committed = True
-
     mount, _ = disk
     root = mount(256 * 1024)
     out = root / "r"
@@ -182,9 +177,46 @@ def test_plot_on_a_full_disk_is_one_line_and_plots_after_room_is_made(run_on_dis
     one_located_line(capsys.readouterr().err)
     assert {k: v for k, v in digest(out).items() if not k.startswith("plots")} == before
     assert not [p for p in out.rglob(".*.tmp")]  # no temporary file left
+    assert not (out / "plots").exists()  # nothing half-written
     (out.parent / "ballast").unlink()
     resize(4 * 1024 * 1024)
-    assert main(["plot", str(out)]) == 0  # the same command completes the plots folder
+    assert main(["plot", str(out)]) == 0  # the same command makes the plots folder
+
+
+class Unstaged(output.StagedFolder):
+    """The injected bug: files written straight into the folder (no staging folder)."""
+
+    def __enter__(self):
+        return self.folder
+
+    def __exit__(self, *exc):
+        self.committed = True
+
+
+@pytest.mark.parametrize("leave", [0, 16384, 70000, 131072])
+def test_plot_on_a_full_disk_leaves_the_earlier_figures_as_they_were(run_on_disk, leave, capsys):
+    """Figures replacing earlier ones (in more formats) on a disk that fills up at some
+    point of the writing: one line, and the earlier figures as they were, all of them."""
+    out, resize = run_on_disk
+    resize(1024 * 1024)
+    assert main(["plot", str(out), "--format", "png"]) == 0
+    before = digest(out)
+    fill(out.parent, leave)
+    capsys.readouterr()
+    assert main(["plot", str(out), "--format", "pdf,png"]) == 2
+    assert one_located_line(capsys.readouterr().err).endswith(f"writing {out / 'plots'}")
+    assert digest(out) == before
+
+
+def test_without_staging_a_plot_on_a_full_disk_mixes_figures(run_on_disk, capsys, monkeypatch):
+    out, resize = run_on_disk
+    resize(1024 * 1024)
+    assert main(["plot", str(out), "--format", "png"]) == 0
+    before = digest(out)
+    fill(out.parent, 70000)  # room for a new PDF (18 kB), not for a PNG beside the old
+    monkeypatch.setattr(plots, "StagedFolder", Unstaged)
+    assert main(["plot", str(out), "--format", "pdf,png"]) == 2
+    assert digest(out) != before
 
 
 @pytest.mark.parametrize("name", ["trace.json", "trace.json.gz"])
@@ -246,6 +278,129 @@ def test_validate_on_a_full_disk_is_one_line(disk, quick_suite, leave, capsys):
     err = capsys.readouterr().err
     one_located_line(err)
     assert not report.exists()
+
+
+# -- killed outright while moving the results into place -------------------------------------
+
+LIGHT = [*RUN, "--reps", "1", "--policy", "full", "--jobs", "1"]
+MOVES = ("rename", "replace", "unlink", "rmdir")
+"""The calls of ``os`` that move a staged set of results into place (each one step)."""
+
+
+def _killed_at_move(step: int, args: list[str]) -> int:
+    """Run ``ftsim ARGS`` in a forked child that SIGKILLs itself before the ``step``-th
+    move of its commit (counted from the rename of the staging folder to
+    :data:`~ftsim.experiments.output.COMMIT`); the child's wait status."""
+    pid = os.fork()
+    if pid == 0:  # the child never returns into pytest
+        try:
+            moves = [-1]
+
+            def counted(name: str):
+                original = getattr(os, name)
+
+                def move(*a, **k):
+                    if name == "rename" and Path(a[1]).name == output.COMMIT:
+                        moves[0] = 0  # the commit starts
+                    if moves[0] == step:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    if moves[0] >= 0:
+                        moves[0] += 1
+                    return original(*a, **k)
+
+                return move
+
+            for name in MOVES:
+                setattr(os, name, counted(name))
+            sys.stdout = sys.stderr = io.StringIO()
+            os._exit(main(args))
+        finally:
+            os._exit(99)
+    return os.waitpid(pid, 0)[1]
+
+
+def _complete_set(folder: Path) -> dict[str, str]:
+    """The result files of ``folder`` with the manifest's config hash, if its manifest is
+    there and records the checksums of its result files (else an AssertionError)."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["files"] == output_checksums(folder), "a manifest of other files"
+    found = {name: (folder / name).read_bytes().hex() for name in RESULTS}
+    return {**found, "config_hash": manifest["config_hash"]}
+
+
+def output_checksums(folder: Path) -> dict[str, str]:
+    from ftsim.experiments.folders import result_checksums
+
+    return result_checksums(folder)
+
+
+def test_a_run_killed_at_each_step_of_its_moves_leaves_a_complete_set_or_one_it_completes(
+    tmp_path, capsys
+):
+    """``run --force`` replacing a run folder of another seed, SIGKILLed before each of the
+    moves that put its results in place: the folder holds the old complete set, the new
+    complete set, or a commit folder that the next command holding it completes to the new
+    set, saying so (a reader, ``plot``, as well as the same command again)."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    replace = [*LIGHT, "--seed", "8", "--force"]
+    assert main([*LIGHT, "-o", str(old)]) == 0
+    assert main([*replace, "-o", str(new)]) == 0
+    sets = {"old": _complete_set(old), "new": _complete_set(new)}
+    seen = []
+    for step in range(20):
+        out = tmp_path / f"killed_{step}"
+        shutil.copytree(old, out)
+        status = _killed_at_move(step, [*replace, "-o", str(out)])
+        if os.WIFEXITED(status):  # past the last move: the run ended normally
+            assert os.WEXITSTATUS(status) == 0 and step > 3
+            assert _complete_set(out) == sets["new"]
+            break
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        capsys.readouterr()
+        if (out / output.COMMIT).exists():
+            left = list((out / output.COMMIT).iterdir())  # none: killed before its removal
+            seen.append("completed" if left else "new")
+            if "completed" not in seen[:-1]:  # a reader completes it, as the same command does
+                assert main(["plot", str(out), "-q", "--format", "png"]) == 0
+            else:
+                assert main([*replace, "-o", str(out)]) == 0
+            said = "they were moved now" in capsys.readouterr().err
+            assert said == bool(left)
+            assert not (out / output.COMMIT).exists()
+            assert _complete_set(out) == sets["new"]
+        else:
+            state = _complete_set(out)
+            seen.append(next(name for name, files in sets.items() if files == state))
+    assert seen[0] == "old" and seen[-1] in ("completed", "new") and "completed" in seen, seen
+
+
+def test_without_completing_an_interrupted_commit_its_folder_is_refused(tmp_path, capsys):
+    """The injected bug: the next holder does not complete the moves (the earlier
+    behaviour): a run killed after its first moves leaves a folder without a manifest."""
+    out = tmp_path / "r"
+    assert main([*LIGHT, "-o", str(out)]) == 0
+    assert os.WTERMSIG(_killed_at_move(3, [*LIGHT, "--seed", "8", "--force", "-o", str(out)]))
+    (out / output.COMMIT).rename(out / "left")  # what the moves left, unknown to ftsim
+    capsys.readouterr()
+    assert main([*LIGHT, "--seed", "8", "-o", str(out)]) == 2
+    assert "holds no earlier output of 'ftsim run'" in capsys.readouterr().err
+
+
+def test_a_plot_killed_while_moving_its_figures_is_completed_by_the_next(tmp_path, capsys):
+    """The figures of ``plot`` are a staged set too (the steps are those of a run's,
+    above): killed after moving some of them, the next plot completes the set, saying so."""
+    run = tmp_path / "r"
+    assert main([*LIGHT, "-o", str(run)]) == 0
+    assert main(["plot", str(run), "-q", "--format", "png"]) == 0
+    args = ["plot", str(run), "-q", "--format", "png,pdf"]
+    assert os.WTERMSIG(_killed_at_move(3, args)) == signal.SIGKILL
+    assert len(list((run / "plots" / output.COMMIT).iterdir())) == 4  # of 6 files
+    capsys.readouterr()
+    assert main(["plot", str(run), "-q", "--format", "png"]) == 0
+    assert "they were moved now" in capsys.readouterr().err
+    assert sorted(p.name for p in (run / "plots").iterdir()) == [
+        f"{name}.{kind}" for name in ("breakdown", "timeline") for kind in ("csv", "pdf", "png")
+    ]
 
 
 # -- two writers, one folder ----------------------------------------------------------------

@@ -59,7 +59,7 @@ def prepare_output(
     if folder.exists() and not folder.is_dir():
         raise FolderError(f"{folder}: is a file, not a folder")
     if folder.is_dir() and any(not p.name.startswith(".ftsim") for p in folder.iterdir()):
-        manifest = _manifest_or_none(folder)
+        manifest = _earlier_manifest(folder, command, force)
         found = manifest.get("command")
         if found == "sweep" and not force:
             raise FolderError(
@@ -96,13 +96,27 @@ def make_writable_folder(folder: Path) -> None:
         raise FolderError(f"{folder}: cannot write in this folder ({exc.strerror})") from None
 
 
-def _manifest_or_none(folder: Path) -> dict:
-    """``folder``'s manifest, or an empty mapping without a valid one."""
-    try:
-        manifest = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+def _earlier_manifest(folder: Path, command: str, force: bool) -> dict:
+    """The manifest of the non-empty ``folder`` (empty without one). One that is there but
+    cannot be read (no permission, not JSON, not an object) says nothing of what the
+    folder holds: FolderError saying why, unless ``force`` (then it is written over)."""
+    path = folder / MANIFEST
+    if not path.exists() and not path.is_symlink():
         return {}
-    return manifest if isinstance(manifest, dict) else {}
+    try:
+        manifest = json.loads(read_text(path))
+        reason = None if isinstance(manifest, dict) else "not a JSON object"
+    except TextFileError as exc:
+        reason = str(exc)
+    except ValueError as exc:
+        reason = f"not valid JSON ({exc})"
+    if reason is None or force:
+        return manifest if reason is None else {}
+    raise FolderError(
+        f"{path}: cannot be read ({reason}), so whether {folder} holds earlier output of "
+        f"'ftsim {command}' is unknown; repair or remove it, choose another folder, or pass "
+        "--force to write into it (files of the same names are replaced)"
+    )
 
 
 def sha256_of(path: Path) -> str:

@@ -6,7 +6,9 @@ with a message naming the folder and the first one's process id. The lock is an 
 ``flock`` on a hidden file in the folder (released by the kernel if the holder dies, however
 it dies), holding the holder's pid; the file is removed when the lock is released, so a
 folder looks as it did. A folder created for the lock and left holding nothing else (the
-command failed or was interrupted before writing anything) is removed too.
+command failed or was interrupted before writing anything) is removed too. Whoever
+acquires the lock first completes what a killed holder left half-moved
+(:func:`ftsim.experiments.output.recover`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ftsim.experiments.folders import FolderError, make_writable_folder
+from ftsim.experiments.output import COMMIT, recover
 
 LOCK = ".ftsim.lock"
 """The lock file's name inside a locked folder."""
@@ -39,6 +42,7 @@ def locked_folder(folder: Path, create: bool = True) -> Iterator[Path]:
         return
     fd = _acquire(folder)
     try:
+        recover(folder)
         yield folder
     finally:
         try:
@@ -48,6 +52,16 @@ def locked_folder(folder: Path, create: bool = True) -> Iterator[Path]:
         except OSError:
             pass  # the lock itself goes with the descriptor
         os.close(fd)
+
+
+def settle(folder: Path) -> None:
+    """Complete what a writer of ``folder`` killed while moving its results left
+    (:func:`~ftsim.experiments.output.recover`), holding the folder meanwhile; for a
+    reader. Nothing is locked when nothing was left: a read-only folder can be read."""
+    folder = Path(folder)
+    if (folder / COMMIT).is_dir():
+        with locked_folder(folder, create=False):
+            pass
 
 
 def _acquire(folder: Path) -> int:
