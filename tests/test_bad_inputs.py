@@ -751,7 +751,10 @@ LONG_SWEEP = [*FTSIM, "sweep", str(SMOKE), "--no-trainer", "--reps", "5000", "--
 
 
 def _shards(folder: Path) -> list[Path]:
-    return list((folder / "shards").glob("p*.csv")) if (folder / "shards").is_dir() else []
+    """The rows shards of finished tasks (written after their timeline shard: a task with
+    its timeline shard only is not finished yet)."""
+    found = (folder / "shards").glob("p*.csv") if (folder / "shards").is_dir() else []
+    return [p for p in found if not p.name.endswith(".timeline.csv")]
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
