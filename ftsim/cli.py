@@ -47,7 +47,7 @@ class UsageError(Exception):
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
-    with console.ascii_fallbacks():
+    with console.whole_writes(), console.ascii_fallbacks():
         try:
             with interrupts.handled():
                 args = _parser().parse_args(argv)

@@ -10,6 +10,7 @@ size-limited tmpfs, mounted at sizes that make each command fail at a different 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -243,6 +244,70 @@ def test_standard_output_to_a_full_disk_is_one_line(disk, args, tmp_path):
     assert done.returncode == 2
     one_located_line(done.stderr.splitlines()[-1], "ftsim: no space left on device writing ")
     assert done.stderr.strip().endswith("writing standard output")
+
+
+STDOUT_COMMANDS = {
+    "show reference": ["show", "reference"],  # 38 kB
+    "show policies": ["show", "policies"],  # 10 kB
+    "show presets": ["show", "presets"],
+    "show config": ["show", "config", str(SMOKE)],
+    "run": [*RUN[:-1], "--reps", "1", "--jobs", "1", "--force", "-o", "OUT"],
+}
+
+
+def _stdout_into(path: Path, buffered: bool) -> io.TextIOWrapper:
+    """A standard output into ``path`` as Python makes it (unbuffered: ``PYTHONUNBUFFERED``)."""
+    raw = io.FileIO(path, "w")
+    return io.TextIOWrapper(
+        io.BufferedWriter(raw) if buffered else raw, encoding="utf-8", write_through=not buffered
+    )
+
+
+def _output_of(args: list[str], path: Path, buffered: bool, monkeypatch) -> int:
+    stream = _stdout_into(path, buffered)
+    monkeypatch.setattr(sys, "stdout", stream)
+    try:
+        return main(args)
+    finally:
+        monkeypatch.undo()
+        with contextlib.suppress(OSError):
+            stream.close()
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("command", sorted(STDOUT_COMMANDS))
+def test_standard_output_cut_short_by_a_full_disk_is_never_a_success(
+    disk, tmp_path, command, buffered, capsys, monkeypatch
+):
+    """Every command's standard output into a file on a disk with room for none, one or
+    three blocks of it: the whole output and exit 0, or the located line and exit 2, never
+    a truncated file and exit 0 (a cut-short write was dropped, unbuffered even when small)."""
+    args = [a.replace("OUT", str(tmp_path / "r")) for a in STDOUT_COMMANDS[command]]
+    assert _output_of(args, tmp_path / "whole.txt", buffered, monkeypatch) == 0
+    whole = (tmp_path / "whole.txt").read_bytes()
+    mount, _ = disk
+    for room in (0, 4096, 3 * 4096):
+        root = mount(16 * 4096)
+        fill(root, room)
+        capsys.readouterr()
+        status = _output_of(args, root / "out.txt", buffered, monkeypatch)
+        if status == 0:
+            assert (root / "out.txt").read_bytes() == whole
+        else:
+            assert status == 2 and len(whole) > room
+            err = capsys.readouterr().err.splitlines()
+            assert err[-1] == "ftsim: no space left on device writing standard output", err
+
+
+def test_without_whole_writes_an_unbuffered_output_is_cut_short_silently(
+    disk, capsys, monkeypatch
+):
+    """The injected bug: standard output as Python gives it."""
+    monkeypatch.setattr(console, "whole_writes", contextlib.nullcontext)
+    mount, _ = disk
+    root = mount(4 * 4096)
+    assert _output_of(["show", "reference"], root / "out.txt", False, monkeypatch) == 0
+    assert (root / "out.txt").stat().st_size == 4 * 4096  # of 38 kB
 
 
 def _probe_check(ctx):
