@@ -299,9 +299,7 @@ def test_standard_output_cut_short_by_a_full_disk_is_never_a_success(
             assert err[-1] == "ftsim: no space left on device writing standard output", err
 
 
-def test_without_whole_writes_an_unbuffered_output_is_cut_short_silently(
-    disk, capsys, monkeypatch
-):
+def test_without_whole_writes_an_unbuffered_output_is_cut_short_silently(disk, capsys, monkeypatch):
     """The injected bug: standard output as Python gives it."""
     monkeypatch.setattr(console, "whole_writes", contextlib.nullcontext)
     mount, _ = disk

@@ -299,8 +299,11 @@ def validate_scenario(data: dict, path: Path, *, warn: bool = True) -> Scenario:
 
 
 def config_hash(scenario: Scenario) -> str:
-    """A short stable hash of the resolved scenario (independent of key order, YAML layout)."""
-    canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True)
+    """A short stable hash of the resolved scenario (independent of key order, YAML layout,
+    and values that have no effect: :func:`~ftsim.scenario.notices.resolved_data`)."""
+    from ftsim.scenario.notices import resolved_data
+
+    canonical = json.dumps(resolved_data(scenario), sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
