@@ -513,12 +513,14 @@ def _cmd_sweep(args, argv) -> int:
 
 def _cmd_advise(args, argv) -> int:
     """Exit status 0 with a recommendation, 1 when no setting of any policy meets the
-    limits (said on standard output)."""
+    limits (said on standard output). An ``-o`` folder is checked and held before the
+    search; the files are staged and moved into place together, the manifest last."""
     import math
+    from contextlib import nullcontext
 
-    from ftsim.experiments.advise import advise, write
-    from ftsim.experiments.folders import prepare_output, sha256_of
-    from ftsim.experiments.output import write_json
+    from ftsim.experiments.advise import advise
+    from ftsim.experiments.folders import prepare_output
+    from ftsim.experiments.lock import locked_folder
     from ftsim.experiments.pool import default_jobs
 
     limit = args.max_pls
@@ -529,37 +531,51 @@ def _cmd_advise(args, argv) -> int:
         raise UsageError(f"--max-memory-overhead must be a share >= 0 (got {memory})")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    overrides = _overrides(args)
     started = datetime.now(UTC)
-    advice = advise(
-        args.scenario,
-        overrides,
-        max_pls=limit,
-        max_memory_overhead=memory,
-        policies=args.policy or None,
-        jobs=args.jobs or default_jobs(),
-    )
-    out = args.output or (
-        Path(advice.output) / advice.scenario / f"{started:%Y%m%dT%H%M%SZ}_advise"
-    )
-    prepare_output(out, "advise", args.force)
-    files = write(advice, out)
-    write_json(
-        out / "manifest.json",
-        {
-            "command": "advise",
-            "scenario": advice.scenario,
-            "scenario_file": str(args.scenario),
-            "argv": ["ftsim", *argv],
-            "started_utc": started.isoformat(),
-            "finished_utc": datetime.now(UTC).isoformat(),
-            "files": {path.name: sha256_of(path) for path in files},
-        },
-    )
+    with locked_folder(args.output) if args.output is not None else nullcontext():
+        if args.output is not None:  # a wrong -o fails at once, not after the search
+            prepare_output(args.output, "advise", args.force)
+        advice = advise(
+            args.scenario,
+            _overrides(args),
+            max_pls=limit,
+            max_memory_overhead=memory,
+            policies=args.policy or None,
+            jobs=args.jobs or default_jobs(),
+        )
+        out = args.output or (
+            Path(advice.output) / advice.scenario / f"{started:%Y%m%dT%H%M%SZ}_advise"
+        )
+        with locked_folder(out) if args.output is None else nullcontext():
+            names = _write_advice(advice, out, args, argv, started)
     if not args.quiet:
         print(advice.text())
-    print(f"results: {out} ({', '.join(f.name for f in files)})")
+    print(f"results: {out} ({', '.join(names)})")
     return 0 if advice.recommendation is not None else 1
+
+
+def _write_advice(advice, out: Path, args, argv, started) -> list[str]:
+    """The advice's files and manifest, staged in ``out`` (held by the caller); their names."""
+    from ftsim.experiments.advise import write
+    from ftsim.experiments.folders import prepare_output, sha256_of
+    from ftsim.experiments.output import StagedFolder, write_json
+
+    prepare_output(out, "advise", args.force)
+    with StagedFolder(out) as staging:
+        files = write(advice, staging)
+        write_json(
+            staging / "manifest.json",
+            {
+                "command": "advise",
+                "scenario": advice.scenario,
+                "scenario_file": str(args.scenario),
+                "argv": ["ftsim", *argv],
+                "started_utc": started.isoformat(),
+                "finished_utc": datetime.now(UTC).isoformat(),
+                "files": {path.name: sha256_of(path) for path in files},
+            },
+        )
+    return [path.name for path in files]
 
 
 def resume_command(argv: list[str], folder: Path) -> str:

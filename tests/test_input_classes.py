@@ -240,6 +240,50 @@ def test_yaml_nan_or_inf_for_a_quantity_says_not_a_number_or_infinite(where, own
 # -- zeros and extremes in derived plans -------------------------------------------------------
 
 
+def _numbers(value, path: str = "") -> list[str]:
+    """Dotted paths of every field of a validated scenario holding a number (not a yes/no)."""
+    if isinstance(value, BaseModel):
+        return [
+            found
+            for name in type(value).model_fields
+            for found in _numbers(getattr(value, name), f"{path}.{name}" if path else name)
+        ]
+    if isinstance(value, list | tuple):
+        return [found for i, item in enumerate(value) for found in _numbers(item, f"{path}.{i}")]
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    return [path] if is_number else []
+
+
+def _number_cases() -> list[tuple[dict, str]]:
+    """(resolved scenario, path of a number in it) for every number field of the base
+    scenario and of a plain policy of each kind, with a trainer section."""
+    cases = []
+    for kind in KINDS:
+        data = scenario_with(plain(kind), trainer={"enabled": False})
+        s = validate_scenario(data, SMOKE, warn=False)
+        paths = _numbers(s) if kind == KINDS[0] else _numbers(s.policies, "policies")
+        cases += [(s.model_dump(mode="json"), path) for path in paths]
+    return cases
+
+
+NUMBER_CASES = _number_cases()
+
+
+@pytest.mark.parametrize(("data", "path"), NUMBER_CASES, ids=[p for _, p in NUMBER_CASES])
+def test_a_yes_no_where_a_number_is_expected_is_a_located_error(data, path):
+    """YAML's ``true``/``yes`` for any number (``replications: yes`` ran one replication) is
+    refused, located at the field (or its section, when the section's own check sees the
+    1 it reads as first)."""
+    data = copy.deepcopy(data)
+    *parents, name = path.split(".")
+    node = data
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    node[int(name) if isinstance(node, list) else name] = True
+    found = problems(data)
+    assert found and path.startswith(found[0].split(": ")[0]), found
+
+
 @pytest.mark.parametrize("where", ["plain", "part"])
 @pytest.mark.parametrize("kind", ["cpr", "cpr_mfu", "cpr_ssu", "checknrun"])
 def test_a_tiny_target_pls_is_refused_by_the_event_budget_alone_or_in_a_part(kind, where):
