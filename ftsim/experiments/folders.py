@@ -67,10 +67,11 @@ def prepare_output(
                 "it over with --force, or choose another folder"
             )
         if found != command and not force:
+            held = f"the output of 'ftsim {found}'" if found else f"no {MANIFEST} of ftsim"
             raise FolderError(
-                f"{folder}: the folder is not empty and holds no earlier output of "
-                f"'ftsim {command}' ({MANIFEST}); choose another folder, or pass --force to "
-                "write into it (files of the same names are replaced)"
+                f"{folder}: the folder is not empty and holds {held}, not earlier output of "
+                f"'ftsim {command}'; choose another folder, or pass --force to write into it "
+                "(files of the same names are replaced)"
             )
         earlier = manifest.get("config_hash")
         if found == command and config_hash and earlier != config_hash and not force:
@@ -82,10 +83,31 @@ def prepare_output(
     make_writable_folder(folder)
 
 
+def check_figures_folder(folder: Path) -> None:
+    """FolderError if ``folder`` holds the results of a command (a manifest): figures
+    written there would replace result files of the same names (``plot -o RUN_DIR``
+    replaced the run's ``timeline.csv`` with the figure's)."""
+    folder = Path(folder)
+    if not (folder / MANIFEST).is_file():
+        return
+    try:
+        command = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("command")
+    except (OSError, ValueError, AttributeError):
+        command = None
+    what = f"the results of 'ftsim {command}'" if isinstance(command, str) else MANIFEST
+    raise FolderError(
+        f"{folder}: holds {what}; figures are not written among results (they would "
+        "replace files of the same names, such as timeline.csv): choose another folder "
+        "(the default is RUN_DIR/plots)"
+    )
+
+
 def make_writable_folder(folder: Path) -> None:
     """Create ``folder`` (and its parents) and check that files can be written in it."""
     folder = Path(folder)
     blocker = next((p for p in [folder, *folder.parents] if p.exists()), None)
+    if blocker == folder and not folder.is_dir():
+        raise FolderError(f"{folder}: is a file, not a folder")
     if blocker is not None and not blocker.is_dir():
         raise FolderError(f"{folder}: lies under {blocker}, which is a file, not a folder")
     try:

@@ -31,6 +31,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from ftsim.experiments.folders import check_figures_folder  # noqa: E402
 from ftsim.experiments.lock import locked_folder  # noqa: E402
 from ftsim.experiments.output import StagedFolder  # noqa: E402
 from ftsim.plots import breakdown, interval, pls, timeline, tradeoff  # noqa: E402
@@ -65,6 +66,7 @@ def plot_run(
     target = Path(out) if out is not None else folder / "plots"
     if point is not None:
         target = target / f"point_{point}"
+    check_figures_folder(target)
     options = {breakdown.NAME: {"scale": breakdown_scale, "max_pls": max_pls}}
     outcomes = []
     # one writer at a time; the figures replace the earlier ones all together, or not at all
