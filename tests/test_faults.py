@@ -110,14 +110,21 @@ def test_run_on_a_full_disk_leaves_no_folder(disk, size, capsys):
     assert list(root.iterdir()) == []
 
 
-@pytest.mark.parametrize("leave", [0, 8192, 32768])
-def test_rerunning_into_a_run_folder_on_a_full_disk_keeps_the_earlier_results(disk, leave, capsys):
+def made_then_filled(disk, size: int, args: list[str], leave: int) -> tuple[Path, Path, dict]:
+    """A tmpfs of ``size`` bytes holding the output of ``ftsim ARGS -o ROOT/earlier``, then
+    filled until ``leave`` bytes are free: (root, the output folder, its digest)."""
     mount, _ = disk
-    root = mount(256 * 1024)
-    out = root / "r"
-    assert main([*RUN, "-o", str(out)]) == 0
+    root = mount(size)
+    out = root / "earlier"
+    assert main([*args, "-o", str(out)]) == 0
     before = digest(out)
     fill(root, leave)
+    return root, out, before
+
+
+@pytest.mark.parametrize("leave", [0, 8192, 32768])
+def test_rerunning_into_a_run_folder_on_a_full_disk_keeps_the_earlier_results(disk, leave, capsys):
+    _, out, before = made_then_filled(disk, 256 * 1024, RUN, leave)
     assert main([*RUN, "-o", str(out)]) == 2
     one_located_line(capsys.readouterr().err)
     assert digest(out) == before
@@ -218,6 +225,24 @@ def test_without_staging_a_plot_on_a_full_disk_mixes_figures(run_on_disk, capsys
     monkeypatch.setattr(plots, "StagedFolder", Unstaged)
     assert main(["plot", str(out), "--format", "pdf,png"]) == 2
     assert digest(out) != before
+
+
+ADVISE = ["advise", str(SMOKE), "--reps", "2", "--jobs", "1", "-q"]
+
+
+@pytest.mark.parametrize("leave", [0, 8192, 65536, 200_000])
+def test_advise_on_a_full_disk_leaves_no_folder_or_the_earlier_advice(disk, leave, capsys):
+    """The advice (candidates, frontier figure, manifest) is staged: a disk that fills up
+    while it is written leaves no folder, or the earlier advice as it was."""
+    root, earlier, before = made_then_filled(disk, 1024 * 1024, ADVISE, leave)
+    capsys.readouterr()
+    for out in (root / "new", earlier):
+        status = main([*ADVISE, "-o", str(out), "--force"])
+        if status == 2:
+            one_located_line(capsys.readouterr().err)
+            assert digest(earlier) == before and not (root / "new").exists()
+        else:  # room enough: the whole advice
+            assert status == 0 and {p.name for p in out.iterdir()} == set(before)
 
 
 @pytest.mark.parametrize("name", ["trace.json", "trace.json.gz"])
