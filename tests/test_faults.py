@@ -555,6 +555,28 @@ def test_a_run_and_a_sweep_started_together_never_mix(tmp_path):
         assert main(["plot", str(out)]) == 0
 
 
+@pytest.mark.parametrize("moment", ["make_writable_folder", "_acquire"])
+def test_a_signal_while_the_folder_is_made_and_locked_leaves_no_folder(
+    tmp_path, moment, monkeypatch
+):
+    """SIGTERM right after the output folder is created, before or while it is locked (the
+    fault fuzzer's advise left an empty folder): the folder is removed again."""
+    from ftsim.experiments import interrupts, lock
+
+    original = getattr(lock, moment)
+
+    def signalled(folder):
+        found = original(folder)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return found
+
+    monkeypatch.setattr(lock, moment, signalled)
+    out = tmp_path / "out"
+    with pytest.raises(interrupts.Interrupted), interrupts.handled(), locked_folder(out):
+        pytest.fail("the signal came before the folder was held")
+    assert not out.exists()
+
+
 def test_a_lock_left_by_a_killed_process_does_not_block(tmp_path, capsys):
     out = tmp_path / "r"
     out.mkdir()

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ftsim.experiments import interrupts
 from ftsim.experiments.folders import FolderError, make_writable_folder
 from ftsim.experiments.output import COMMIT, recover
 
@@ -32,26 +33,31 @@ LOCK = ".ftsim.lock"
 def locked_folder(folder: Path, create: bool = True) -> Iterator[Path]:
     """Hold ``folder`` for writing (created first with ``create``; without, a missing folder
     is not held, and the block reports it); FolderError naming the holder if another
-    process holds it."""
+    process holds it. Signals wait while the folder is created and locked, so that a
+    folder this made is removed again whenever the command stops leaving it empty."""
     folder = Path(folder)
-    created = create and not folder.exists()
-    if create:
-        make_writable_folder(folder)
-    elif not folder.is_dir():
+    if not create and not folder.is_dir():
         yield folder
         return
-    fd = _acquire(folder)
+    created = create and not folder.exists()
+    fd = None
     try:
+        with interrupts.deferred():
+            if create:
+                make_writable_folder(folder)
+            fd = _acquire(folder)
         recover(folder)
         yield folder
     finally:
         try:
-            (folder / LOCK).unlink(missing_ok=True)
-            if created and not any(folder.iterdir()):
+            if fd is not None:
+                (folder / LOCK).unlink(missing_ok=True)
+            if created and folder.is_dir() and not any(folder.iterdir()):
                 shutil.rmtree(folder, ignore_errors=True)
         except OSError:
             pass  # the lock itself goes with the descriptor
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def settle(folder: Path) -> None:
