@@ -1,10 +1,10 @@
 """Paper figures from a run folder (``ftsim plot RUN_DIR``), from stored results only.
 
-Each figure is written to ``RUN_DIR/plots/`` (or ``-o DIR``) as PDF and PNG (or the
-formats asked for) and the CSV of the plotted numbers, one file per kind, all staged and
-moved into place together (a full disk or an interrupt leaves the earlier figures as they
-were): a sweep's other
-dimensions are panels of it (small multiples, :mod:`ftsim.plots.facets`). A figure the
+Each figure is written to ``RUN_DIR/plots/`` (or ``-o DIR``, never a folder holding
+results) as PDF and PNG (or the formats asked for) and the CSV of the plotted numbers, one
+file per kind: a sweep's other dimensions are panels of it (small multiples,
+:mod:`ftsim.plots.facets`). The files are staged and moved into place together, so a full
+disk or an interrupt leaves the earlier figures as they were. A figure the
 folder cannot support (no interval sweep, no accuracy columns) is skipped with the reason,
 and so is an overlay a figure is drawn without (the Daly model). Every figure is checked
 for overlapping labels (:mod:`ftsim.plots.collisions`); ``plot`` warns of any it finds.
