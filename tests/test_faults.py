@@ -471,7 +471,10 @@ def test_without_completing_an_interrupted_commit_its_folder_is_refused(tmp_path
     (out / output.COMMIT).rename(out / "left")  # what the moves left, unknown to ftsim
     capsys.readouterr()
     assert main([*LIGHT, "--seed", "8", "-o", str(out)]) == 2
-    assert "holds no earlier output of 'ftsim run'" in capsys.readouterr().err
+    assert (
+        "holds no manifest.json of ftsim, not earlier output of 'ftsim run'"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_plot_killed_while_moving_its_figures_is_completed_by_the_next(tmp_path, capsys):
