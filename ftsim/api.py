@@ -70,7 +70,7 @@ def run(
     """
     from ftsim.experiments import study
 
-    _check_jobs(jobs)
+    _check_arguments(scenario, jobs, trainer, out, progress)
     plan = study.plan(
         scenario,
         _assignments(overrides, reps, seed, trainer),
@@ -107,7 +107,7 @@ def sweep(
     """
     from ftsim.experiments import study
 
-    _check_jobs(jobs)
+    _check_arguments(scenario, jobs, trainer, out, progress)
     if executor not in EXECUTORS:
         raise study.StudyError(f"executor must be one of {', '.join(EXECUTORS)} (got {executor!r})")
     if not isinstance(grid, Mapping):
@@ -174,7 +174,10 @@ def load(run_dir: str | Path) -> Results:
     ``FolderError`` if it is not one."""
     from ftsim.experiments.folders import FolderError, read_manifest
 
+    _check_type("run_dir", run_dir, str | Path, "a folder's path")
     folder = Path(run_dir)
+    if not folder.is_dir():
+        raise FolderError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}")
     if not (folder / "runs.csv").is_file():
         raise FolderError(f"{folder}: no runs.csv (not a run or sweep folder)")
     return Results(folder, read_manifest(folder))
@@ -278,18 +281,35 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _check_jobs(jobs: int | None) -> None:
+def _check_arguments(scenario, jobs, trainer, out, progress) -> None:
+    """StudyError naming an argument of :func:`run` or :func:`sweep` of a wrong type or
+    value (a TypeError from deep inside said neither which argument nor what it wants)."""
     from ftsim.experiments.study import StudyError
+    from ftsim.scenario.schema import Scenario
 
+    _check_type("scenario", scenario, str | Path | Scenario, "a file's path or a Scenario")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise StudyError(f"jobs must be a whole number of at least 1 (got {jobs!r})")
+    _check_type("trainer", trainer, bool, "True or False")
+    _check_type("out", out, str | Path | None, "a folder's path or None")
+    _check_type("progress", progress, bool, "True or False")
+
+
+def _check_type(name: str, value, kinds, what: str) -> None:
+    from ftsim.experiments.study import StudyError
+
+    if not isinstance(value, kinds):
+        raise StudyError(f"{name} must be {what} (got {value!r})")
 
 
 def _labels(policies: str | Sequence[str] | None) -> list[str]:
     """Policy labels from one label, a list of them or None (every policy)."""
     if policies is None:
         return []
-    return [policies] if isinstance(policies, str) else list(policies)
+    if isinstance(policies, str):
+        return [policies]
+    _check_type("policies", policies, Sequence, "a policy label, a list of them or None")
+    return list(policies)
 
 
 def _assignments(

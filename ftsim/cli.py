@@ -46,7 +46,7 @@ class UsageError(Exception):
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
-    with console.ascii_fallbacks():
+    with console.whole_writes(), console.ascii_fallbacks():
         try:
             with interrupts.handled():
                 args = _parser().parse_args(argv)
@@ -553,7 +553,8 @@ def resume_command(argv: list[str], folder: Path) -> str:
 
 
 def _cmd_plot(args, argv) -> int:
-    from ftsim.experiments.folders import check_results, make_writable_folder
+    from ftsim.experiments.folders import check_results
+    from ftsim.experiments.lock import settle
     from ftsim.plots import parse_formats, plot_run
 
     try:
@@ -562,10 +563,10 @@ def _cmd_plot(args, argv) -> int:
         raise UsageError(f"--format: {exc}") from None
     if args.max_pls is not None and not args.max_pls >= 0:
         raise UsageError(f"--max-pls: must be a number >= 0 (got {args.max_pls})")
+    settle(args.run_dir)  # the moves of a run killed while making them are completed
     for note in check_results(args.run_dir, args.point):
         print(f"ftsim: {note}", file=sys.stderr)
     out = args.output if args.output is not None else args.run_dir / "plots"
-    make_writable_folder(out if args.point is None else out / f"point_{args.point}")
     plot_run(
         args.run_dir,
         out,

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import ftsim
 from ftsim.scenario.loader import read_yaml, set_path
 from tests.conftest import SCENARIOS
 
@@ -226,6 +227,45 @@ def lock_plots(shared):
 
 class _NoReadOnly(Exception):
     """Read-only folders cannot be made here (root without chattr): the case is skipped."""
+
+
+def advise(*options: str, target: Callable[[Path, dict], Path] | None = None, name=SMOKE):
+    """A case maker: ``ftsim advise`` of ``name`` (smoke) with ``options``, into ``target``."""
+
+    def make(f, shared):
+        out = f / "out" if target is None else target(f, shared)
+        return ["advise", str(name), "-q", *options, "-o", str(out)]
+
+    return make
+
+
+def under_a_file(f, shared):
+    return a_file(f, shared) / "sub"
+
+
+def with_manifest(text: str | None):
+    """A target: a copy of a real run folder whose manifest is ``text`` (None: a folder)."""
+
+    def target(f, shared):
+        folder = run_copy(f, shared)
+        (folder / "manifest.json").unlink()
+        if text is None:
+            (folder / "manifest.json").mkdir()
+        else:
+            (folder / "manifest.json").write_text(text)
+        return folder
+
+    return target
+
+
+def plot_into(target: Callable[[Path, dict], Path], *options: str):
+    """A case maker: ``plot`` of a copy of a real run folder, its figures into ``target``."""
+
+    def make(f, shared):
+        folder = run_copy(f, shared)
+        return ["plot", str(folder), "-q", *options, "-o", str(target(f, shared) or folder)]
+
+    return make
 
 
 def grid(key: str, n: int) -> list[str]:
@@ -598,6 +638,65 @@ CASES = [
         failure_file("failure_log", ""),
         "failures.csv line 1: the file is empty",
     ),
+    # -- advise: its options and output folder (checked before the search) ----------------
+    ("advise -o a file", advise(target=a_file), "is a file, not a folder"),
+    ("advise -o under a file", advise(target=under_a_file), "which is a file, not a folder"),
+    ("advise -o a run folder", advise(target=run_copy), "holds the output of 'ftsim run'"),
+    ("advise -o a foreign folder", advise(target=lambda f, s: foreign_folder(f)), "no manifest"),
+    (
+        "advise -o an unreadable manifest",
+        advise(target=with_manifest("{nope")),
+        "manifest.json: cannot be read (not valid JSON",
+    ),
+    (
+        "advise -o a file before its search",  # 500 replications per candidate: minutes
+        advise("--reps", "500", target=a_file, name=SCENARIOS / "prod50h.yaml"),
+        "is a file, not a folder",
+    ),
+    ("advise max-pls zero", advise("--max-pls", "0"), "--max-pls must be between 0 and 1"),
+    ("advise max-pls nan", advise("--max-pls", "nan"), "--max-pls must be between 0 and 1"),
+    ("advise memory nan", advise("--max-memory-overhead", "nan"), "--max-memory-overhead"),
+    ("advise memory negative", advise("--max-memory-overhead", "-1"), "--max-memory-overhead"),
+    ("advise jobs zero", advise("--jobs", "0"), "--jobs must be at least 1"),
+    ("advise unknown policy", advise("--policy", "nope"), "no policy named 'nope'"),
+    ("advise reps zero", advise("--reps", "0"), "run.replications: Input should be greater"),
+    ("advise reps yes", advise("--set", "run.replications=yes"), "not a yes/no value"),
+    # -- plot: where the figures go --------------------------------------------------------
+    ("plot -o the run folder", plot_into(lambda f, s: None), "holds the results of 'ftsim run'"),
+    ("plot -o another run folder", plot_into(lambda f, s: fake_sweep(f, s)), "'ftsim sweep'"),
+    ("plot -o a file", plot_into(a_file), "is a file, not a folder"),
+    ("plot -o under a file", plot_into(under_a_file), "which is a file, not a folder"),
+    ("plot -o a read-only folder", plot_into(read_only), "cannot write"),
+    ("plot format empty", plot_of(lambda folder: None, "--format", ""), "--format"),
+    ("plot format commas", plot_of(lambda folder: None, "--format", ",,"), "--format"),
+    ("plot format gif", plot_of(lambda folder: None, "--format", "png,gif"), "format gif"),
+    ("plot max-pls nan", plot_of(lambda folder: None, "--max-pls", "nan"), "--max-pls"),
+    ("plot point of a run", plot_of(lambda folder: None, "--point", "1"), "it has: 0"),
+    # -- run -o a folder whose manifest cannot be read ------------------------------------
+    *(
+        (f"run -o {what}", output_into("run", with_manifest(text)), f"cannot be read ({words}")
+        for what, text, words in (
+            ("manifest not JSON", "{nope", "not valid JSON"),
+            ("manifest a list", "[1]", "not a JSON object"),
+            ("manifest a folder", None, "is a folder"),
+            ("manifest binary", "\x00\x01", "is a binary file"),
+        )
+    ),
+    # -- a yes/no where a number is expected (by class: tests/test_input_classes.py) -------
+    ("replications yes", sets("run.replications=yes"), "run.replications: expected a number"),
+    ("trainers true", sets("cluster.trainers=true"), "cluster.trainers: expected a number"),
+    ("seed on", run({"run.seed": True}), "run.seed: expected a number, not a yes/no"),
+    (
+        "policy count yes",
+        sets("policies=[{kind: checknrun, baseline_every: yes}]"),
+        "policies.0.baseline_every: expected a number",
+    ),
+    # -- an interval rule resolving to more checkpoints than a replication may simulate ----
+    (
+        "daly over a 1 us failure window",
+        sets("failures=[{kind: scheduled, count: 3, end: 1 us}]", "policies.1.interval=daly"),
+        "policies.1.interval: daly (job MTBF 3.33e-07 s",
+    ),
     # -- trace and validate outputs ------------------------------------------------------
     ("trace of a file", lambda f, s: ["trace", str(a_file(f, s))], "is a file"),
     ("trace of nothing", lambda f, s: ["trace", str(f / "absent")], "no such folder"),
@@ -607,6 +706,66 @@ CASES = [
         "give a file name with a suffix",
     ),
 ]
+
+
+# -- the Python API with bad arguments (in process) ------------------------------------------
+
+API_CASES = [
+    ("run a number", lambda f: ftsim.run(123), "scenario must be a file's path or a Scenario"),
+    ("run None", lambda f: ftsim.run(None), "scenario must be a file's path"),
+    ("run a mapping", lambda f: ftsim.run({"name": "x"}), "scenario must be a file's path"),
+    ("run a folder", lambda f: ftsim.run(f), "is a folder, not a file"),
+    ("run a missing file", lambda f: ftsim.run(f / "no.yaml"), "file not found"),
+    ("run overrides a list", lambda f: ftsim.run(SMOKE, ["a=1"]), "overrides must map"),
+    ("run overrides a text", lambda f: ftsim.run(SMOKE, "a=1"), "overrides must map"),
+    ("run an unknown key", lambda f: ftsim.run(SMOKE, {"nope": 1}), "nope: unknown key"),
+    ("run reps yes", lambda f: ftsim.run(SMOKE, reps=True), "not a yes/no value"),
+    ("run reps negative", lambda f: ftsim.run(SMOKE, reps=-1), "run.replications"),
+    ("run reps fractional", lambda f: ftsim.run(SMOKE, reps=1.5), "fractional part"),
+    ("run seed yes", lambda f: ftsim.run(SMOKE, seed=True), "not a yes/no value"),
+    ("run seed a word", lambda f: ftsim.run(SMOKE, seed="a"), "run.seed"),
+    ("run policies a number", lambda f: ftsim.run(SMOKE, policies=5), "policies must be"),
+    ("run an unknown policy", lambda f: ftsim.run(SMOKE, policies=["x"]), "no policy named"),
+    ("run jobs zero", lambda f: ftsim.run(SMOKE, jobs=0), "jobs must be a whole number"),
+    ("run jobs a text", lambda f: ftsim.run(SMOKE, jobs="2"), "jobs must be a whole number"),
+    ("run trainer a text", lambda f: ftsim.run(SMOKE, trainer="no"), "trainer must be True"),
+    ("run progress a text", lambda f: ftsim.run(SMOKE, progress="yes"), "progress must be"),
+    ("run out a number", lambda f: ftsim.run(SMOKE, out=5), "out must be a folder's path"),
+    ("run out a file", lambda f: ftsim.run(SMOKE, out=a_file(f, {})), "is a file, not a folder"),
+    ("sweep grid a text", lambda f: ftsim.sweep(SMOKE, "x"), "grid must map dotted keys"),
+    ("sweep grid a list", lambda f: ftsim.sweep(SMOKE, ["run.seed=1"]), "grid must map"),
+    ("sweep grid a scalar", lambda f: ftsim.sweep(SMOKE, {"run.seed": 1}), "valid list"),
+    ("sweep grid no values", lambda f: ftsim.sweep(SMOKE, {"run.seed": []}), "at least one"),
+    ("sweep zip a number", lambda f: ftsim.sweep(SMOKE, {"zip": 5}), "zip"),
+    (
+        "sweep zip unequal",
+        lambda f: ftsim.sweep(SMOKE, {"zip": {"run.seed": [1], "cluster.trainers": [1, 2]}}),
+        "equal lengths",
+    ),
+    ("sweep executor", lambda f: ftsim.sweep(SMOKE, {"run.seed": [1]}, executor="x"), "executor"),
+    ("load a number", lambda f: ftsim.load(5), "run_dir must be a folder's path"),
+    ("load None", lambda f: ftsim.load(None), "run_dir must be a folder's path"),
+    ("load a file", lambda f: ftsim.load(a_file(f, {})), "not a folder"),
+    ("load nothing there", lambda f: ftsim.load(f / "absent"), "no such folder"),
+    ("load a foreign folder", lambda f: ftsim.load(foreign_folder(f)), "manifest.json"),
+    ("load_scenario overrides a list", lambda f: ftsim.load_scenario(SMOKE, ["a"]), "overrides"),
+]
+"""(name, call in a fresh folder, words of the message) of each bad argument to the API."""
+
+
+@pytest.mark.parametrize(("name", "call", "words"), API_CASES, ids=[c[0] for c in API_CASES])
+def test_the_python_api_refuses_a_bad_argument_with_one_of_its_errors(tmp_path, name, call, words):
+    """ftsim's own error (``ScenarioError``, ``StudyError``, ``FolderError``: what the
+    command line prints as one line), naming the argument or field; never a TypeError from
+    deep inside; nothing written."""
+    (tmp_path / "f").mkdir()
+    with pytest.raises(Exception) as caught:  # noqa: PT011 (the class is what is checked)
+        call(tmp_path / "f")
+    error = caught.value
+    assert type(error).__module__.startswith("ftsim."), repr(error)
+    assert words in str(error) and "\n" not in str(error).strip(), str(error)
+    written = {"manifest.json", "runs.parquet", "summary.csv", "timeline.csv", "scenario.yaml"}
+    assert not [p for p in tmp_path.rglob("*") if p.name in written]
 
 
 # -- running the cases ----------------------------------------------------------------------
@@ -695,9 +854,9 @@ def outcomes(shared, tmp_path_factory):
         return dict(pool.map(execute, jobs.items()))
 
 
-def test_there_are_at_least_sixty_cases():
-    assert len(CASES) >= 60
-    assert len({name for name, _, _ in CASES}) == len(CASES)
+def test_there_are_at_least_160_cases():
+    assert len(CASES) + len(API_CASES) >= 160
+    assert len({name for name, _, _ in [*CASES, *API_CASES]}) == len(CASES) + len(API_CASES)
 
 
 @pytest.mark.parametrize(("name", "make", "words"), CASES, ids=[c[0] for c in CASES])
@@ -751,7 +910,10 @@ LONG_SWEEP = [*FTSIM, "sweep", str(SMOKE), "--no-trainer", "--reps", "5000", "--
 
 
 def _shards(folder: Path) -> list[Path]:
-    return list((folder / "shards").glob("p*.csv")) if (folder / "shards").is_dir() else []
+    """The rows shards of finished tasks (written after their timeline shard: a task with
+    its timeline shard only is not finished yet)."""
+    found = (folder / "shards").glob("p*.csv") if (folder / "shards").is_dir() else []
+    return [p for p in found if not p.name.endswith(".timeline.csv")]
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")

@@ -1,13 +1,14 @@
 """Fault fuzzing: SIGINT, SIGTERM or SIGHUP at a random moment of a real ``python -m ftsim
-run`` or ``sweep`` (hypothesis chooses the signal, the event it waits for, the delay after
-it, and whether the whole process group gets it, as from a terminal or a scheduler).
+run``, ``sweep``, ``advise`` or ``plot`` (hypothesis chooses the signal, the event it waits
+for, the delay after it, and whether the whole process group gets it, as from a terminal or a
+scheduler).
 
 Whatever the moment: no traceback; the exit status is 0 (finished first) or 128 + the
 signal, with a line saying what was kept once a folder exists (or death by the signal while
 Python starts or exits, where ftsim's handlers are not installed); the folder is either absent
-or complete (a run) or resumable (a sweep), with none of ftsim's hidden lock or staging
-entries left; and the same command (``--resume`` for a kept sweep) then ends with results
-byte-identical to an uninterrupted run, which ``plot`` accepts.
+or complete (a run, advice, figures) or resumable (a sweep), with none of ftsim's hidden lock
+or staging entries left; and the same command (``--resume`` for a kept sweep) then ends with
+results byte-identical to an uninterrupted run, which ``plot`` accepts.
 
 CI runs a few examples per command; set ``FTSIM_FAULT_EXAMPLES`` for more locally.
 """
@@ -34,8 +35,16 @@ SMOKE = SCENARIOS / "smoke.yaml"
 COMMANDS = {
     "run": ["run", str(SMOKE), "--no-trainer", "--reps", "60", "-q"],
     "sweep": ["sweep", str(SMOKE), "--no-trainer", "--reps", "12", "--batch", "2", "--jobs", "2"],
+    "advise": ["advise", str(SMOKE), "--reps", "4", "--jobs", "2", "-q"],
+    "plot": ["plot", "RUN", "--format", "png", "-q"],  # RUN: the reference run
 }
-COMPARED = ("runs.csv", "runs.parquet", "timeline.csv", "summary.csv", "scenario.yaml")
+COMPARED = {
+    "run": ("runs.csv", "runs.parquet", "timeline.csv", "summary.csv", "scenario.yaml"),
+    "sweep": ("runs.csv", "runs.parquet", "timeline.csv", "summary.csv", "scenario.yaml"),
+    "advise": ("candidates.csv", "frontier.png"),
+    "plot": ("breakdown.csv", "breakdown.png", "timeline.csv", "timeline.png"),
+}
+"""The files of each command's folder compared with its uninterrupted run's."""
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TRIGGERS = ("started", "folder", "shard", "staging", "results")
 """What the signal waits for: the process started, its folder, the first sweep shard, a run's
@@ -46,9 +55,14 @@ staging folder (results being written), the merged runs.csv (being finished)."""
 def reference(tmp_path_factory):
     """Uninterrupted results of each command."""
     root = tmp_path_factory.mktemp("reference")
-    for name, args in COMMANDS.items():
-        assert main([*args, "-q", "-o", str(root / name)]) in (0, 3)
+    for name in COMMANDS:
+        assert main([*_args(name, root), "-q", "-o", str(root / name)]) in (0, 1, 3)
     return root
+
+
+def _args(command: str, reference: Path) -> list[str]:
+    """The command's arguments (``plot`` draws the reference run)."""
+    return [str(reference / "run") if a == "RUN" else a for a in COMMANDS[command]]
 
 
 def _seen(out: Path, trigger: str) -> bool:
@@ -95,28 +109,30 @@ def _interrupt(args, out, signum, trigger, delay, group) -> subprocess.Completed
 
 def _check_and_resume(command, out, done, signum, reference, tmp_path):
     assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode in (0, 3, 128 + signum, -signum), (done.returncode, done.stderr)
-    if done.returncode == 128 + signum and out.exists():  # (quiet while starting up)
-        assert "interrupted" in done.stderr, done.stderr
+    assert done.returncode in (0, 1, 3, 128 + signum, -signum), (done.returncode, done.stderr)
+    if done.returncode == 128 + signum and out.exists() and command in ("run", "sweep"):
+        assert "interrupted" in done.stderr, done.stderr  # (quiet while starting up)
     if out.exists():
         assert not [n for n in os.listdir(out) if n.startswith(".ftsim")], os.listdir(out)
-    args = [*COMMANDS[command], "-q"]
-    if command == "run":
-        if out.exists():  # a run folder is complete or absent
-            check_results(out)
-        again = ["-o", str(out)]
-    else:
+    args = [*_args(command, reference), "-q"]
+    again = ["-o", str(out)]
+    if command == "run" and out.exists():  # a run folder is complete or absent
+        check_results(out)
+    elif command == "sweep":
         kept = (out / "manifest.json").exists()
-        again = ["--resume", str(out)] if kept else ["-o", str(out)]
+        again = ["--resume", str(out)] if kept else again
         if out.exists() and not kept:
             assert os.listdir(out) == [], os.listdir(out)
+    elif out.exists():  # advice or figures: all of them, or none
+        assert sorted(os.listdir(out)) == sorted(os.listdir(reference / command)), out
     resumed = subprocess.run(
         [sys.executable, "-m", "ftsim", *args, *again], capture_output=True, text=True, timeout=300
     )
-    assert resumed.returncode in (0, 3), resumed.stderr
-    for name in COMPARED:
+    assert resumed.returncode in (0, 1, 3), resumed.stderr
+    for name in COMPARED[command]:
         assert (out / name).read_bytes() == (reference / command / name).read_bytes(), name
-    check_results(out)
+    if command in ("run", "sweep"):
+        check_results(out)
 
 
 FUZZ = settings(
@@ -137,11 +153,11 @@ FUZZ = settings(
 def test_a_signal_at_any_moment_then_the_same_command_gives_the_same_results(
     reference, tmp_path_factory, command, signum, trigger, delay, group
 ):
-    if command == "run" and trigger == "shard":
-        trigger = "folder"  # a run has no shards
+    if command != "sweep" and trigger == "shard":
+        trigger = "folder"  # only a sweep has shards
     tmp_path = tmp_path_factory.mktemp("fuzz")
     out = tmp_path / "out"
-    done = _interrupt(COMMANDS[command], out, signum, trigger, delay, group)
+    done = _interrupt(_args(command, reference), out, signum, trigger, delay, group)
     print(
         f"{command} {signal.Signals(signum).name} {trigger}+{delay:.3f}s group={group}: "
         f"exit {done.returncode}, kept {sorted(os.listdir(out)) if out.exists() else None}"
@@ -149,14 +165,20 @@ def test_a_signal_at_any_moment_then_the_same_command_gives_the_same_results(
     _check_and_resume(command, out, done, signum, reference, tmp_path)
 
 
-@pytest.mark.parametrize("signum", SIGNALS)
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+WRITING = [
+    *((command, signum) for command in ("run", "sweep") for signum in SIGNALS),
+    ("advise", signal.SIGTERM),
+    ("plot", signal.SIGTERM),
+]
+
+
+@pytest.mark.parametrize(("command", "signum"), WRITING)
 def test_a_signal_while_results_are_written(reference, tmp_path, command, signum):
-    """The moment the issue found: the results being written (a run's staging folder, a
-    sweep's merged runs.csv)."""
+    """The moment the issue found: the results being written (a staging folder, a sweep's
+    merged runs.csv)."""
     out = tmp_path / "out"
-    trigger = "staging" if command == "run" else "results"
-    done = _interrupt(COMMANDS[command], out, signum, trigger, 0.0, False)
+    trigger = "results" if command == "sweep" else "staging"
+    done = _interrupt(_args(command, reference), out, signum, trigger, 0.0, False)
     _check_and_resume(command, out, done, signum, reference, tmp_path)
 
 

@@ -10,10 +10,13 @@ size-limited tmpfs, mounted at sizes that make each command fail at a different 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+import ftsim.plots as plots
 import ftsim.validation.suite as suite
 from ftsim import console
 from ftsim.cli import main
@@ -106,14 +110,21 @@ def test_run_on_a_full_disk_leaves_no_folder(disk, size, capsys):
     assert list(root.iterdir()) == []
 
 
-@pytest.mark.parametrize("leave", [0, 8192, 32768])
-def test_rerunning_into_a_run_folder_on_a_full_disk_keeps_the_earlier_results(disk, leave, capsys):
+def made_then_filled(disk, size: int, args: list[str], leave: int) -> tuple[Path, Path, dict]:
+    """A tmpfs of ``size`` bytes holding the output of ``ftsim ARGS -o ROOT/earlier``, then
+    filled until ``leave`` bytes are free: (root, the output folder, its digest)."""
     mount, _ = disk
-    root = mount(256 * 1024)
-    out = root / "r"
-    assert main([*RUN, "-o", str(out)]) == 0
+    root = mount(size)
+    out = root / "earlier"
+    assert main([*args, "-o", str(out)]) == 0
     before = digest(out)
     fill(root, leave)
+    return root, out, before
+
+
+@pytest.mark.parametrize("leave", [0, 8192, 32768])
+def test_rerunning_into_a_run_folder_on_a_full_disk_keeps_the_earlier_results(disk, leave, capsys):
+    _, out, before = made_then_filled(disk, 256 * 1024, RUN, leave)
     assert main([*RUN, "-o", str(out)]) == 2
     one_located_line(capsys.readouterr().err)
     assert digest(out) == before
@@ -121,14 +132,6 @@ def test_rerunning_into_a_run_folder_on_a_full_disk_keeps_the_earlier_results(di
 
 def test_without_staging_a_full_disk_damages_the_earlier_run(disk, capsys, monkeypatch):
     """The injected bug: results written straight into the folder (no staging folder)."""
-
-    class Unstaged(output.StagedFolder):
-        def __enter__(self):
-            return self.folder
-
-        def __exit__(self, *exc):
-            self.committed = True
-
     mount, _ = disk
     root = mount(256 * 1024)
     out = root / "r"
@@ -182,9 +185,64 @@ def test_plot_on_a_full_disk_is_one_line_and_plots_after_room_is_made(run_on_dis
     one_located_line(capsys.readouterr().err)
     assert {k: v for k, v in digest(out).items() if not k.startswith("plots")} == before
     assert not [p for p in out.rglob(".*.tmp")]  # no temporary file left
+    assert not (out / "plots").exists()  # nothing half-written
     (out.parent / "ballast").unlink()
     resize(4 * 1024 * 1024)
-    assert main(["plot", str(out)]) == 0  # the same command completes the plots folder
+    assert main(["plot", str(out)]) == 0  # the same command makes the plots folder
+
+
+class Unstaged(output.StagedFolder):
+    """The injected bug: files written straight into the folder (no staging folder)."""
+
+    def __enter__(self):
+        return self.folder
+
+    def __exit__(self, *exc):
+        self.committed = True
+
+
+@pytest.mark.parametrize("leave", [0, 16384, 70000, 131072])
+def test_plot_on_a_full_disk_leaves_the_earlier_figures_as_they_were(run_on_disk, leave, capsys):
+    """Figures replacing earlier ones (in more formats) on a disk that fills up at some
+    point of the writing: one line, and the earlier figures as they were, all of them."""
+    out, resize = run_on_disk
+    resize(1024 * 1024)
+    assert main(["plot", str(out), "--format", "png"]) == 0
+    before = digest(out)
+    fill(out.parent, leave)
+    capsys.readouterr()
+    assert main(["plot", str(out), "--format", "pdf,png"]) == 2
+    assert one_located_line(capsys.readouterr().err).endswith(f"writing {out / 'plots'}")
+    assert digest(out) == before
+
+
+def test_without_staging_a_plot_on_a_full_disk_mixes_figures(run_on_disk, capsys, monkeypatch):
+    out, resize = run_on_disk
+    resize(1024 * 1024)
+    assert main(["plot", str(out), "--format", "png"]) == 0
+    before = digest(out)
+    fill(out.parent, 70000)  # room for a new PDF (18 kB), not for a PNG beside the old
+    monkeypatch.setattr(plots, "StagedFolder", Unstaged)
+    assert main(["plot", str(out), "--format", "pdf,png"]) == 2
+    assert digest(out) != before
+
+
+ADVISE = ["advise", str(SMOKE), "--reps", "2", "--jobs", "1", "-q"]
+
+
+@pytest.mark.parametrize("leave", [0, 8192, 65536, 200_000])
+def test_advise_on_a_full_disk_leaves_no_folder_or_the_earlier_advice(disk, leave, capsys):
+    """The advice (candidates, frontier figure, manifest) is staged: a disk that fills up
+    while it is written leaves no folder, or the earlier advice as it was."""
+    root, earlier, before = made_then_filled(disk, 1024 * 1024, ADVISE, leave)
+    capsys.readouterr()
+    for out in (root / "new", earlier):
+        status = main([*ADVISE, "-o", str(out), "--force"])
+        if status == 2:
+            one_located_line(capsys.readouterr().err)
+            assert digest(earlier) == before and not (root / "new").exists()
+        else:  # room enough: the whole advice
+            assert status == 0 and {p.name for p in out.iterdir()} == set(before)
 
 
 @pytest.mark.parametrize("name", ["trace.json", "trace.json.gz"])
@@ -211,6 +269,68 @@ def test_standard_output_to_a_full_disk_is_one_line(disk, args, tmp_path):
     assert done.returncode == 2
     one_located_line(done.stderr.splitlines()[-1], "ftsim: no space left on device writing ")
     assert done.stderr.strip().endswith("writing standard output")
+
+
+STDOUT_COMMANDS = {
+    "show reference": ["show", "reference"],  # 38 kB
+    "show policies": ["show", "policies"],  # 10 kB
+    "show presets": ["show", "presets"],
+    "show config": ["show", "config", str(SMOKE)],
+    "run": [*RUN[:-1], "--reps", "1", "--jobs", "1", "--force", "-o", "OUT"],
+}
+
+
+def _stdout_into(path: Path, buffered: bool) -> io.TextIOWrapper:
+    """A standard output into ``path`` as Python makes it (unbuffered: ``PYTHONUNBUFFERED``)."""
+    raw = io.FileIO(path, "w")
+    return io.TextIOWrapper(
+        io.BufferedWriter(raw) if buffered else raw, encoding="utf-8", write_through=not buffered
+    )
+
+
+def _output_of(args: list[str], path: Path, buffered: bool, monkeypatch) -> int:
+    stream = _stdout_into(path, buffered)
+    monkeypatch.setattr(sys, "stdout", stream)
+    try:
+        return main(args)
+    finally:
+        monkeypatch.undo()
+        with contextlib.suppress(OSError):
+            stream.close()
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("command", sorted(STDOUT_COMMANDS))
+def test_standard_output_cut_short_by_a_full_disk_is_never_a_success(
+    disk, tmp_path, command, buffered, capsys, monkeypatch
+):
+    """Every command's standard output into a file on a disk with room for none, one or
+    three blocks of it: the whole output and exit 0, or the located line and exit 2, never
+    a truncated file and exit 0 (a cut-short write was dropped, unbuffered even when small)."""
+    args = [a.replace("OUT", str(tmp_path / "r")) for a in STDOUT_COMMANDS[command]]
+    assert _output_of(args, tmp_path / "whole.txt", buffered, monkeypatch) == 0
+    whole = (tmp_path / "whole.txt").read_bytes()
+    mount, _ = disk
+    for room in (0, 4096, 3 * 4096):
+        root = mount(16 * 4096)
+        fill(root, room)
+        capsys.readouterr()
+        status = _output_of(args, root / "out.txt", buffered, monkeypatch)
+        if status == 0:
+            assert (root / "out.txt").read_bytes() == whole
+        else:
+            assert status == 2 and len(whole) > room
+            err = capsys.readouterr().err.splitlines()
+            assert err[-1] == "ftsim: no space left on device writing standard output", err
+
+
+def test_without_whole_writes_an_unbuffered_output_is_cut_short_silently(disk, capsys, monkeypatch):
+    """The injected bug: standard output as Python gives it."""
+    monkeypatch.setattr(console, "whole_writes", contextlib.nullcontext)
+    mount, _ = disk
+    root = mount(4 * 4096)
+    assert _output_of(["show", "reference"], root / "out.txt", False, monkeypatch) == 0
+    assert (root / "out.txt").stat().st_size == 4 * 4096  # of 38 kB
 
 
 def _probe_check(ctx):
@@ -246,6 +366,132 @@ def test_validate_on_a_full_disk_is_one_line(disk, quick_suite, leave, capsys):
     err = capsys.readouterr().err
     one_located_line(err)
     assert not report.exists()
+
+
+# -- killed outright while moving the results into place -------------------------------------
+
+LIGHT = [*RUN, "--reps", "1", "--policy", "full", "--jobs", "1"]
+MOVES = ("rename", "replace", "unlink", "rmdir")
+"""The calls of ``os`` that move a staged set of results into place (each one step)."""
+
+
+def _killed_at_move(step: int, args: list[str]) -> int:
+    """Run ``ftsim ARGS`` in a forked child that SIGKILLs itself before the ``step``-th
+    move of its commit (counted from the rename of the staging folder to
+    :data:`~ftsim.experiments.output.COMMIT`); the child's wait status."""
+    pid = os.fork()
+    if pid == 0:  # the child never returns into pytest
+        try:
+            moves = [-1]
+
+            def counted(name: str):
+                original = getattr(os, name)
+
+                def move(*a, **k):
+                    if name == "rename" and Path(a[1]).name == output.COMMIT:
+                        moves[0] = 0  # the commit starts
+                    if moves[0] == step:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    if moves[0] >= 0:
+                        moves[0] += 1
+                    return original(*a, **k)
+
+                return move
+
+            for name in MOVES:
+                setattr(os, name, counted(name))
+            sys.stdout = sys.stderr = io.StringIO()
+            os._exit(main(args))
+        finally:
+            os._exit(99)
+    return os.waitpid(pid, 0)[1]
+
+
+def _complete_set(folder: Path) -> dict[str, str]:
+    """The result files of ``folder`` with the manifest's config hash, if its manifest is
+    there and records the checksums of its result files (else an AssertionError)."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["files"] == output_checksums(folder), "a manifest of other files"
+    found = {name: (folder / name).read_bytes().hex() for name in RESULTS}
+    return {**found, "config_hash": manifest["config_hash"]}
+
+
+def output_checksums(folder: Path) -> dict[str, str]:
+    from ftsim.experiments.folders import result_checksums
+
+    return result_checksums(folder)
+
+
+def test_a_run_killed_at_each_step_of_its_moves_leaves_a_complete_set_or_one_it_completes(
+    tmp_path, capsys
+):
+    """``run --force`` replacing a run folder of another seed, SIGKILLed before each of the
+    moves that put its results in place: the folder holds the old complete set, the new
+    complete set, or a commit folder that the next command holding it completes to the new
+    set, saying so (a reader, ``plot``, as well as the same command again)."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    replace = [*LIGHT, "--seed", "8", "--force"]
+    assert main([*LIGHT, "-o", str(old)]) == 0
+    assert main([*replace, "-o", str(new)]) == 0
+    sets = {"old": _complete_set(old), "new": _complete_set(new)}
+    seen = []
+    for step in range(20):
+        out = tmp_path / f"killed_{step}"
+        shutil.copytree(old, out)
+        status = _killed_at_move(step, [*replace, "-o", str(out)])
+        if os.WIFEXITED(status):  # past the last move: the run ended normally
+            assert os.WEXITSTATUS(status) == 0 and step > 3
+            assert _complete_set(out) == sets["new"]
+            break
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        capsys.readouterr()
+        if (out / output.COMMIT).exists():
+            left = list((out / output.COMMIT).iterdir())  # none: killed before its removal
+            seen.append("completed" if left else "new")
+            if "completed" not in seen[:-1]:  # a reader completes it, as the same command does
+                assert main(["plot", str(out), "-q", "--format", "png"]) == 0
+            else:
+                assert main([*replace, "-o", str(out)]) == 0
+            said = "they were moved now" in capsys.readouterr().err
+            assert said == bool(left)
+            assert not (out / output.COMMIT).exists()
+            assert _complete_set(out) == sets["new"]
+        else:
+            state = _complete_set(out)
+            seen.append(next(name for name, files in sets.items() if files == state))
+    assert seen[0] == "old" and seen[-1] in ("completed", "new") and "completed" in seen, seen
+
+
+def test_without_completing_an_interrupted_commit_its_folder_is_refused(tmp_path, capsys):
+    """The injected bug: the next holder does not complete the moves (the earlier
+    behaviour): a run killed after its first moves leaves a folder without a manifest."""
+    out = tmp_path / "r"
+    assert main([*LIGHT, "-o", str(out)]) == 0
+    assert os.WTERMSIG(_killed_at_move(3, [*LIGHT, "--seed", "8", "--force", "-o", str(out)]))
+    (out / output.COMMIT).rename(out / "left")  # what the moves left, unknown to ftsim
+    capsys.readouterr()
+    assert main([*LIGHT, "--seed", "8", "-o", str(out)]) == 2
+    assert (
+        "holds no manifest.json of ftsim, not earlier output of 'ftsim run'"
+        in capsys.readouterr().err
+    )
+
+
+def test_a_plot_killed_while_moving_its_figures_is_completed_by_the_next(tmp_path, capsys):
+    """The figures of ``plot`` are a staged set too (the steps are those of a run's,
+    above): killed after moving some of them, the next plot completes the set, saying so."""
+    run = tmp_path / "r"
+    assert main([*LIGHT, "-o", str(run)]) == 0
+    assert main(["plot", str(run), "-q", "--format", "png"]) == 0
+    args = ["plot", str(run), "-q", "--format", "png,pdf"]
+    assert os.WTERMSIG(_killed_at_move(3, args)) == signal.SIGKILL
+    assert len(list((run / "plots" / output.COMMIT).iterdir())) == 4  # of 6 files
+    capsys.readouterr()
+    assert main(["plot", str(run), "-q", "--format", "png"]) == 0
+    assert "they were moved now" in capsys.readouterr().err
+    assert sorted(p.name for p in (run / "plots").iterdir()) == [
+        f"{name}.{kind}" for name in ("breakdown", "timeline") for kind in ("csv", "pdf", "png")
+    ]
 
 
 # -- two writers, one folder ----------------------------------------------------------------
@@ -310,6 +556,28 @@ def test_a_run_and_a_sweep_started_together_never_mix(tmp_path):
         manifest = (out / "manifest.json").read_text()
         assert f'"command": "{first}"' in manifest
         assert main(["plot", str(out)]) == 0
+
+
+@pytest.mark.parametrize("moment", ["make_writable_folder", "_acquire"])
+def test_a_signal_while_the_folder_is_made_and_locked_leaves_no_folder(
+    tmp_path, moment, monkeypatch
+):
+    """SIGTERM right after the output folder is created, before or while it is locked (the
+    fault fuzzer's advise left an empty folder): the folder is removed again."""
+    from ftsim.experiments import interrupts, lock
+
+    original = getattr(lock, moment)
+
+    def signalled(folder):
+        found = original(folder)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return found
+
+    monkeypatch.setattr(lock, moment, signalled)
+    out = tmp_path / "out"
+    with pytest.raises(interrupts.Interrupted), interrupts.handled(), locked_folder(out):
+        pytest.fail("the signal came before the folder was held")
+    assert not out.exists()
 
 
 def test_a_lock_left_by_a_killed_process_does_not_block(tmp_path, capsys):

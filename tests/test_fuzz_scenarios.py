@@ -6,14 +6,19 @@ import copy
 import math
 import os
 import re
+import typing
 import warnings
 
 import pytest
+import simpy
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ftsim.experiments.runner import simulate
+from ftsim.scenario import schema
 from ftsim.scenario.loader import ScenarioError, load_scenario, read_yaml, validate_scenario
+from ftsim.sim.cluster import StateLayout
 from ftsim.sim.failure_log import LogError, read_failure_log
 from ftsim.sim.popularity import distinct_rows
 from tests.conftest import SCENARIOS, scenario
@@ -89,6 +94,147 @@ def test_damaged_trainer_run_and_sweep_sections_are_refused_or_accepted(name, da
         validate_scenario(damaged, path)
     except ScenarioError as error:
         assert str(error).startswith(str(path)) and ": " in str(error)
+
+
+EXTREME = ["1 us", "1 ms", "1 s", 1e-9, 10**9, 2**62, "daly", "young"]
+"""Values that make a plan or a replication costly (tiny windows and intervals, rules,
+huge counts), for the cost fuzz."""
+BUDGET = 2_000
+"""The event budget the cost fuzz validates against: small, so that a scenario the budget
+misjudges costs far more than it in a test of seconds."""
+PLAN_FACTOR, STEP_FACTOR = 200, 20
+"""An accepted scenario's planning (storage transfer times computed) and simulation
+(SimPy steps) may cost these multiples of the budget: a few per event (measured: at most
+4 steps per checkpoint, 12 per failure; Check-N-Run's interval rule plans its cycle about
+15 times), never in proportion to a parameter beyond the budget."""
+
+
+class CostExceeded(Exception):
+    pass
+
+
+class _Cost:
+    """Counts the units of work of validation, planning and simulation (SimPy steps; planned
+    storage transfers), raising CostExceeded past a limit instead of running on."""
+
+    def __init__(self, patch: pytest.MonkeyPatch):
+        self.steps = self.plans = 0
+        step, write_s, read_s = simpy.Environment.step, StateLayout.write_s, StateLayout.read_s
+
+        def counted_step(env):
+            self.steps += 1
+            if self.steps > STEP_FACTOR * BUDGET:
+                raise CostExceeded(f"more than {STEP_FACTOR * BUDGET} SimPy steps")
+            return step(env)
+
+        def counted(method):
+            def planned(layout, *args, **kwargs):
+                self.plans += 1
+                if self.plans > PLAN_FACTOR * BUDGET:
+                    raise CostExceeded(f"more than {PLAN_FACTOR * BUDGET} planned transfers")
+                return method(layout, *args, **kwargs)
+
+            return planned
+
+        patch.setattr(simpy.Environment, "step", counted_step)
+        patch.setattr(StateLayout, "write_s", counted(write_s))
+        patch.setattr(StateLayout, "read_s", counted(read_s))
+        patch.setattr(schema, "MAX_EVENTS_PER_REPLICATION", BUDGET)
+
+
+COSTLY = {"end", "start", "count", "job_mtbf", "mtbf", "domain_mtbf", "interval",
+          "partial_interval", "baseline_every", "target_pls", "target_accuracy_loss"}  # fmt: skip
+"""Fields that set how many failures and actions a replication has."""
+
+
+def _settable(scenario) -> tuple[list[tuple], list[tuple]]:
+    """Paths of every field of the failure sources and policies (given or not) and of the
+    job's and run's fields that set the horizon; and those of them in :data:`COSTLY`."""
+    paths = [("job", "training"), ("run", "max_wall_factor")]
+    for section in ("failures", "policies"):
+        for i, item in enumerate(getattr(scenario, section)):
+            paths += [(section, i, name) for name in type(item).model_fields if name != "kind"]
+            for j, part in enumerate(getattr(item, "parts", ())):  # a composed policy's
+                fields = type(part.policy).model_fields
+                paths += [(section, i, "parts", j, "policy", name) for name in fields]
+    return paths, [p for p in paths if p[-1] in COSTLY or p[0] in ("job", "run")]
+
+
+def _set_anywhere(data, path, value):
+    node = data
+    for key in path[:-1]:
+        node = node.setdefault(key, {}) if isinstance(node, dict) else node[key]
+    node[path[-1]] = value
+
+
+@settings(max_examples=_examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from([*NAMES, "daly"]), data=st.data())
+def test_an_accepted_scenario_plans_and_simulates_within_the_event_budget(name, data):
+    """Extreme values in any field of the failure sources and policies (given in the file
+    or not; mostly those that set how many failures and actions there are), the training
+    time and the cut-off, with all the policies or one: the scenario is refused with a
+    located error, or its validation, planning and replication cost a few units of work
+    per event of the budget, whatever the values (an interval rule resolving to
+    microseconds over a failure window of 1 us planned 10^6 checkpoints; a Check-N-Run
+    baseline every 10^9 checkpoints planned each of them)."""
+    path = SCENARIOS / f"{name}.yaml"
+    damaged = read_yaml(path)
+    damaged["trainer"] = {"enabled": False}
+    if data.draw(st.booleans()):  # one policy: the others' budget does not mask its own
+        damaged["policies"] = [data.draw(st.sampled_from(damaged["policies"]))]
+    valid = validate_scenario(copy.deepcopy(damaged), path, warn=False)
+    if data.draw(st.booleans()):  # the interval rules, where a policy has them
+        for i, policy in enumerate(valid.policies):
+            field = type(policy).model_fields.get("interval")
+            if field is not None and str in typing.get_args(field.annotation):
+                damaged["policies"][i]["interval"] = data.draw(st.sampled_from(["daly", "young"]))
+    anywhere, costly = _settable(valid)
+    for _ in range(data.draw(st.integers(1, 3))):
+        if data.draw(st.booleans()):
+            where, value = data.draw(st.sampled_from(costly)), data.draw(st.sampled_from(EXTREME))
+        else:
+            where, value = data.draw(st.sampled_from(anywhere)), data.draw(st.sampled_from(JUNK))
+        _set_anywhere(damaged, where, copy.deepcopy(value))
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _Cost(patch)
+        try:
+            scenario = validate_scenario(damaged, path)
+        except ScenarioError as error:
+            assert str(error).startswith(str(path)) and ": " in str(error)
+            return
+        for index in range(len(scenario.policies)):
+            simulate(scenario, index, 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "keep", "overrides", "where"),
+    [
+        ("smoke", 1, [], "policies.0.interval"),  # full at daly
+        ("prod50h", 1, ["policies.0.interval=young"], "policies.0.interval"),  # cpr
+        ("checknrun", 2, ["policies.0.interval=daly", "policies.0.baseline_every=1000000000"],
+         "policies.0.interval"),
+        ("composed", 4, ["policies.0.parts.1.policy.interval=young"],
+         "policies.0.parts.1.policy.interval"),  # checknrun in a composed policy
+    ],
+)  # fmt: skip
+def test_an_interval_resolving_to_more_checkpoints_than_the_budget_is_refused(
+    tmp_path, name, keep, overrides, where
+):
+    """Each policy kind that resolves an interval rule (full, cpr, checknrun, and the same
+    inside a composed policy), given 5 failures in 1 us (a job MTBF of 0.2 us), refuses an
+    interval of more checkpoints than the event budget, located at its field with the
+    rule's inputs, before planning anything with it (Check-N-Run's cycle of 10^9
+    checkpoints)."""
+    data = read_yaml(SCENARIOS / f"{name}.yaml")
+    data["policies"] = [data["policies"][keep]]
+    data["failures"] = [{"kind": "scheduled", "count": 5, "end": "1 us"}]
+    path = tmp_path / "tiny_window.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ScenarioError) as error:
+        load_scenario(path, [*overrides, "trainer.enabled=false"])
+    pattern = rf"^{re.escape(str(path))}: {re.escape(where)}: (daly|young) \(job MTBF 2e-07 s"
+    assert re.search(pattern + r".* checkpoints over job\.training", str(error.value))
 
 
 TEXT = st.sampled_from(

@@ -20,8 +20,8 @@ from pydantic import BaseModel, PlainSerializer
 from ftsim.experiments.runner import simulate
 from ftsim.policies.catalog import policy_params
 from ftsim.scenario import schema
-from ftsim.scenario.loader import ScenarioError, read_yaml, validate_scenario
-from ftsim.scenario.notices import NO_EFFECT, ScenarioWarning
+from ftsim.scenario.loader import ScenarioError, config_hash, read_yaml, validate_scenario
+from ftsim.scenario.notices import NO_EFFECT, ScenarioWarning, resolved_data
 from ftsim.scenario.units import format_bandwidth, format_duration
 from ftsim.sim import failures
 from ftsim.sim.failure_log import LogError, read_failure_log
@@ -238,6 +238,50 @@ def test_yaml_nan_or_inf_for_a_quantity_says_not_a_number_or_infinite(where, own
 
 
 # -- zeros and extremes in derived plans -------------------------------------------------------
+
+
+def _numbers(value, path: str = "") -> list[str]:
+    """Dotted paths of every field of a validated scenario holding a number (not a yes/no)."""
+    if isinstance(value, BaseModel):
+        return [
+            found
+            for name in type(value).model_fields
+            for found in _numbers(getattr(value, name), f"{path}.{name}" if path else name)
+        ]
+    if isinstance(value, list | tuple):
+        return [found for i, item in enumerate(value) for found in _numbers(item, f"{path}.{i}")]
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    return [path] if is_number else []
+
+
+def _number_cases() -> list[tuple[dict, str]]:
+    """(resolved scenario, path of a number in it) for every number field of the base
+    scenario and of a plain policy of each kind, with a trainer section."""
+    cases = []
+    for kind in KINDS:
+        data = scenario_with(plain(kind), trainer={"enabled": False})
+        s = validate_scenario(data, SMOKE, warn=False)
+        paths = _numbers(s) if kind == KINDS[0] else _numbers(s.policies, "policies")
+        cases += [(s.model_dump(mode="json"), path) for path in paths]
+    return cases
+
+
+NUMBER_CASES = _number_cases()
+
+
+@pytest.mark.parametrize(("data", "path"), NUMBER_CASES, ids=[p for _, p in NUMBER_CASES])
+def test_a_yes_no_where_a_number_is_expected_is_a_located_error(data, path):
+    """YAML's ``true``/``yes`` for any number (``replications: yes`` ran one replication) is
+    refused, located at the field (or its section, when the section's own check sees the
+    1 it reads as first)."""
+    data = copy.deepcopy(data)
+    *parents, name = path.split(".")
+    node = data
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    node[int(name) if isinstance(node, list) else name] = True
+    found = problems(data)
+    assert found and path.startswith(found[0].split(": ")[0]), found
 
 
 @pytest.mark.parametrize("where", ["plain", "part"])
@@ -490,6 +534,55 @@ def test_a_section_field_without_effect_warns_naming_it(rule, case):
         data["failures"] = [source]
         path = f"failures.0.{rule[1]}"
     assert any(w.startswith(f"{path}: has no effect: ") for w in loads_with_warnings(data))
+
+
+def _idle_cases() -> list[tuple[str, dict, str]]:
+    """(rule, scenario giving the field where it does nothing, dotted path of the field),
+    for every rule with a case above; the scenario also plans with the failure rate (a
+    full policy at Daly's interval), through which a field may act unseen."""
+    daly = {"kind": "full", "name": "at_daly", "interval": "daly"}
+    cases = []
+    for (cls, name), case in [*NO_EFFECT_CASES.items(), *SOURCE_CASES.items()]:
+        if not case:
+            continue
+        data = copy.deepcopy(BASE)
+        if (cls, name) in NO_EFFECT_CASES:
+            data["policies"], path = [case[0], daly], f"policies.0.{name}"
+        elif case[0] is not None:
+            data["cluster"]["reschedule"], path = case[0], f"cluster.reschedule.{name}"
+        else:
+            data["failures"], path = [case[1]], f"failures.0.{name}"
+            data["policies"] = [*data["policies"], daly]
+        cases.append((f"{cls}.{name}", data, path))
+    return cases
+
+
+IDLE_CASES = _idle_cases()
+
+
+@pytest.mark.parametrize(("rule", "data", "path"), IDLE_CASES, ids=[c[0] for c in IDLE_CASES])
+def test_a_field_said_to_have_no_effect_has_none_and_is_not_written_back(rule, data, path):
+    """The warning's claim holds: the scenario simulates the same rows without the field
+    (``end`` with given ``times`` changed the job MTBF that Daly's interval plans with);
+    the resolved scenario a run folder gets leaves it out, reads back without a warning,
+    and has the config hash of the scenario without it."""
+    *parents, name = path.split(".")
+    without = copy.deepcopy(data)
+    node = without
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    del node[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScenarioWarning)
+        given, plain_ = validate_scenario(data, SMOKE), validate_scenario(without, SMOKE)
+    for index in range(len(given.policies)):
+        assert simulate(given, index, 0).row() == simulate(plain_, index, 0).row()
+    written = resolved_data(given)
+    assert config_hash(given) == config_hash(plain_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScenarioWarning)
+        again = validate_scenario(yaml.safe_load(yaml.safe_dump(written)), SMOKE)
+    assert config_hash(again) == config_hash(given)
 
 
 def test_popularity_exponent_without_effect_when_the_trainer_sets_it():

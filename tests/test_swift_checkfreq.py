@@ -208,18 +208,25 @@ def test_a_full_log_stays_bit_exact_across_a_lost_persist_and_a_late_commit(monk
 def test_a_persist_that_survives_a_trainer_failure_is_the_base_of_a_later_replay():
     """Trainer 3 fails during the 18-h persist (its in-flight step undone, the persist goes
     on and commits); shard 5 fails at 25 h and replays from the 18-h snapshot's step.
-    Retrained alone, SWIFT's model is the failure-free one bit for bit."""
+    Retrained alone, SWIFT's model is bit for bit the one of the same run without the
+    shard's failure: the replay from that base is exact. (Not bit for bit the failure-free
+    model: the undo is arithmetic, and whether (w - d) + d rounds back to w depends on the
+    gradient d, which the BLAS kernel and its thread count round differently.)"""
     second = _persists(CHECKFREQ, SLOW)[1]
-    failures = _failing([_mid(second), 25 * H], ["[trainer3]", "[emb_ps5]"])
     momentum, alone = "trainer.optimizer.sparse.kind=momentum", "trainer.share_prefix=false"
-    s = scenario("prod50h", CHECKFREQ, SLOW, failures, SMALL_TRAINER, momentum, alone)
-    sims = [simulate(s, i, 0) for i in range(2)]
-    assert [e.key for e in _events(sims[1], ReplayShards)] == [18 * H]
-    base, [_, model] = run_models(s, sims)
-    want, got = base.snapshot(), model.trainer.snapshot()
-    for a, b in zip(want.dense + want.dense_state, got.dense + got.dense_state, strict=True):
+    states, replays = [], []
+    for failures in (
+        _failing([_mid(second), 25 * H], ["[trainer3]", "[emb_ps5]"]),
+        _failing([_mid(second)], ["[trainer3]"]),
+    ):
+        s = scenario("prod50h", CHECKFREQ, SLOW, failures, SMALL_TRAINER, momentum, alone)
+        sims = [simulate(s, i, 0) for i in range(2)]
+        replays.append([e.key for e in _events(sims[1], ReplayShards)])
+        _, [_, model] = run_models(s, sims)
+        states.append(model_state(model.trainer))
+    assert replays == [[18 * H], []]
+    for a, b in zip(*states, strict=True):
         assert a.tobytes() == b.tobytes()
-    assert want.embeddings.values.tobytes() == got.embeddings.values.tobytes()
 
 
 def test_recompute_after_a_lost_dense_snapshot_stays_bit_exact():

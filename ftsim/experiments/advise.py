@@ -512,11 +512,23 @@ def write(advice: Advice, folder: Path) -> list[Path]:
 
 
 def _write_folder(advice: Advice, folder: Path, scenario, argv, started: datetime) -> None:
-    """The files of :func:`write`, then ``manifest.json`` (what ran, the files' SHA-256)."""
-    from ftsim.experiments.folders import MANIFEST, sha256_of
+    """The files of :func:`write`, then ``manifest.json`` (what ran, the files' SHA-256),
+    staged and moved into ``folder`` together, the manifest last."""
+    from ftsim.experiments.folders import MANIFEST
+    from ftsim.experiments.output import StagedFolder
+
+    with StagedFolder(folder) as staging:  # a full disk or a signal leaves nothing half-done
+        staged = write(advice, staging)
+        _write_manifest(advice, staging / MANIFEST, staged, scenario, argv, started)
+    files = [folder / path.name for path in staged]
+    advice.folder, advice.files = folder, [*files, folder / MANIFEST]
+
+
+def _write_manifest(advice, path: Path, files, scenario, argv, started: datetime) -> None:
+    """``manifest.json``: what ran, and the files' SHA-256."""
+    from ftsim.experiments.folders import sha256_of
     from ftsim.experiments.output import write_json
 
-    files = write(advice, folder)
     source = f"<scenario {scenario.name}>" if isinstance(scenario, Scenario) else str(scenario)
     manifest = {
         "command": "advise",
@@ -532,5 +544,4 @@ def _write_folder(advice: Advice, folder: Path, scenario, argv, started: datetim
         "finished_utc": datetime.now(UTC).isoformat(),
         "files": {path.name: sha256_of(path) for path in files},
     }
-    write_json(folder / MANIFEST, manifest)
-    advice.folder, advice.files = folder, [*files, folder / MANIFEST]
+    write_json(path, manifest)

@@ -59,7 +59,7 @@ def prepare_output(
     if folder.exists() and not folder.is_dir():
         raise FolderError(f"{folder}: is a file, not a folder")
     if folder.is_dir() and any(not p.name.startswith(".ftsim") for p in folder.iterdir()):
-        manifest = _manifest_or_none(folder)
+        manifest = _earlier_manifest(folder, command, force)
         found = manifest.get("command")
         if found == "sweep" and not force:
             raise FolderError(
@@ -67,10 +67,11 @@ def prepare_output(
                 "it over with --force, or choose another folder"
             )
         if found != command and not force:
+            held = f"the output of 'ftsim {found}'" if found else f"no {MANIFEST} of ftsim"
             raise FolderError(
-                f"{folder}: the folder is not empty and holds no earlier output of "
-                f"'ftsim {command}' ({MANIFEST}); choose another folder, or pass --force to "
-                "write into it (files of the same names are replaced)"
+                f"{folder}: the folder is not empty and holds {held}, not earlier output of "
+                f"'ftsim {command}'; choose another folder, or pass --force to write into it "
+                "(files of the same names are replaced)"
             )
         earlier = manifest.get("config_hash")
         if found == command and config_hash and earlier != config_hash and not force:
@@ -82,10 +83,31 @@ def prepare_output(
     make_writable_folder(folder)
 
 
+def check_figures_folder(folder: Path) -> None:
+    """FolderError if ``folder`` holds the results of a command (a manifest): figures
+    written there would replace result files of the same names (``plot -o RUN_DIR``
+    replaced the run's ``timeline.csv`` with the figure's)."""
+    folder = Path(folder)
+    if not (folder / MANIFEST).is_file():
+        return
+    try:
+        command = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("command")
+    except (OSError, ValueError, AttributeError):
+        command = None
+    what = f"the results of 'ftsim {command}'" if isinstance(command, str) else MANIFEST
+    raise FolderError(
+        f"{folder}: holds {what}; figures are not written among results (they would "
+        "replace files of the same names, such as timeline.csv): choose another folder "
+        "(the default is RUN_DIR/plots)"
+    )
+
+
 def make_writable_folder(folder: Path) -> None:
     """Create ``folder`` (and its parents) and check that files can be written in it."""
     folder = Path(folder)
     blocker = next((p for p in [folder, *folder.parents] if p.exists()), None)
+    if blocker == folder and not folder.is_dir():
+        raise FolderError(f"{folder}: is a file, not a folder")
     if blocker is not None and not blocker.is_dir():
         raise FolderError(f"{folder}: lies under {blocker}, which is a file, not a folder")
     try:
@@ -96,13 +118,27 @@ def make_writable_folder(folder: Path) -> None:
         raise FolderError(f"{folder}: cannot write in this folder ({exc.strerror})") from None
 
 
-def _manifest_or_none(folder: Path) -> dict:
-    """``folder``'s manifest, or an empty mapping without a valid one."""
-    try:
-        manifest = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+def _earlier_manifest(folder: Path, command: str, force: bool) -> dict:
+    """The manifest of the non-empty ``folder`` (empty without one). One that is there but
+    cannot be read (no permission, not JSON, not an object) says nothing of what the
+    folder holds: FolderError saying why, unless ``force`` (then it is written over)."""
+    path = folder / MANIFEST
+    if not path.exists() and not path.is_symlink():
         return {}
-    return manifest if isinstance(manifest, dict) else {}
+    try:
+        manifest = json.loads(read_text(path))
+        reason = None if isinstance(manifest, dict) else "not a JSON object"
+    except TextFileError as exc:
+        reason = str(exc)
+    except ValueError as exc:
+        reason = f"not valid JSON ({exc})"
+    if reason is None or force:
+        return manifest if reason is None else {}
+    raise FolderError(
+        f"{path}: cannot be read ({reason}), so whether {folder} holds earlier output of "
+        f"'ftsim {command}' is unknown; repair or remove it, choose another folder, or pass "
+        "--force to write into it (files of the same names are replaced)"
+    )
 
 
 def sha256_of(path: Path) -> str:

@@ -6,7 +6,9 @@ with a message naming the folder and the first one's process id. The lock is an 
 ``flock`` on a hidden file in the folder (released by the kernel if the holder dies, however
 it dies), holding the holder's pid; the file is removed when the lock is released, so a
 folder looks as it did. A folder created for the lock and left holding nothing else (the
-command failed or was interrupted before writing anything) is removed too.
+command failed or was interrupted before writing anything) is removed too. Whoever
+acquires the lock first completes what a killed holder left half-moved
+(:func:`ftsim.experiments.output.recover`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ftsim.experiments import interrupts
 from ftsim.experiments.folders import FolderError, make_writable_folder
+from ftsim.experiments.output import COMMIT, recover
 
 LOCK = ".ftsim.lock"
 """The lock file's name inside a locked folder."""
@@ -29,25 +33,41 @@ LOCK = ".ftsim.lock"
 def locked_folder(folder: Path, create: bool = True) -> Iterator[Path]:
     """Hold ``folder`` for writing (created first with ``create``; without, a missing folder
     is not held, and the block reports it); FolderError naming the holder if another
-    process holds it."""
+    process holds it. Signals wait while the folder is created and locked, so that a
+    folder this made is removed again whenever the command stops leaving it empty."""
     folder = Path(folder)
-    created = create and not folder.exists()
-    if create:
-        make_writable_folder(folder)
-    elif not folder.is_dir():
+    if not create and not folder.is_dir():
         yield folder
         return
-    fd = _acquire(folder)
+    created = create and not folder.exists()
+    fd = None
     try:
+        with interrupts.deferred():
+            if create:
+                make_writable_folder(folder)
+            fd = _acquire(folder)
+        recover(folder)
         yield folder
     finally:
         try:
-            (folder / LOCK).unlink(missing_ok=True)
-            if created and not any(folder.iterdir()):
+            if fd is not None:
+                (folder / LOCK).unlink(missing_ok=True)
+            if created and folder.is_dir() and not any(folder.iterdir()):
                 shutil.rmtree(folder, ignore_errors=True)
         except OSError:
             pass  # the lock itself goes with the descriptor
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
+
+
+def settle(folder: Path) -> None:
+    """Complete what a writer of ``folder`` killed while moving its results left
+    (:func:`~ftsim.experiments.output.recover`), holding the folder meanwhile; for a
+    reader. Nothing is locked when nothing was left: a read-only folder can be read."""
+    folder = Path(folder)
+    if (folder / COMMIT).is_dir():
+        with locked_folder(folder, create=False):
+            pass
 
 
 def _acquire(folder: Path) -> int:

@@ -4,10 +4,12 @@ manifests; the one place where a failed write becomes an error message.
 A reader never sees a half-written file: each file is written to a temporary name in the
 same folder, flushed to disk, then renamed over the target. A folder of results is written
 into a hidden staging folder inside it and moved into place at the end, the manifest last
-(:class:`StagedFolder`), so a full disk or an interrupt leaves the earlier folder as it was.
-Every write goes through :func:`writing`, which turns an ``OSError`` (no space left, a
-read-only file system, no permission) into an :class:`OutputError` naming the path and
-the reason: one located line, exit status 2.
+(:class:`StagedFolder`), so a full disk or an interrupt leaves the earlier folder as it was,
+and even a process killed outright (SIGKILL) while moving files leaves a state that the next
+command holding the folder completes (:func:`complete_commit`). Every write goes through
+:func:`writing`, which turns an ``OSError`` (no space left, a read-only file system, no
+permission) into an :class:`OutputError` naming the path and the reason: one located line,
+exit status 2.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
 from ftsim.experiments import interrupts
+from ftsim.notices import Notice
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -36,6 +40,13 @@ STAGING_PREFIX = ".ftsim-staging-"
 """Name prefix of the hidden folder a :class:`StagedFolder` is written in (inside it)."""
 LAST = "manifest.json"
 """The file a staged folder receives last: a folder has it only once it is complete."""
+COMMIT = ".ftsim-commit"
+"""The staging folder once it is complete, while its files are moved into place: what is
+left in it after an interrupted move is moved by :func:`complete_commit`."""
+
+
+class CompletedCommit(Notice):
+    """Files of a command killed while it moved them into place were moved now."""
 
 
 class OutputError(Exception):
@@ -79,12 +90,20 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 class StagedFolder:
     """Results written as one set: ``with StagedFolder(folder) as staging:`` gives a hidden
-    staging folder inside ``folder``; when the block ends normally its files are moved over
-    those of ``folder``, :data:`LAST` last (the old one removed first), with signals
-    deferred so that the moves are never cut in half (``committed`` is then true). If the
-    block fails or is interrupted, the staging folder is removed and ``folder`` is as it
-    was: no half-written set of results, nothing earlier damaged. A failed write is
-    reported as writing ``folder`` (the staging folder is no name the user knows)."""
+    staging folder inside ``folder``; when the block ends normally its files replace those
+    of ``folder`` (``committed`` is then true). If the block fails or is interrupted, the
+    staging folder is removed and ``folder`` is as it was: no half-written set of results,
+    nothing earlier damaged. A failed write is reported as writing ``folder`` (the staging
+    folder is no name the user knows).
+
+    The moves are a journaled sequence, with signals deferred: the complete staging folder
+    is renamed to :data:`COMMIT` (one atomic step: from then on the new set is the one to
+    have), the old :data:`LAST` removed, each file moved, :data:`LAST` last, the emptied
+    folder removed (:func:`complete_commit`). Cut after any prefix of these steps (SIGKILL,
+    a failed rename), ``folder`` holds its old complete set, its new complete set, or a
+    :data:`COMMIT` folder that the next command holding ``folder``
+    (:func:`ftsim.experiments.lock.locked_folder`) moves into place, saying so. Only a
+    process holding ``folder``'s lock may stage in it."""
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
@@ -104,21 +123,51 @@ class StagedFolder:
                 with writing(self.folder):
                     raise error
             if error is None:
-                self._commit()
+                with interrupts.deferred(), writing(self.folder):
+                    os.rename(self._staging, self.folder / COMMIT)
+                    complete_commit(self.folder)
+                    self.committed = True
         finally:
             shutil.rmtree(self._staging, ignore_errors=True)
 
-    def _commit(self) -> None:
-        names = sorted(p.name for p in self._staging.iterdir())
-        if LAST in names:
-            names.remove(LAST)
-            names.append(LAST)
-        with interrupts.deferred(), writing(self.folder):
-            if LAST in names:
-                (self.folder / LAST).unlink(missing_ok=True)
-            for name in names:
-                os.replace(self._staging / name, self.folder / name)
-            self.committed = True
+
+def complete_commit(folder: str | Path) -> bool:
+    """Move the files of ``folder``'s :data:`COMMIT` folder over those of ``folder``,
+    :data:`LAST` last (the old one removed first, so that a folder never has a manifest
+    with files of another set), then remove it; each step may be repeated, so an
+    interrupted completion is completed by the next. True if files were moved."""
+    folder = Path(folder)
+    commit = folder / COMMIT
+    if not commit.is_dir():
+        return False
+    names = sorted(p.name for p in commit.iterdir())
+    if LAST in names:
+        names.remove(LAST)
+        names.append(LAST)
+        (folder / LAST).unlink(missing_ok=True)
+    for name in names:
+        if (folder / name).is_dir() and not (folder / name).is_symlink():
+            shutil.rmtree(folder / name)
+        os.replace(commit / name, folder / name)
+    commit.rmdir()
+    return bool(names)
+
+
+def recover(folder: str | Path) -> None:
+    """What a command killed while writing ``folder`` left (its caller holds the folder's
+    lock): the moves of a complete set finished, with a notice; staging folders removed."""
+    folder = Path(folder)
+    with writing(folder):
+        for stale in folder.glob(f"{STAGING_PREFIX}*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        if complete_commit(folder):
+            warnings.warn(
+                CompletedCommit(
+                    f"{folder}: an earlier ftsim command was stopped while moving its "
+                    "finished results into place; they were moved now"
+                ),
+                stacklevel=3,
+            )
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -18,6 +18,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 
+from ftsim.experiments import interrupts
+
 WATCHDOG_PERIOD_S = 0.5
 """How often a pool worker checks that the process that started it is still alive."""
 
@@ -34,7 +36,7 @@ def process_pool(jobs: int):
     If the parent stops early for any reason (an error, Ctrl-C), tasks in flight are
     abandoned and the workers terminated at once instead of being waited for.
     """
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(os.getpid(),))
+    pool = _Pool(max_workers=jobs, initializer=_init_worker, initargs=(os.getpid(),))
     try:
         yield pool
     except BaseException:
@@ -46,6 +48,17 @@ def process_pool(jobs: int):
             worker.join(timeout=5)
         raise
     pool.shutdown()
+
+
+class _Pool(ProcessPoolExecutor):
+    """A pool whose ``submit`` (which forks the workers) is never cut by a signal: the
+    parent's handler raising inside the interpreter's fork hooks (logging's lock release)
+    printed "Exception ignored ... Traceback" instead of interrupting the command. A
+    signal received meanwhile is raised as the submit returns."""
+
+    def submit(self, *args, **kwargs):
+        with interrupts.deferred():
+            return super().submit(*args, **kwargs)
 
 
 def _init_worker(parent_pid: int) -> None:

@@ -258,9 +258,11 @@ def _interrupted(plan: Plan, store: RunStore, batch: int) -> StudyInterrupted:
 
 
 def _write_resolved(path: Path, scenario: Scenario) -> None:
-    """The resolved scenario as YAML (every default filled in, in units)."""
+    """The resolved scenario as YAML (every default filled in, in units; values without
+    effect left out: :func:`ftsim.scenario.notices.resolved_data`)."""
     import yaml
 
     from ftsim.experiments.output import atomic_write_text
+    from ftsim.scenario.notices import resolved_data
 
-    atomic_write_text(path, yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False))
+    atomic_write_text(path, yaml.safe_dump(resolved_data(scenario), sort_keys=False))

@@ -1,8 +1,10 @@
 """Paper figures from a run folder (``ftsim plot RUN_DIR``), from stored results only.
 
-Each figure is written to ``RUN_DIR/plots/`` (or ``-o DIR``) as PDF and PNG (or the
-formats asked for) and the CSV of the plotted numbers, one file per kind: a sweep's other
-dimensions are panels of it (small multiples, :mod:`ftsim.plots.facets`). A figure the
+Each figure is written to ``RUN_DIR/plots/`` (or ``-o DIR``, never a folder holding
+results) as PDF and PNG (or the formats asked for) and the CSV of the plotted numbers, one
+file per kind: a sweep's other dimensions are panels of it (small multiples,
+:mod:`ftsim.plots.facets`). The files are staged and moved into place together, so a full
+disk or an interrupt leaves the earlier figures as they were. A figure the
 folder cannot support (no interval sweep, no accuracy columns) is skipped with the reason,
 and so is an overlay a figure is drawn without (the Daly model). Every figure is checked
 for overlapping labels (:mod:`ftsim.plots.collisions`); ``plot`` warns of any it finds.
@@ -29,6 +31,9 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from ftsim.experiments.folders import check_figures_folder  # noqa: E402
+from ftsim.experiments.lock import locked_folder  # noqa: E402
+from ftsim.experiments.output import StagedFolder  # noqa: E402
 from ftsim.plots import breakdown, interval, pls, timeline, tradeoff  # noqa: E402
 from ftsim.plots.data import RunData, Skip  # noqa: E402
 from ftsim.plots.style import DEFAULT_FORMATS, FORMATS, STYLE, Output  # noqa: E402
@@ -61,10 +66,12 @@ def plot_run(
     target = Path(out) if out is not None else folder / "plots"
     if point is not None:
         target = target / f"point_{point}"
-    output = Output(target, formats)
+    check_figures_folder(target)
     options = {breakdown.NAME: {"scale": breakdown_scale, "max_pls": max_pls}}
     outcomes = []
-    with plt.style.context(STYLE):
+    # one writer at a time; the figures replace the earlier ones all together, or not at all
+    with locked_folder(target), StagedFolder(target) as staging, plt.style.context(STYLE):
+        output = Output(target, formats, staging=staging)
         for module in FIGURES:
             try:
                 paths = module.plot(data, output, point, **options.get(module.NAME, {}))

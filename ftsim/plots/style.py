@@ -108,11 +108,14 @@ class Output:
     formats: tuple[str, ...] = DEFAULT_FORMATS
     problems: dict[str, list[str]] = field(default_factory=dict)
     """Per figure: what :func:`~ftsim.plots.collisions.collisions` found (``plot`` says it)."""
+    staging: Path | None = None
+    """Where the files are written until they are moved into ``folder`` all together
+    (:class:`ftsim.experiments.output.StagedFolder`); None: into ``folder`` directly."""
 
     def save(self, fig, data: pd.DataFrame | None, name: str) -> list[Path]:
         """Write ``name`` in each format and ``name``.csv (the plotted numbers; none when
         ``data`` is None), atomically; close the figure. The files are exactly as wide as
-        the figure (no tight bbox)."""
+        the figure (no tight bbox). Returns their paths in :attr:`folder`."""
         import matplotlib.pyplot as plt
 
         from ftsim.plots.collisions import collisions
@@ -120,16 +123,17 @@ class Output:
         found = collisions(fig)
         if found:
             self.problems[name] = found
+        into = self.staging or self.folder
         with writing(self.folder):
-            self.folder.mkdir(parents=True, exist_ok=True)
-        paths = []
+            into.mkdir(parents=True, exist_ok=True)
+        names = []
         for fmt in self.formats:
             buffer = io.BytesIO()
             fig.savefig(buffer, format=fmt, metadata=_METADATA[fmt])
-            paths.append(self.folder / f"{name}.{fmt}")
-            atomic_write_bytes(paths[-1], buffer.getvalue())
+            names.append(f"{name}.{fmt}")
+            atomic_write_bytes(into / names[-1], buffer.getvalue())
         plt.close(fig)
         if data is not None:
-            paths.append(self.folder / f"{name}.csv")
-            atomic_write_text(paths[-1], data.to_csv(index=False, float_format="%.6g"))
-        return paths
+            names.append(f"{name}.csv")
+            atomic_write_text(into / names[-1], data.to_csv(index=False, float_format="%.6g"))
+        return [self.folder / n for n in names]

@@ -124,6 +124,18 @@ class PolicyParams(BaseModel):
         as (field, message); empty if it can."""
         return []
 
+    def plan_problems(self, scenario: Scenario) -> list[tuple[str, str]]:
+        """What the policy's plan refuses (:class:`PlanError`), as (field, message): the
+        policy is planned once, as a replication plans it (an interval a rule resolves to
+        is known only then). Asked by the scenario's validation once everything else holds."""
+        from ftsim.policies.inputs import PlanInputs
+
+        try:
+            self.plan(PlanInputs.of(scenario))
+        except PlanError as error:
+            return [(error.field, str(error))]
+        return []
+
     def part_problems(self, dense: bool, by_rows: bool) -> list[tuple[str, str]]:
         """Why this policy cannot manage one part of the state in a ``composed`` policy, as
         (field, message); empty if it can.
@@ -136,6 +148,40 @@ class PolicyParams(BaseModel):
         this with the conditions under which it never rolls back.
         """
         return [("kind", f"{self.kind} cannot manage part of the state in a composed policy")]
+
+
+class PlanError(ValueError):
+    """A setting found unusable while the policy plans: ``field`` (a dotted path inside the
+    policy's section) and what is wrong. Reported by :meth:`PolicyParams.plan_problems`."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+    def inside(self, prefix: str) -> PlanError:
+        """The same error for a policy nested at ``prefix`` (a composed policy's part)."""
+        return PlanError(f"{prefix}.{self.field}", str(self))
+
+
+def check_planned_interval(work_s: float, field: str, interval_s: float, how: str) -> None:
+    """PlanError at ``field`` if an action every ``interval_s`` of compute (an interval a
+    rule resolved to, ``how`` saying which and from what) is more than a replication may
+    simulate (:data:`ftsim.scenario.schema.MAX_EVENTS_PER_REPLICATION` over the
+    failure-free time ``work_s``), before anything is planned with it: a plan's cost grows
+    with its actions, so an interval of microseconds would otherwise take hours to plan and
+    run."""
+    from ftsim.notices import short_duration
+    from ftsim.scenario import schema
+
+    count = work_s / interval_s
+    if count > schema.MAX_EVENTS_PER_REPLICATION:
+        raise PlanError(
+            field,
+            f"{how} {short_duration(interval_s)}: about {count:.2g} checkpoints over "
+            f"job.training ({short_duration(work_s)}), more than the limit of "
+            f"{schema.MAX_EVENTS_PER_REPLICATION:,} events a replication may simulate; give "
+            "the interval as a duration, or make failures rarer",
+        )
 
 
 class TrainerSide:

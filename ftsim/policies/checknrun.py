@@ -87,7 +87,7 @@ from pydantic import Field, model_validator
 
 from ftsim.policies.base import Plan, Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
-from ftsim.policies.full import Interval, resolve_interval_s
+from ftsim.policies.full import Interval, planned_interval_s
 from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import BytesPerSecond
 from ftsim.sim.nodes import failed_shards
@@ -776,12 +776,13 @@ class CheckNRunPlan(Plan):
         if not isinstance(p.interval, str):
             return p.interval
         mtbf = self.mtbf_s
-        interval = resolve_interval_s(p.interval, self.layout.full_save_s(), mtbf)
+        work_s = self.inputs.job.work_s
+        interval = planned_interval_s(work_s, p.interval, self.layout.full_save_s(), mtbf)
         for _ in range(100):
             if math.isinf(interval):
                 return interval
             stall, _ = self._planned_costs(interval)
-            new = resolve_interval_s(p.interval, stall, mtbf)
+            new = planned_interval_s(work_s, p.interval, stall, mtbf)
             if abs(new - interval) <= 1e-9 * interval:
                 return new
             interval = new

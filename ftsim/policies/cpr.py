@@ -64,7 +64,7 @@ from pydantic import Field, model_validator
 from ftsim.notices import CprFallback, Notice, short_duration
 from ftsim.policies.base import Plan, Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll, RestoreShards
-from ftsim.policies.full import Interval, resolve_interval_s
+from ftsim.policies.full import Interval, planned_interval_s
 from ftsim.policies.saving import CheckpointWriter, SavingParams, stall_s
 from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import Seconds
@@ -396,7 +396,8 @@ class CprPlan(Plan):
     def _choose_interval(self) -> float:
         target = self._target_pls()
         if target is None:
-            return resolve_interval_s(self.params.interval, self.stall_s, self.mtbf_s)
+            work_s = self.inputs.job.work_s
+            return planned_interval_s(work_s, self.params.interval, self.stall_s, self.mtbf_s)
         if math.isinf(self.mtbf_s) or self.shards_per_failure == 0:
             return math.inf
         return 2.0 * self.n_shards * self.mtbf_s * target / self.shards_per_failure

@@ -28,7 +28,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ftsim.policies.base import Plan, Policy, register
+from ftsim.notices import short_duration
+from ftsim.policies.base import Plan, Policy, check_planned_interval, register
 from ftsim.policies.events import RestoreAll
 from ftsim.policies.saving import CheckpointWriter, SavingParams, stall_s
 from ftsim.scenario.intervals import Interval
@@ -55,6 +56,20 @@ def resolve_interval_s(rule: float | str, delta_s: float, mtbf_s: float) -> floa
     return (
         young_interval_s(delta_s, mtbf_s) if rule == "young" else daly_interval_s(delta_s, mtbf_s)
     )
+
+
+def planned_interval_s(work_s: float, rule: float | str, delta_s: float, mtbf_s: float) -> float:
+    """:func:`resolve_interval_s` for a policy's ``interval``; a rule's interval too short
+    to simulate over ``work_s`` of training is refused
+    (:func:`~ftsim.policies.base.check_planned_interval`)."""
+    interval_s = resolve_interval_s(rule, delta_s, mtbf_s)
+    if isinstance(rule, str):
+        how = (
+            f"{rule} (job MTBF {short_duration(mtbf_s)}, checkpoint stall "
+            f"{short_duration(delta_s)}) resolves to"
+        )
+        check_planned_interval(work_s, "interval", interval_s, how)
+    return interval_s
 
 
 class FullCheckpoint(Policy):
@@ -120,4 +135,6 @@ class FullPlan(Plan):
         """The largest node's bytes (what a CheckFreq snapshot copies)."""
         self.stall_s = stall_s(params, self.snapshot_bytes, self.save_s, inputs.cluster)
         """Seconds training stalls per checkpoint (δ of the interval rules)."""
-        self.interval_s = resolve_interval_s(params.interval, self.stall_s, inputs.mtbf_s)
+        self.interval_s = planned_interval_s(
+            inputs.job.work_s, params.interval, self.stall_s, inputs.mtbf_s
+        )

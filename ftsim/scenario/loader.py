@@ -288,7 +288,7 @@ def validate_scenario(data: dict, path: Path, *, warn: bool = True) -> Scenario:
     except ValidationError as exc:
         errors = _relevant(exc.errors())
         raise ScenarioError(path, [_describe(err, data) for err in errors]) from None
-    problems = scenario.problems()
+    problems = _yes_no_numbers(data, scenario) or scenario.problems()
     if problems:
         raise ScenarioError(path, problems)
     from ftsim.scenario.notices import ScenarioWarning, scenario_warnings
@@ -298,9 +298,39 @@ def validate_scenario(data: dict, path: Path, *, warn: bool = True) -> Scenario:
     return scenario
 
 
+def _yes_no_numbers(raw, value, path: str = "") -> list[tuple[str, str]]:
+    """(dotted path, message) for each yes/no given where a number is expected (YAML's
+    ``true``, ``yes``, ``on``...): pydantic reads it as 1 or 0, so ``replications: yes``
+    would run one replication without a word. ``value`` is what ``raw`` validated to."""
+    if isinstance(raw, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            got = "true" if raw else "false"
+            return [(path or "(top level)", f"expected a number, not a yes/no value (got {got})")]
+        return []
+    if isinstance(raw, dict):
+        if isinstance(value, BaseModel):
+            fields = type(value).model_fields
+            pairs = [(k, v, getattr(value, k)) for k, v in raw.items() if k in fields]
+        elif isinstance(value, dict):
+            pairs = [(k, v, value[k]) for k, v in raw.items() if k in value]
+        else:
+            return []
+    elif isinstance(raw, list) and isinstance(value, list | tuple) and len(raw) == len(value):
+        pairs = [(i, r, v) for i, (r, v) in enumerate(zip(raw, value, strict=True))]
+    else:
+        return []
+    found = []
+    for key, item, validated in pairs:
+        found += _yes_no_numbers(item, validated, f"{path}.{key}" if path else str(key))
+    return found
+
+
 def config_hash(scenario: Scenario) -> str:
-    """A short stable hash of the resolved scenario (independent of key order, YAML layout)."""
-    canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True)
+    """A short stable hash of the resolved scenario (independent of key order, YAML layout,
+    and values that have no effect: :func:`~ftsim.scenario.notices.resolved_data`)."""
+    from ftsim.scenario.notices import resolved_data
+
+    canonical = json.dumps(resolved_data(scenario), sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 

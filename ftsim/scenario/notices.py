@@ -127,13 +127,39 @@ def _warnings(scenario: Scenario) -> list[tuple[str, str]]:
     found = []
     for i, source in enumerate(scenario.failures):
         found += [(f"failures.{i}.{path}", message) for path, message in source.warnings(scenario)]
+    found += [(path, message) for path, _, _, message in _no_effect(scenario)]
+    return list(dict.fromkeys(found))
+
+
+def _no_effect(scenario: Scenario) -> Iterator[tuple[str, BaseModel, str, str]]:
+    """(dotted path, section, field name, message) of each value the scenario gives that
+    has no effect where it is."""
     for path, section in _sections(scenario, ""):
         for cls, name, why in NO_EFFECT:
             if isinstance(section, cls) and _set_apart_from_default(section, name):
                 reason = why(section, scenario)
                 if reason:
-                    found.append((f"{path}.{name}" if path else name, f"has no effect: {reason}"))
-    return list(dict.fromkeys(found))
+                    where = f"{path}.{name}" if path else name
+                    yield where, section, name, f"has no effect: {reason}"
+
+
+def resolved_data(scenario: Scenario) -> dict:
+    """The scenario as a run folder's ``scenario.yaml`` holds it and its config hash is
+    computed from: every field, defaults filled in, in units, a value that has no effect
+    where it is (a ``cv`` of a constant distribution) given as the default instead (not
+    inside a section a sweep key changes, where it may have one). Such a value changes no
+    result, and reading the file back would warn of it again."""
+    data = scenario.model_dump(mode="json")
+    swept = [key.split(".") for key in _sweep_keys(scenario)]
+    for path, section, name, _ in list(_no_effect(scenario)):
+        if _excused(path, swept):
+            continue
+        default = section.model_copy(update={name: _default(type(section), name)})
+        node = data
+        for part in path.split(".")[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        node[name] = default.model_dump(mode="json", include={name})[name]
+    return data
 
 
 def _set_apart_from_default(section: BaseModel, name: str) -> bool:

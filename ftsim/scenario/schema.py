@@ -606,7 +606,8 @@ class Scenario(Section):
         Non-finite numbers are reported first and alone: the other checks compute with them.
         Policies are checked once the policy names and failure sources are sound (their
         checks plan with the failure rate). A scenario without other problems is checked
-        last against the event budget.
+        against the event budget, then each policy is planned once (an interval a rule
+        resolves to must be within the budget too).
         """
         found = list(_non_finite(self, ""))
         if found:
@@ -629,7 +630,10 @@ class Scenario(Section):
             found.append(("sweep.reference", f"no policy named {self.sweep.reference!r}"))
         if self.trainer is not None and self.trainer.enabled:
             found += self._trainer_problems()
-        return found or self._budget_problems()
+        found = found or self._budget_problems()
+        for i, policy in enumerate([] if found else self.policies):  # planned: costs bounded
+            found += [(f"policies.{i}.{path}", msg) for path, msg in policy.plan_problems(self)]
+        return found
 
     def _trainer_problems(self) -> list[tuple[str, str]]:
         """Trainer data that would fail or exhaust memory only once training starts."""

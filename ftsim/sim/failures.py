@@ -314,8 +314,12 @@ class ScheduledFailures(_Source):
         return []
 
     def rate_per_s(self, scenario):
+        """``count`` over its window; given ``times``, over the training time (``start`` and
+        ``end`` are the window of ``count`` failures: they have no effect on given times)."""
+        if self.times is not None:
+            return len(self.times) / scenario.job.work_s
         end = self.end if self.end is not None else scenario.job.work_s
-        return self._count() / (end - self.start)
+        return self.count / (end - self.start)
 
     def _count(self) -> int:
         return self.count if self.count is not None else len(self.times)
