@@ -376,8 +376,9 @@ class Transfer(simpy.Event):
         """When it was cancelled while running alone (its flows, built only if asked for,
         stopped then)."""
         self.wake: simpy.Timeout | None = None
-        """While running alone: the timeout at its planned end (last byte plus latency);
-        None once a disturbance or a cancel made that end stale."""
+        """While running alone: the timeout at its planned end (last byte plus latency),
+        whose value is the transfer; None once it fired, or once a disturbance or a cancel
+        made that end stale (so that no transfer stays a reference cycle)."""
         self._flows: tuple[Flow, ...] | None = None
 
     @property
@@ -803,6 +804,7 @@ class Network:
         transfer: Transfer = wake.value
         if wake is not transfer.wake:
             return
+        transfer.wake = None  # done: no cycle left between the two for the collector
         if transfer is self._lone:
             self._lone = None
             self._updated_s = self.env.now
