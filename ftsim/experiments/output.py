@@ -148,13 +148,19 @@ def write_csv(path: str | Path, rows: list[dict]) -> None:
     atomic_write_text(path, csv_text(rows))
 
 
-def write_csv_and_parquet(stem: str | Path, rows: list[dict]) -> None:
-    """``stem.csv`` and ``stem.parquet`` holding the same table.
+@contextmanager
+def csv_and_parquet(stem: str | Path, rows: list[dict]) -> Iterator:
+    """Write ``stem.csv`` and ``stem.parquet`` holding the same table, and give the table
+    (a pyarrow table) to the block while the Parquet file is written behind it, in a
+    thread (pyarrow writes without the interpreter lock); it is in place when the block
+    ends, or its error raised.
 
     The Parquet file is converted from the CSV text by pyarrow's own CSV reader, so the two
     hold identical values, and pandas is never imported (building Arrow arrays from Python
     objects imports it: 0.3 s of start-up). pyarrow itself is imported here only.
     """
+    import threading
+
     import pyarrow as pa
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
@@ -163,9 +169,30 @@ def write_csv_and_parquet(stem: str | Path, rows: list[dict]) -> None:
     text = csv_text(rows)
     atomic_write_text(stem.with_suffix(".csv"), text)
     table = pa_csv.read_csv(pa.py_buffer(text.encode()))
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    atomic_write_bytes(stem.with_suffix(".parquet"), sink.getvalue().to_pybytes())
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink)
+            atomic_write_bytes(stem.with_suffix(".parquet"), sink.getvalue().to_pybytes())
+        except BaseException as exc:  # raised again in the caller's thread
+            failed.append(exc)
+
+    writer = threading.Thread(target=write, name="ftsim-parquet")
+    writer.start()
+    try:
+        yield table
+    finally:
+        writer.join()
+    if failed:
+        raise failed[0]
+
+
+def write_csv_and_parquet(stem: str | Path, rows: list[dict]) -> None:
+    """``stem.csv`` and ``stem.parquet`` holding the same table (:func:`csv_and_parquet`)."""
+    with csv_and_parquet(stem, rows):
+        pass
 
 
 def git_commit() -> str | None:

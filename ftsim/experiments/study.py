@@ -60,14 +60,21 @@ class StudyInterrupted(KeyboardInterrupt):
 
 @dataclass
 class Outcome:
-    """A finished study: its plan, folder, summary and how many replications it computed
-    and found already stored (a resumed sweep)."""
+    """A finished study: its plan, folder, summary (as records: ``summary.csv``'s rows) and
+    how many replications it computed and found already stored (a resumed sweep)."""
 
     plan: Plan
     folder: Path
-    summary: pd.DataFrame
+    records: list[dict]
     computed: int
     reused: int
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """The summary as a DataFrame (pandas is imported only when it is asked for)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.records)
 
 
 def _stderr(line: str) -> None:

@@ -702,29 +702,29 @@ def manifest(plan: Plan, argv: list[str] | None, started: str) -> dict:
     }
 
 
-def finish(plan: Plan, store: RunStore):
+def finish(plan: Plan, store: RunStore) -> list[dict]:
     """Merge the shards into runs.csv/.parquet and timeline.csv; write and return the summary
-    (:func:`ftsim.experiments.stats.summarize`: the same columns for a run and a sweep)."""
-    import pandas as pd
+    as records (:func:`ftsim.experiments.stats.summary_records`: the same columns for a run
+    and a sweep), computed from runs.csv's values as pyarrow reads them (as pandas would
+    read them from runs.parquet, which is written meanwhile), without importing pandas."""
+    from ftsim.experiments.output import csv_and_parquet, write_csv
+    from ftsim.experiments.stats import arrow_columns, summary_records
 
-    from ftsim.experiments.output import write_csv, write_csv_and_parquet
-    from ftsim.experiments.stats import summarize
-
-    write_csv_and_parquet(store.root / "runs", store.rows())
-    write_csv(store.root / "timeline.csv", store.timeline())
-    runs = pd.read_parquet(store.root / "runs.parquet")  # the values of runs.csv, exactly
-    summary = summarize(runs, plan.columns, plan.reference)
-    write_csv(store.root / "summary.csv", summary.to_dict("records"))
+    with csv_and_parquet(store.root / "runs", store.rows()) as runs:
+        write_csv(store.root / "timeline.csv", store.timeline())
+        summary = summary_records(arrow_columns(runs), plan.columns, plan.reference)
+        write_csv(store.root / "summary.csv", summary)
     return summary
 
 
-def short_of_target(plan: Plan, summary) -> list[str]:
+def short_of_target(plan: Plan, summary: list[dict]) -> list[str]:
     """One line per (point, policy) whose overhead interval is still wider than
-    ``--target-halfwidth`` when its replications reached ``--max-reps`` (the cap)."""
+    ``--target-halfwidth`` when its replications reached ``--max-reps`` (the cap), from
+    the summary's records."""
     if plan.target_halfwidth is None:
         return []
     lines = []
-    for row in summary.to_dict("records"):
+    for row in summary:
         half = row.get("overhead_frac_ci95_half", math.nan)
         if row["n"] + row["n_unfinished"] >= plan.max_reps and not half <= plan.target_halfwidth:
             lines.append(
