@@ -59,8 +59,11 @@ def writing(path: str | Path) -> Iterator[None]:
         raise OutputError(reason, path) from None
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that the file is either the old one or complete."""
+def atomic_write_bytes(path: str | Path, data: bytes, sync: bool = True) -> None:
+    """Write ``data`` to ``path`` so that the file is either the old one or complete, and
+    (``sync``) on disk before it replaces the old one: without it, a crash of the machine
+    may leave an empty file (for files nothing reads after a crash, e.g. a run's staged
+    shards)."""
     path = Path(path)
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +73,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
-                os.fsync(handle.fileno())
+                if sync:
+                    os.fsync(handle.fileno())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -121,8 +125,8 @@ class StagedFolder:
             self.committed = True
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+def atomic_write_text(path: str | Path, text: str, sync: bool = True) -> None:
+    atomic_write_bytes(path, text.encode(), sync)
 
 
 def columns_of(rows: list[dict]) -> list[str]:

@@ -174,7 +174,7 @@ def _run_into(out: Path, plan, force, started, argv, progress, options) -> Outco
     results = StagedFolder(out)
     try:
         with results as staging:
-            store = RunStore(staging)
+            store = RunStore(staging, durable=False)  # removed whole if it fails
             store.shards.mkdir()
             computed, reused = sweep.run_sweep(plan, store, progress=progress, **options)
             summary = sweep.finish(plan, store)

@@ -498,17 +498,40 @@ def _planned_tasks(plan: Plan, batch: int) -> list[TaskKey]:
     ]
 
 
+SERIAL_TIMING_REPLICATIONS = 1000
+"""A study that trains nothing and has at most this many replications (summed over points
+and policies) runs in the calling process unless ``jobs`` is given: a timing replication
+costs about 0.5 ms (``benchmarks/engine_speed.py``), so these take about 0.5 s of CPU, while
+starting a pool (forking workers, their set-up, sending each task its scenario) costs
+0.1–0.2 s of CPU; on two cores the pool would save less than it costs (prod50h's 300
+replications: 1.0 s of CPU serial against 1.2 s with two workers, whole command)."""
+
+
 def local_workers(plan: Plan, jobs: int | None, batch: int) -> tuple[int, str | None]:
-    """Local workers for ``jobs`` (default: the CPUs): at most the CPUs and the first round's
-    tasks (:func:`n_units`), as more would only compete for the same cores. Returns the
-    number and, when a requested ``jobs`` was lowered, a note saying so."""
+    """Local workers for ``jobs`` (default: the CPUs, or 1 for a small timing study, see
+    :data:`SERIAL_TIMING_REPLICATIONS`): at most the CPUs and the first round's tasks
+    (:func:`n_units`), as more would only compete for the same cores. Returns the number
+    and, when a requested ``jobs`` was lowered, a note saying so."""
     limits = {"the CPUs available": default_jobs(), "the tasks to run": n_units(plan, batch)}
+    if jobs is None and _small_timing_study(plan):
+        return 1, None
     wanted = jobs or limits["the CPUs available"]
     reason = min(limits, key=limits.get)
     if wanted <= limits[reason]:
         return wanted, None
     note = f"--jobs {jobs}: using {limits[reason]} ({reason})" if jobs else None
     return limits[reason], note
+
+
+def _small_timing_study(plan: Plan) -> bool:
+    """Whether ``plan`` trains nothing and has at most :data:`SERIAL_TIMING_REPLICATIONS`
+    replications (a target half-width may add more: then it is not small)."""
+    if plan.target_halfwidth is not None:
+        return False
+    if any(p.scenario.trains_model(0) for p in plan.points):
+        return False
+    total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
+    return total <= SERIAL_TIMING_REPLICATIONS
 
 
 def _tasks(plan: Plan, pair: tuple[int, int], reps: list[int], batch: int) -> list[TaskKey]:
