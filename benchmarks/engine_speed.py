@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PROD = ROOT / "scenarios" / "prod50h.yaml"
 BIG = ["cluster.trainers=200", "cluster.emb_ps=180"]
 """10× the nodes of prod50h (same job, same failures)."""
+HUGE = ["cluster.trainers=2000", "cluster.emb_ps=1800", "job.tables.0.rows=3300000000"]
+"""100× the nodes of prod50h with the embeddings scaled ×100 (the same bytes per PS)."""
 WARM_UP = 10
 """Replications of every policy run untimed first in each worker (numbered after the timed
 ones)."""
@@ -172,8 +174,8 @@ def per_replication_ms(overrides: list[str], reps: int = 1000) -> tuple[float, i
 
 
 def worker(root: Path, big: bool) -> None:
-    """Serve batches of replications of ``root``'s prod50h (and with 10× nodes if ``big``)
-    on standard input/output: first a JSON line with the run keys (``"1x full"``, …, and
+    """Serve batches of replications of ``root``'s prod50h (and with 10× and 100× nodes if
+    ``big``) on standard input/output: first a JSON line with the run keys (``"1x full"``, …, and
     ``"1x all"``: every policy of a replication in turn, as a run simulates them) and the
     BLAS libraries loaded, then for each line ``KEY FIRST COUNT`` a line ``MS EVENTS``: CPU
     ms and SimPy events per replication of replications FIRST … FIRST + COUNT − 1 of that
@@ -186,6 +188,7 @@ def worker(root: Path, big: bool) -> None:
     scenarios = {"1x": load_scenario(path, ["trainer.enabled=false"])}
     if big:
         scenarios["10x"] = load_scenario(path, [*BIG, "trainer.enabled=false"])
+        scenarios["100x"] = load_scenario(path, [*HUGE, "trainer.enabled=false"])
     runs = {
         f"{scale} {policy.label}": replicator(scenario, [index])
         for scale, scenario in scenarios.items()
