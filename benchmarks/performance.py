@@ -142,6 +142,7 @@ def _load() -> str:
 
 def table(args) -> str:
     """The performance table in Markdown (and the lines it was measured with)."""
+    import numpy  # noqa: F401 (loads the BLAS that threadpoolctl reports)
     from threadpoolctl import threadpool_info
 
     old = args.compare

@@ -745,8 +745,10 @@ class Network:
 
     def _admit(self, new: list[Flow]) -> None:
         """New flows started: split every other group whose members' own links they cross."""
+        if not new:
+            return
         groups = [f for f in self._active if f.count > 1 and f.transfer is not new[0].transfer]
-        if not groups or not new:
+        if not groups:
             return
         links: set[int] = set()
         for flow in new:
