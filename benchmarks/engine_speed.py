@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PROD = ROOT / "scenarios" / "prod50h.yaml"
 BIG = ["cluster.trainers=200", "cluster.emb_ps=180"]
 """10× the nodes of prod50h (same job, same failures)."""
+HUGE = ["cluster.trainers=2000", "cluster.emb_ps=1800", "job.tables.0.rows=3300000000"]
+"""100× the nodes of prod50h with the embeddings scaled ×100 (the same bytes per PS)."""
 WARM_UP = 10
 """Replications of every policy run untimed first in each worker (numbered after the timed
 ones)."""
@@ -56,25 +58,58 @@ ONE_THREAD = {
 
 def _engine():
     """``(load_scenario, replicator)`` of whichever ftsim is importable: ``replicator(scenario,
-    index)`` returns a function that runs replication ``rep`` of that policy and returns the
-    finished simulation. This layout prepares the policy once (as a run or a sweep task
-    does); commits before it (for ``--compare``) build everything per replication."""
+    indices)`` returns a function that runs replication ``rep`` of those policies (as a run
+    does: one draw of the replication's failures for all of them, where the checkout shares
+    it) and returns the finished simulations. This layout prepares each policy once (as a
+    run or a sweep task does); commits before it (for ``--compare``) build everything per
+    replication."""
     try:
         from ftsim.experiments.prepare import prepare
         from ftsim.scenario.loader import load_scenario
     except ImportError:
         load_scenario, simulate = _engine_before_prepare()
 
-        def per_replication(scenario, index):
-            return lambda rep: simulate(scenario, index, rep)
+        def per_replication(scenario, indices):
+            return lambda rep: [simulate(scenario, index, rep) for index in indices]
 
         return load_scenario, per_replication
+    try:
+        from ftsim.sim.failures import FailureDraws
+    except ImportError:  # before the failures of a replication were shared
+        FailureDraws = None  # noqa: N806
 
-    def prepared(scenario, index):
-        policy = prepare(scenario, index)
-        return lambda rep: policy.replicate(rep).run()
+    def prepared(scenario, indices):
+        policies = [prepare(scenario, index) for index in indices]
+        if FailureDraws is None:
+            return lambda rep: [policy.replicate(rep).run() for policy in policies]
+
+        def replication(rep):
+            failures = FailureDraws(scenario, rep)
+            return [policy.replicate(rep, failures=failures).run() for policy in policies]
+
+        return replication
 
     return load_scenario, prepared
+
+
+def events_of(sim) -> int:
+    """SimPy events a finished simulation scheduled (SimPy numbers them in order)."""
+    return next(sim.env._eid)
+
+
+def floor_events(n: int = 1000) -> int:
+    """The floor: one SimPy process waiting on ``n`` timeouts in turn (SimPy's own loop,
+    nothing of ftsim); returns the events scheduled."""
+    import simpy
+
+    def waits(env):
+        for _ in range(n):
+            yield env.timeout(1.0)
+
+    env = simpy.Environment()
+    env.process(waits(env))
+    env.run()
+    return next(env._eid)
 
 
 def _engine_before_prepare():
@@ -127,22 +162,25 @@ def per_replication_ms(overrides: list[str], reps: int = 1000) -> tuple[float, i
     """Median over 5 batches of the in-process cost of one replication, and its event count."""
     load_scenario, replicator = _engine()
     scenario = load_scenario(PROD, [*overrides, "trainer.enabled=false"])
-    simulate = replicator(scenario, 0)
+    simulate = replicator(scenario, [0])
     simulate(0)  # warm-up
     batches = []
     for batch in range(5):
         start = time.perf_counter()
         for rep in range(reps // 5):
-            sim = simulate(batch * reps + rep)
+            (sim,) = simulate(batch * reps + rep)
         batches.append((time.perf_counter() - start) / (reps // 5) * 1e3)
-    return statistics.median(batches), next(sim.env._eid)
+    return statistics.median(batches), events_of(sim)
 
 
 def worker(root: Path, big: bool) -> None:
-    """Serve batches of replications of ``root``'s prod50h (and with 10× nodes if ``big``)
-    on standard input/output: first a JSON line with the run keys (``"1x full"``, …) and
-    the BLAS libraries loaded, then for each line ``KEY FIRST COUNT`` the CPU ms per
-    replication of replications FIRST … FIRST + COUNT − 1 of that run."""
+    """Serve batches of replications of ``root``'s prod50h (and with 10× and 100× nodes if
+    ``big``) on standard input/output: first a JSON line with the run keys (``"1x full"``, …, and
+    ``"1x all"``: every policy of a replication in turn, as a run simulates them) and the
+    BLAS libraries loaded, then for each line ``KEY FIRST COUNT`` a line ``MS EVENTS``: CPU
+    ms and SimPy events per replication of replications FIRST … FIRST + COUNT − 1 of that
+    run. Key ``floor`` runs COUNT × 2 SimPy timeout loops of 1,000 events instead (SimPy's
+    own cost per event, beside the others on the same processor)."""
     from threadpoolctl import threadpool_info
 
     load_scenario, replicator = _engine()
@@ -150,22 +188,30 @@ def worker(root: Path, big: bool) -> None:
     scenarios = {"1x": load_scenario(path, ["trainer.enabled=false"])}
     if big:
         scenarios["10x"] = load_scenario(path, [*BIG, "trainer.enabled=false"])
+        scenarios["100x"] = load_scenario(path, [*HUGE, "trainer.enabled=false"])
     runs = {
-        f"{scale} {policy.label}": replicator(scenario, index)
+        f"{scale} {policy.label}": replicator(scenario, [index])
         for scale, scenario in scenarios.items()
         for index, policy in enumerate(scenario.policies)
     }
+    one_x = scenarios["1x"]
+    runs["1x all"] = replicator(one_x, list(range(len(one_x.policies))))
     for simulate in runs.values():  # warm-up: allocator and caches
         for rep in range(WARM_UP):
             simulate(10**6 + rep)
     print(json.dumps({"runs": list(runs), "blas": threadpool_info()}), flush=True)
     for line in sys.stdin:
         scale, label, first, count = line.split()
-        simulate = runs[f"{scale} {label}"]
-        start = time.process_time()
-        for rep in range(int(first), int(first) + int(count)):
-            simulate(rep)
-        print((time.process_time() - start) / int(count) * 1e3, flush=True)
+        reps = range(int(first), int(first) + int(count))
+        if scale == "floor":
+            start = time.process_time()
+            events = sum(floor_events() for _ in range(2 * len(reps)))
+        else:
+            simulate = runs[f"{scale} {label}"]
+            start = time.process_time()
+            events = sum(events_of(sim) for rep in reps for sim in simulate(rep))
+        cpu_ms = (time.process_time() - start) * 1e3
+        print(cpu_ms / len(reps), events / len(reps), flush=True)
 
 
 class _Worker:
@@ -185,26 +231,33 @@ class _Worker:
         )
         self.info = json.loads(self.process.stdout.readline())
 
-    def batch(self, key: str, first: int, count: int) -> float:
+    def batch(self, key: str, first: int, count: int) -> tuple[float, float]:
+        """(CPU ms, SimPy events) per replication of a batch (see :func:`worker`)."""
         self.process.stdin.write(f"{key} {first} {count}\n")
         self.process.stdin.flush()
-        return float(self.process.stdout.readline())
+        ms, events = self.process.stdout.readline().split()
+        return float(ms), float(events)
 
     def close(self) -> None:
         self.process.stdin.close()
         self.process.wait()
 
 
-def policy_table(compare: Path | None, rounds: int, reps: int, cycles: int, cpu: int) -> None:
-    """Per-policy CPU ms per replication at 1× and 10× nodes, and ``compare``'s at 1×.
+def policy_table(
+    compare: Path | None, rounds: int, reps: int, cycles: int, cpu: int
+) -> dict[str, dict[str, float]]:
+    """Per-policy CPU ms per replication at 1× and 10× nodes, SimPy events per replication
+    and µs per event, ``all`` (every policy of a replication, as a run simulates them) against
+    SimPy's own timeout loop, and ``compare``'s figures at 1×; returns the medians by row.
 
     Each round starts a worker of this checkout (and one of ``compare``) and runs
     ``cycles`` times, policy by policy, a batch of the next ``reps`` replications in each
     worker and scale, one right after the other (who goes first alternates), so that a
     ratio compares batches of the same replications run a few milliseconds apart. Figures
-    are medians over all batches; ratios (new / old, 10× / 1×) medians of the per-batch
-    ratios."""
+    are medians over all batches; ratios (new / old, 10× / 1×, per event / floor's per
+    event) medians of the per-batch ratios."""
     batches: dict[str, list[float]] = {}
+    events: dict[str, float] = {}
     ratios: dict[str, list[float]] = {}
     blas = None
     for round_ in range(rounds):
@@ -215,17 +268,30 @@ def policy_table(compare: Path | None, rounds: int, reps: int, cycles: int, cpu:
         for cycle in range(cycles):
             first = (round_ * cycles + cycle) * reps
             for label in labels:
-                jobs = [("1x", ours), ("10x", ours)] + ([("old", theirs)] if theirs else [])
+                jobs = [("1x", ours)] + ([("10x", ours)] if label != "all" else [])
+                jobs += [("old", theirs)] if theirs else []
+                jobs += [("floor", ours)] if label == "all" else []
                 if (cycle + round_) % 2:
                     jobs.reverse()
                 got = {}
                 for name, who in jobs:
                     scale = "1x" if name == "old" else name
-                    got[name] = who.batch(f"{scale} {label}", first, reps)
-                    batches.setdefault(f"{name} {label}", []).append(got[name])
-                ratios.setdefault(f"10x {label}", []).append(got["10x"] / got["1x"])
+                    ms, n = who.batch(f"{scale} {label}", first, reps)
+                    got[name] = ms / n * 1e3  # µs per event
+                    batches.setdefault(f"{name} {label}", []).append(ms)
+                    events[f"{name} {label}"] = n
+                if "10x" in got:
+                    ratios.setdefault(f"10x {label}", []).append(
+                        batches[f"10x {label}"][-1] / batches[f"1x {label}"][-1]
+                    )
                 if theirs:
-                    ratios.setdefault(f"old {label}", []).append(got["1x"] / got["old"])
+                    ratios.setdefault(f"old {label}", []).append(
+                        batches[f"1x {label}"][-1] / batches[f"old {label}"][-1]
+                    )
+                if "floor" in got:
+                    ratios.setdefault("floor all", []).append(got["1x"] / got["floor"])
+                    if theirs:
+                        ratios.setdefault("floor old", []).append(got["old"] / got["floor"])
         ours.close()
         if theirs:
             theirs.close()
@@ -234,24 +300,44 @@ def policy_table(compare: Path | None, rounds: int, reps: int, cycles: int, cpu:
             f"BLAS: {lib.get('internal_api')} {lib.get('version')} "
             f"kernel {lib.get('architecture')}, {lib.get('num_threads')} thread(s)"
         )
-    head = f"{'policy':10s} {'1x ms':>7s} {'10x ms':>7s} {'10x/1x':>6s}"
-    print(head + (f" {'old ms':>7s} {'new/old':>7s}" if compare else ""))
+    print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    head = f"{'policy':10s} {'1x ms':>7s} {'events':>6s} {'us/ev':>6s}"
+    head += f" {'10x ms':>7s} {'10x/1x':>6s}"
+    print(head + (f" {'old ms':>7s} {'old ev':>6s} {'new/old':>7s}" if compare else ""))
+    medians: dict[str, dict[str, float]] = {}
     for label in labels:
-        line = (
-            f"{label:10s} {statistics.median(batches[f'1x {label}']):7.3f}"
-            f" {statistics.median(batches[f'10x {label}']):7.3f}"
-            f" {statistics.median(ratios[f'10x {label}']):6.2f}"
-        )
+        ms = statistics.median(batches[f"1x {label}"])
+        row = {"ms": ms, "events": events[f"1x {label}"]}
+        row["us_per_event"] = ms / row["events"] * 1e3
+        line = f"{label:10s} {ms:7.3f} {row['events']:6.0f} {row['us_per_event']:6.2f}"
+        if f"10x {label}" in batches:
+            row["ms_10x"] = statistics.median(batches[f"10x {label}"])
+            row["ratio_10x"] = statistics.median(ratios[f"10x {label}"])
+            line += f" {row['ms_10x']:7.3f} {row['ratio_10x']:6.2f}"
+        else:
+            line += f" {'':7s} {'':6s}"
         if compare:
-            line += (
-                f" {statistics.median(batches[f'old {label}']):7.3f}"
-                f" {statistics.median(ratios[f'old {label}']):7.2f}"
-            )
+            row["old_ms"] = statistics.median(batches[f"old {label}"])
+            row["old_events"] = events[f"old {label}"]
+            row["new_over_old"] = statistics.median(ratios[f"old {label}"])
+            line += f" {row['old_ms']:7.3f} {row['old_events']:6.0f} {row['new_over_old']:7.2f}"
+        medians[label] = row
         print(line)
+    floor_us = statistics.median(batches["floor all"]) / events["floor all"] * 1e3
+    medians["floor"] = {"us_per_event": floor_us, "ratio": statistics.median(ratios["floor all"])}
+    print(
+        f"SimPy's timeout loop: {floor_us:.3f} us per event; all 6 policies per event: "
+        f"{medians['floor']['ratio']:.1f}x that"
+        + (f" (old: {statistics.median(ratios['floor old']):.1f}x)" if compare else "")
+    )
+    if compare:
+        medians["floor"]["old_ratio"] = statistics.median(ratios["floor old"])
     print(
         f"CPU ms per replication: medians of {rounds} rounds × {cycles} batches of {reps}"
-        " replications per policy (each replication once per round and checkout)"
+        " replications per policy (each replication once per round and checkout); all: "
+        "every policy of a replication in turn, sharing its failure draws as a run does"
     )
+    return medians
 
 
 def main() -> None:

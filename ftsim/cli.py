@@ -419,9 +419,9 @@ def _cmd_run(args, argv) -> int:
     finally:
         progress.close()
     if not args.quiet:
-        print(run_table(outcome.summary))
+        print(run_table(outcome.records))
         print(f"results: {outcome.folder}")
-    return _unfinished_status(outcome.summary)
+    return _unfinished_status(outcome.records)
 
 
 def _say(line: str) -> None:
@@ -432,7 +432,7 @@ def _unfinished_status(summary, point_columns: list[str] = ()) -> int:
     """Warn on standard error about unfinished replications: exit status 3 if any, else 0."""
     from ftsim.experiments.tables import unfinished_warnings
 
-    warnings = unfinished_warnings(summary.to_dict("records"), point_columns)
+    warnings = unfinished_warnings(summary, point_columns)
     for line in warnings:
         print(line, file=sys.stderr)
     return EXIT_UNFINISHED if warnings else 0
@@ -501,10 +501,10 @@ def _cmd_sweep(args, argv) -> int:
     finally:
         progress.close()
     if not args.quiet:
-        print(sweep_table(outcome.summary, plan.columns))
+        print(sweep_table(outcome.records, plan.columns))
     print(f"computed {outcome.computed}, reused {outcome.reused} (replications)")
     print(f"results: {outcome.folder}")
-    return _unfinished_status(outcome.summary, plan.columns)
+    return _unfinished_status(outcome.records, plan.columns)
 
 
 def _cmd_advise(args, argv) -> int:

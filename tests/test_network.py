@@ -717,3 +717,113 @@ def test_bulk_reservations_equal_one_link_at_a_time(busy):
     for before in (False, True, False, True):
         assert run(bulk=True, before=before) == run(bulk=False, before=before)
     assert len(topology.snapshots) == 4  # two bulk operations from two states
+
+
+# ---------------------------------------------------------------- symmetric groups
+
+
+def _run_symmetric(members, sizes_B, caps, disturbance, at_s, busy, grouped, monkeypatch):
+    """One transfer of ``members`` equal flows (each over its own link, then one shared
+    link) beside a flow of another size on the shared link, disturbed at ``at_s``; returns
+    the end of every flow of the transfer, its completion, and the largest number of
+    flows the general model held as one (1: no group)."""
+    import ftsim.sim.network as network
+
+    if not grouped:
+        monkeypatch.setattr(network, "symmetric_runs", lambda specs: [])
+    env = simpy.Environment()
+    net = Network(env, latency_s=0.25)
+    own_cap, shared_cap = caps
+    own = [net.link(f"own{i}", own_cap) for i in range(members)]
+    shared = net.link("shared", shared_cap)
+    size_B, other_B = sizes_B
+    if busy:  # never ends: the transfer starts in the general model
+        net.start(1.0, [net.link("elsewhere", 0.0)])
+    flows = [(size_B, (link, shared)) for link in own] + [(other_B, (shared,))]
+    transfer = net.transfer(flows)
+    largest = [max(f.count for f in net._active) if net._active else 1]
+
+    def disturb():
+        yield env.timeout(at_s)
+        if disturbance == "flow on one member's link":
+            net.start(size_B / 2, [own[0]])
+        elif disturbance == "flow on the shared link":
+            net.start(size_B / 2, [shared])
+        elif disturbance == "one member's link slower":
+            net.set_capacity(own[-1], own_cap / 3)
+        elif disturbance == "shared link faster":
+            net.set_capacity(shared, shared_cap * 2)
+        elif disturbance == "cancel one member":
+            net.cancel(transfer.flows[1])
+        largest.append(max((f.count for f in net._active), default=1))
+
+    env.process(disturb())
+    env.run(until=1e6)
+    ends = [f.end_s for f in transfer.flows]
+    return ends, (env.now if transfer.triggered else None), max(largest)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    members=st.integers(2, 6),
+    sizes_B=st.tuples(st.floats(1.0, 1e4), st.floats(1.0, 1e4)),
+    caps=st.tuples(st.floats(1.0, 100.0), st.floats(1.0, 300.0)),
+    disturbance=st.sampled_from(
+        [
+            "nothing",
+            "flow on one member's link",
+            "flow on the shared link",
+            "one member's link slower",
+            "shared link faster",
+            "cancel one member",
+        ]
+    ),
+    at_s=st.floats(0.0, 200.0),
+    busy=st.booleans(),
+)
+def test_symmetric_flows_moved_as_one_equal_the_general_model(
+    members, sizes_B, caps, disturbance, at_s, busy
+):
+    """Flows that are one flow replicated (same size, each over its own copy of a link of
+    equal capacity, the rest shared) move as one group of the general model, also when a
+    lone transfer is disturbed into it; whatever breaks the symmetry (a flow on one
+    member's link, a capacity change there, one member cancelled) splits the group first.
+    Every flow ends when it does flow by flow (grouping turned off), up to float rounding."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        args = (members, sizes_B, caps, disturbance, at_s, busy)
+        grouped = _run_symmetric(*args, grouped=True, monkeypatch=monkeypatch)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        single = _run_symmetric(*args, grouped=False, monkeypatch=monkeypatch)
+    assert single[2] == 1
+    assert grouped[0] == pytest.approx(single[0], rel=1e-9)
+    assert (grouped[1] is None) == (single[1] is None)
+    if single[1] is not None:
+        assert grouped[1] == pytest.approx(single[1], rel=1e-9)
+
+
+def test_a_disturbed_transfer_of_symmetric_flows_is_one_flow_until_the_symmetry_breaks():
+    # 100 PS write 10 B each over their own 1 B/s link into a 200 B/s store: 1 B/s each, 10 s.
+    # A flow on another link at 2 s makes the general model take over: one group of 100.
+    # One more on PS 7's link at 4 s splits it: PS 7 then gets 0.5 B/s and ends at 16 s,
+    # the 99 others at 10 s.
+    env = simpy.Environment()
+    net = Network(env)
+    store = net.link("store", 200.0)
+    nics = [net.link(f"ps{i}", 1.0) for i in range(100)]
+    transfer = net.transfer([(10.0, (nic, store)) for nic in nics])
+    seen = []
+
+    def disturb():
+        yield env.timeout(2.0)
+        net.start(1.0, [net.link("elsewhere", 1.0)])
+        seen.append(sorted(f.count for f in net._active))
+        yield env.timeout(2.0)
+        net.start(100.0, [nics[7]])
+        seen.append(max(f.count for f in net._active))
+
+    env.process(disturb())
+    env.run(transfer)
+    assert seen == [[1, 100], 1]
+    ends = [f.end_s for f in transfer.flows]
+    assert ends[7] == pytest.approx(16.0) and env.now == pytest.approx(16.0)
+    assert ends[:7] + ends[8:] == pytest.approx([10.0] * 99)

@@ -152,3 +152,56 @@ def test_sweep_table_lists_every_row():
     text = sweep_table(summarize(_runs(), ["interval"]), ["interval"])
     assert len(text.splitlines()) == 5
     assert "Δ vs ref" in text.splitlines()[0]
+
+
+def test_summary_records_equal_pandas_on_the_parquet_table(tmp_path):
+    """The summary is computed without pandas from runs.csv as pyarrow reads it: its means
+    of other columns equal pandas' ``Series.mean()`` of runs.parquet bit for bit (pairwise
+    summation, NaN skipped), and its records those of a DataFrame of the rows (a column of
+    integers with a gap holds floats; a missing value is NaN)."""
+    import numpy as np
+    import pandas as pd
+
+    from ftsim.experiments.output import csv_and_parquet
+    from ftsim.experiments.stats import arrow_columns, summary_records
+
+    rng = np.random.default_rng(7)
+    rows = []
+    for point in (0, 1):
+        for policy in ("full", "cpr"):
+            for rep in range(40):
+                rows.append(
+                    {
+                        "point": point,
+                        "x": ["1 h", "2 h"][point],
+                        "policy": policy,
+                        "kind": policy,
+                        "rep": rep,
+                        "completed": rep != 3,
+                        "overhead_frac": float(rng.random()) if rep != 3 else math.inf,
+                        "n_failures": int(rng.integers(0, 9)),
+                        "interval_h": float(rng.random() * 1e3),
+                        "gappy": float(rng.random()) if rep % 5 else math.nan,
+                        "cpr_decision": "partial" if policy == "cpr" else "",
+                    }
+                )
+    with csv_and_parquet(tmp_path / "runs", rows) as table:
+        records = summary_records(arrow_columns(table), ["x"], "full")
+    frame = pd.read_parquet(tmp_path / "runs.parquet")
+    done = frame[frame["completed"]]
+    for record in records:
+        group = done[(done["point"] == record["point"]) & (done["policy"] == record["policy"])]
+        for column in ("interval_h", "gappy"):
+            assert record[f"{column}_mean"] == float(group[column].mean())
+        assert record["n"] == 39 and record["n_unfinished"] == 1
+    decisions = frame.groupby(["point", "policy"], sort=False)["cpr_decision"].first()
+    assert [r["cpr_decision"] for r in records] == list(decisions)
+    raw = [{"a": 1, "b": 2}, {"a": 2.5}, {"a": 3, "c": "s"}]
+    from ftsim.experiments.stats import _frame_records
+
+    expected = pd.DataFrame(raw).to_dict("records")
+    got = _frame_records(raw)
+    assert [list(map(type, r.values())) for r in got] == [
+        list(map(type, r.values())) for r in expected
+    ]
+    assert repr(got) == repr(expected)

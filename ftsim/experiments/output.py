@@ -70,8 +70,11 @@ def writing(path: str | Path) -> Iterator[None]:
         raise OutputError(reason, path) from None
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that the file is either the old one or complete."""
+def atomic_write_bytes(path: str | Path, data: bytes, sync: bool = True) -> None:
+    """Write ``data`` to ``path`` so that the file is either the old one or complete, and
+    (``sync``) on disk before it replaces the old one: without it, a crash of the machine
+    may leave an empty file (for files nothing reads after a crash, e.g. a run's staged
+    shards)."""
     path = Path(path)
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,7 +84,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
-                os.fsync(handle.fileno())
+                if sync:
+                    os.fsync(handle.fileno())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -170,8 +174,8 @@ def recover(folder: str | Path) -> None:
             )
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+def atomic_write_text(path: str | Path, text: str, sync: bool = True) -> None:
+    atomic_write_bytes(path, text.encode(), sync)
 
 
 def columns_of(rows: list[dict]) -> list[str]:
@@ -197,13 +201,19 @@ def write_csv(path: str | Path, rows: list[dict]) -> None:
     atomic_write_text(path, csv_text(rows))
 
 
-def write_csv_and_parquet(stem: str | Path, rows: list[dict]) -> None:
-    """``stem.csv`` and ``stem.parquet`` holding the same table.
+@contextmanager
+def csv_and_parquet(stem: str | Path, rows: list[dict]) -> Iterator:
+    """Write ``stem.csv`` and ``stem.parquet`` holding the same table, and give the table
+    (a pyarrow table) to the block while the Parquet file is written behind it, in a
+    thread (pyarrow writes without the interpreter lock); it is in place when the block
+    ends, or its error raised.
 
     The Parquet file is converted from the CSV text by pyarrow's own CSV reader, so the two
     hold identical values, and pandas is never imported (building Arrow arrays from Python
     objects imports it: 0.3 s of start-up). pyarrow itself is imported here only.
     """
+    import threading
+
     import pyarrow as pa
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
@@ -212,9 +222,30 @@ def write_csv_and_parquet(stem: str | Path, rows: list[dict]) -> None:
     text = csv_text(rows)
     atomic_write_text(stem.with_suffix(".csv"), text)
     table = pa_csv.read_csv(pa.py_buffer(text.encode()))
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    atomic_write_bytes(stem.with_suffix(".parquet"), sink.getvalue().to_pybytes())
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink)
+            atomic_write_bytes(stem.with_suffix(".parquet"), sink.getvalue().to_pybytes())
+        except BaseException as exc:  # raised again in the caller's thread
+            failed.append(exc)
+
+    writer = threading.Thread(target=write, name="ftsim-parquet")
+    writer.start()
+    try:
+        yield table
+    finally:
+        writer.join()
+    if failed:
+        raise failed[0]
+
+
+def write_csv_and_parquet(stem: str | Path, rows: list[dict]) -> None:
+    """``stem.csv`` and ``stem.parquet`` holding the same table (:func:`csv_and_parquet`)."""
+    with csv_and_parquet(stem, rows):
+        pass
 
 
 def git_commit() -> str | None:

@@ -20,6 +20,7 @@ from ftsim.policies.inputs import PlanInputs
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.cluster import SharedRoutes
 from ftsim.sim.engine import Simulation
+from ftsim.sim.failures import FailureDraws
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,15 @@ class Prepared:
     """The links, routes and repeated transfers of the cluster, and what the flow model
     memoized over them: filled by the replications as they need them."""
 
-    def replicate(self, rep: int, record_flows: bool = False) -> Simulation:
+    def replicate(
+        self, rep: int, record_flows: bool = False, failures: FailureDraws | None = None
+    ) -> Simulation:
         """Replication ``rep``, built and not yet run (``record_flows``: see
-        :class:`~ftsim.sim.engine.Simulation`)."""
+        :class:`~ftsim.sim.engine.Simulation`; ``failures``: its failure draws, when the
+        other policies of the replication share them)."""
         plan = self.plan
         return Simulation(
-            self.scenario, rep, plan.runtime(), plan.layout, self.routes, record_flows
+            self.scenario, rep, plan.runtime(), plan.layout, self.routes, record_flows, failures
         )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from ftsim.experiments.prepare import Prepared, prepare, prepare_all
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.engine import Simulation
+from ftsim.sim.failures import FailureDraws
 
 
 def simulate(
@@ -29,8 +30,9 @@ def simulate(
 def simulate_replication(prepared: list[Prepared], rep: int) -> list:
     """(simulation, row) of replication ``rep`` for each prepared policy (of one scenario),
     with the model columns when the replication trains the embedded model (the policies
-    share one failure-free trainer)."""
-    sims = [policy.replicate(rep).run() for policy in prepared]
+    share one failure-free trainer). They read one draw of the replication's failures."""
+    failures = FailureDraws(prepared[0].scenario, rep) if prepared else None
+    sims = [policy.replicate(rep, failures=failures).run() for policy in prepared]
     rows = [sim.row() for sim in sims]
     if sims and sims[0].scenario.trains_model(rep):
         train(sims[0].scenario, sims, rows)

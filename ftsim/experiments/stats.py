@@ -15,6 +15,7 @@ interval of the mean difference is much narrower than the difference of two inte
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -192,8 +193,52 @@ def summarize(
     reference: str | None = None,
     confidence: float = CONFIDENCE,
 ) -> pd.DataFrame:
-    """One row per (point, policy), in the order of ``runs``, over finished replications:
-    the ``summary.csv`` of both ``run`` (one point, no swept columns) and ``sweep``.
+    """:func:`summary_records` of the DataFrame ``runs``, as a DataFrame."""
+    import pandas as pd
+
+    columns = {c: runs[c].to_numpy() for c in runs.columns}
+    return pd.DataFrame(summary_records(columns, point_columns, reference, confidence))
+
+
+def arrow_columns(table) -> dict[str, np.ndarray]:
+    """The columns of a pyarrow table of runs as NumPy arrays, as pandas reads them from
+    Parquet: integers with a null become floats with NaN, other columns with nulls (or of
+    no number type) objects; so that :func:`summary_records` needs no pandas. (pyarrow's
+    own ``to_numpy`` imports pandas: numbers are read from the data buffer instead.)"""
+    import numpy as np
+
+    numbers = {"int64": np.int64, "double": np.float64}
+    columns = {}
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        kind = str(column.type)
+        if kind in numbers and column.null_count == 0:
+            data = column.buffers()[1]
+            dtype = numbers[kind]
+            offset = column.offset * np.dtype(dtype).itemsize
+            columns[name] = np.frombuffer(data, dtype, len(column), offset).copy()
+        elif kind in numbers:
+            values = column.to_pylist()
+            columns[name] = np.array([math.nan if v is None else v for v in values], float)
+        elif kind == "bool" and column.null_count == 0:
+            columns[name] = np.array(column.to_pylist(), dtype=bool)
+        else:
+            columns[name] = np.array(column.to_pylist(), dtype=object)
+    return columns
+
+
+def summary_records(
+    runs: Mapping[str, np.ndarray],
+    point_columns: Sequence[str] = (),
+    reference: str | None = None,
+    confidence: float = CONFIDENCE,
+) -> list[dict]:
+    """One row per (point, policy), in the order of ``runs`` (columns as NumPy arrays, from
+    a DataFrame or :func:`arrow_columns`), over finished replications: the ``summary.csv``
+    of both ``run`` (one point, no swept columns) and ``sweep``, as the records of a
+    DataFrame (every row has every column; NaN where a row has no value). Computed without
+    pandas (a run's start-up would otherwise import it: 0.3 s), with pandas' arithmetic:
+    the same numbers, bit for bit.
 
     A replication stopped at ``run.max_wall_factor`` (``completed`` false) has no overhead:
     it is counted in ``n_unfinished`` and left out of every statistic and paired difference.
@@ -209,72 +254,148 @@ def summarize(
     reference over the replications both have at that point. ``reference`` defaults to the
     first policy.
     """
-    import pandas as pd
+    import numpy as np
 
-    runs = with_point(runs)
+    runs = dict(runs)
+    n_rows = len(runs["policy"])
+    if "point" not in runs:
+        runs["point"] = np.zeros(n_rows, dtype=np.int64)
     point_columns = [
         c for key in point_columns for c in (key, key + SI_SUFFIX) if c == key or c in runs
     ]
-    reference = reference or runs["policy"].iloc[0]
-    done = finished(runs)
-    metrics = [m for m in METRICS if m in runs and _numeric(runs[m])]
+    policies = runs["policy"]
+    reference = reference or policies[0]
+    done = _finished(runs, n_rows)
+    metrics = [m for m in METRICS if m in runs and _numeric_array(runs[m])]
     others = [
         c
-        for c in runs.columns
+        for c in runs
         if c not in metrics
         and c not in _NOT_METRICS
         and c not in point_columns
-        and _numeric(runs[c])
+        and _numeric_array(runs[c])
     ]
+    groups: dict[tuple, list[int]] = {}
+    for i, key in enumerate(zip(runs["point"].tolist(), policies.tolist(), strict=True)):
+        groups.setdefault(key, []).append(i)
     out, critical = [], {}
-    for (point, policy), everything in runs.groupby(list(KEY), sort=False):
-        group = everything[done[everything.index]]
+    for (point, policy), everything in groups.items():
+        group = [i for i in everything if done[i]]
+        first = everything[0]
         row = {"point": point}
-        row.update({c: everything[c].iloc[0] for c in point_columns})
-        row.update(policy=policy, kind=everything["kind"].iloc[0], n=len(group))
-        if "cpr_decision" in everything and isinstance(everything["cpr_decision"].iloc[0], str):
-            row["cpr_decision"] = everything["cpr_decision"].iloc[0]  # decided when planning
+        row.update({c: runs[c][first] for c in point_columns})
+        row.update(policy=policy, kind=runs["kind"][first], n=len(group))
+        if "cpr_decision" in runs and isinstance(runs["cpr_decision"][first], str):
+            row["cpr_decision"] = runs["cpr_decision"][first]  # decided when planning
         row["n_unfinished"] = len(everything) - len(group)
         if "logloss_delta" in metrics:
-            row["n_trained"] = int(group["logloss_delta"].notna().sum())
+            values = runs["logloss_delta"][group]
+            row["n_trained"] = int(np.count_nonzero(values == values))
         for m in metrics:
-            s = t_interval(group[m], confidence, critical)
+            s = t_interval(runs[m][group], confidence, critical)
             row.update(
                 {f"{m}_mean": s["mean"], f"{m}_std": s["std"]},
                 **{f"{m}_ci95_low": s["low"], f"{m}_ci95_high": s["high"]},
             )
             if m == "overhead_frac":
                 row["overhead_frac_ci95_half"] = (s["high"] - s["low"]) / 2
-        row.update({f"{c}_mean": float(group[c].mean()) for c in others})
+        row.update({f"{c}_mean": _nanmean(runs[c][group]) for c in others})
         row["reference"] = reference
-        ref = runs[done & (runs["point"] == point) & (runs["policy"] == reference)]
+        ref = groups.get((point, reference), [])
+        ref = [i for i in ref if done[i]]
         for m in (m for m in PAIRED if m in metrics):
-            d = t_interval(paired_differences(group, ref, m), confidence, critical)
+            d = t_interval(_paired(runs, group, ref, m), confidence, critical)
             row.update(
                 {f"{m}_diff_mean": d["mean"], f"{m}_diff_ci95_low": d["low"]},
                 **{f"{m}_diff_ci95_high": d["high"], f"{m}_diff_n": d["n"]},
             )
         out.append(row)
-    return pd.DataFrame(out)
+    return _frame_records(out)
 
 
-def finished(runs: pd.DataFrame) -> pd.Series:
+def _finished(runs: Mapping[str, np.ndarray], n_rows: int) -> list[bool]:
     """Per row: whether the replication finished training before ``run.max_wall_factor`` ×
     the failure-free time (an unfinished one has no overhead: its ``overhead_frac`` is inf).
     All rows of runs without a ``completed`` column."""
-    import pandas as pd
-
     if "completed" not in runs:
-        return pd.Series(True, index=runs.index)
-    return runs["completed"].astype(str).str.lower() == "true"
+        return [True] * n_rows
+    return [str(v).lower() == "true" for v in runs["completed"].tolist()]
 
 
-def paired_differences(group: pd.DataFrame, reference: pd.DataFrame, metric: str) -> np.ndarray:
-    """``metric`` of ``group`` minus that of ``reference``, on the replications both have."""
-    mine = group.set_index("rep")[metric]
-    theirs = reference.set_index("rep")[metric]
-    common = mine.index.intersection(theirs.index).sort_values()
-    return (mine.loc[common] - theirs.loc[common]).to_numpy(dtype=float)
+def paired_differences(group: pd.DataFrame, reference: pd.DataFrame, metric: str) -> list:
+    """``metric`` of ``group`` minus that of ``reference``, on the replications both have
+    (in the order of the replications)."""
+    return _differences(
+        group["rep"].tolist(), group[metric].to_numpy(), reference["rep"].tolist(),
+        reference[metric].to_numpy(),
+    )  # fmt: skip
+
+
+def _paired(runs, group: list[int], reference: list[int], metric: str) -> list:
+    """:func:`paired_differences` of two groups of rows (indices into the columns ``runs``)."""
+    values, reps = runs[metric], runs["rep"]
+    return _differences(
+        reps[group].tolist(), values[group], reps[reference].tolist(), values[reference]
+    )
+
+
+def _differences(mine_reps: list, mine, their_reps: list, theirs) -> list:
+    """``mine`` minus ``theirs`` on the replications both have (each replication's last
+    value, as a lookup by replication finds it), in the order of the replications."""
+    mine = dict(zip(mine_reps, mine, strict=True))
+    theirs = dict(zip(their_reps, theirs, strict=True))
+    return [mine[rep] - theirs[rep] for rep in sorted(mine.keys() & theirs.keys())]
+
+
+def _nanmean(values: np.ndarray) -> float:
+    """The mean of the values that are not NaN (NaN if none), with pandas' (NumPy's pairwise)
+    summation, so that it equals ``Series.mean()`` bit for bit."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=float)
+    missing = values != values
+    count = len(values) - int(np.count_nonzero(missing))
+    if not count:
+        return math.nan
+    if count < len(values):
+        values = np.where(missing, 0.0, values)
+    return float(values.sum() / float(count))
+
+
+def _numeric_array(values: np.ndarray) -> bool:
+    """A numeric column (not a flag): as pandas' ``is_numeric_dtype`` without bool."""
+    return values.dtype.kind in "iufc"
+
+
+def _frame_records(rows: list[dict]) -> list[dict]:
+    """``pd.DataFrame(rows).to_dict("records")`` without pandas: every row gets every column
+    (NaN where it has none); a column of integers with a gap, or of integers and floats,
+    holds floats; NumPy scalars become Python ones."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    out: list[dict] = [{} for _ in rows]
+    for column in columns:
+        values = [_native(row.get(column, math.nan)) for row in rows]
+        kinds = {_kind(v) for v in values}
+        if kinds <= {"int", "float"} and "float" in kinds:
+            values = [float(v) for v in values]
+        for record, value in zip(out, values, strict=True):
+            record[column] = value
+    return out
+
+
+def _native(value):
+    """A NumPy scalar as the Python scalar it holds."""
+    return value.item() if hasattr(value, "item") and hasattr(value, "dtype") else value
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    return "other"
 
 
 def half_width(summary_row, prefix: str) -> float:
@@ -282,9 +403,3 @@ def half_width(summary_row, prefix: str) -> float:
     if absent)."""
     get = summary_row.get
     return (get(f"{prefix}_ci95_high", math.nan) - get(f"{prefix}_ci95_low", math.nan)) / 2
-
-
-def _numeric(column: pd.Series) -> bool:
-    import pandas as pd
-
-    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)

@@ -60,14 +60,21 @@ class StudyInterrupted(KeyboardInterrupt):
 
 @dataclass
 class Outcome:
-    """A finished study: its plan, folder, summary and how many replications it computed
-    and found already stored (a resumed sweep)."""
+    """A finished study: its plan, folder, summary (as records: ``summary.csv``'s rows) and
+    how many replications it computed and found already stored (a resumed sweep)."""
 
     plan: Plan
     folder: Path
-    summary: pd.DataFrame
+    records: list[dict]
     computed: int
     reused: int
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """The summary as a DataFrame (pandas is imported only when it is asked for)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.records)
 
 
 def _stderr(line: str) -> None:
@@ -182,7 +189,7 @@ def _run_into(out: Path, plan, force, started, argv, progress, options) -> Outco
     results = StagedFolder(out)
     try:
         with results as staging:
-            store = RunStore(staging)
+            store = RunStore(staging, durable=False)  # removed whole if it fails
             store.shards.mkdir()
             computed, reused = sweep.run_sweep(plan, store, progress=progress, **options)
             summary = sweep.finish(plan, store)

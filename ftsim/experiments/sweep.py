@@ -498,17 +498,40 @@ def _planned_tasks(plan: Plan, batch: int) -> list[TaskKey]:
     ]
 
 
+SERIAL_TIMING_REPLICATIONS = 1000
+"""A study that trains nothing and has at most this many replications (summed over points
+and policies) runs in the calling process unless ``jobs`` is given: a timing replication
+costs about 0.5 ms (``benchmarks/engine_speed.py``), so these take about 0.5 s of CPU, while
+starting a pool (forking workers, their set-up, sending each task its scenario) costs
+0.1–0.2 s of CPU; on two cores the pool would save less than it costs (prod50h's 300
+replications: 1.0 s of CPU serial against 1.2 s with two workers, whole command)."""
+
+
 def local_workers(plan: Plan, jobs: int | None, batch: int) -> tuple[int, str | None]:
-    """Local workers for ``jobs`` (default: the CPUs): at most the CPUs and the first round's
-    tasks (:func:`n_units`), as more would only compete for the same cores. Returns the
-    number and, when a requested ``jobs`` was lowered, a note saying so."""
+    """Local workers for ``jobs`` (default: the CPUs, or 1 for a small timing study, see
+    :data:`SERIAL_TIMING_REPLICATIONS`): at most the CPUs and the first round's tasks
+    (:func:`n_units`), as more would only compete for the same cores. Returns the number
+    and, when a requested ``jobs`` was lowered, a note saying so."""
     limits = {"the CPUs available": default_jobs(), "the tasks to run": n_units(plan, batch)}
+    if jobs is None and _small_timing_study(plan):
+        return 1, None
     wanted = jobs or limits["the CPUs available"]
     reason = min(limits, key=limits.get)
     if wanted <= limits[reason]:
         return wanted, None
     note = f"--jobs {jobs}: using {limits[reason]} ({reason})" if jobs else None
     return limits[reason], note
+
+
+def _small_timing_study(plan: Plan) -> bool:
+    """Whether ``plan`` trains nothing and has at most :data:`SERIAL_TIMING_REPLICATIONS`
+    replications (a target half-width may add more: then it is not small)."""
+    if plan.target_halfwidth is not None:
+        return False
+    if any(p.scenario.trains_model(0) for p in plan.points):
+        return False
+    total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
+    return total <= SERIAL_TIMING_REPLICATIONS
 
 
 def _tasks(plan: Plan, pair: tuple[int, int], reps: list[int], batch: int) -> list[TaskKey]:
@@ -702,29 +725,29 @@ def manifest(plan: Plan, argv: list[str] | None, started: str) -> dict:
     }
 
 
-def finish(plan: Plan, store: RunStore):
+def finish(plan: Plan, store: RunStore) -> list[dict]:
     """Merge the shards into runs.csv/.parquet and timeline.csv; write and return the summary
-    (:func:`ftsim.experiments.stats.summarize`: the same columns for a run and a sweep)."""
-    import pandas as pd
+    as records (:func:`ftsim.experiments.stats.summary_records`: the same columns for a run
+    and a sweep), computed from runs.csv's values as pyarrow reads them (as pandas would
+    read them from runs.parquet, which is written meanwhile), without importing pandas."""
+    from ftsim.experiments.output import csv_and_parquet, write_csv
+    from ftsim.experiments.stats import arrow_columns, summary_records
 
-    from ftsim.experiments.output import write_csv, write_csv_and_parquet
-    from ftsim.experiments.stats import summarize
-
-    write_csv_and_parquet(store.root / "runs", store.rows())
-    write_csv(store.root / "timeline.csv", store.timeline())
-    runs = pd.read_parquet(store.root / "runs.parquet")  # the values of runs.csv, exactly
-    summary = summarize(runs, plan.columns, plan.reference)
-    write_csv(store.root / "summary.csv", summary.to_dict("records"))
+    with csv_and_parquet(store.root / "runs", store.rows()) as runs:
+        write_csv(store.root / "timeline.csv", store.timeline())
+        summary = summary_records(arrow_columns(runs), plan.columns, plan.reference)
+        write_csv(store.root / "summary.csv", summary)
     return summary
 
 
-def short_of_target(plan: Plan, summary) -> list[str]:
+def short_of_target(plan: Plan, summary: list[dict]) -> list[str]:
     """One line per (point, policy) whose overhead interval is still wider than
-    ``--target-halfwidth`` when its replications reached ``--max-reps`` (the cap)."""
+    ``--target-halfwidth`` when its replications reached ``--max-reps`` (the cap), from
+    the summary's records."""
     if plan.target_halfwidth is None:
         return []
     lines = []
-    for row in summary.to_dict("records"):
+    for row in summary:
         half = row.get("overhead_frac_ci95_half", math.nan)
         if row["n"] + row["n_unfinished"] >= plan.max_reps and not half <= plan.target_halfwidth:
             lines.append(

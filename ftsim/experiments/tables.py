@@ -22,8 +22,8 @@ def run_table(summary) -> str:
     of bad nodes and the retirements, an ``unfinished`` column when some replications did
     not finish, the trained columns when
     the model trained, and a note on what ``other`` is when some policy has any.
-    ``summary`` is a summary DataFrame of one point."""
-    records = summary.to_dict("records")
+    ``summary``: the summary of one point (its records, or a DataFrame)."""
+    records, columns = _records(summary)
     header = [
         "policy", "overhead", "±CI95(n)", "n", *[f"{c}_h" for c in CATEGORIES], "failures",
         "pls_model",
@@ -41,7 +41,7 @@ def run_table(summary) -> str:
                 _cell(s.get("pls_model_mean", math.nan), "{:.4f}"),
             ]
         )
-    if "cpr_decision" in summary:
+    if "cpr_decision" in columns:
         header.insert(1, "cpr_decision")
         for line, s in zip(lines[1:], records, strict=True):
             line.insert(1, decision_cell(s["cpr_decision"], s.get("interval_h_mean")))
@@ -82,9 +82,10 @@ def sweep_table(summary, point_columns: list[str]) -> str:
     """One line per point and policy: overhead ± CI and the paired difference over the
     ``n`` finished replications; when the model trained, the log-loss increase ± CI, its
     paired difference and the measured PLS over the ``n_trained`` replications; an
-    ``unfinished`` column when some replications did not finish."""
-    records = summary.to_dict("records")
-    ran = _ran_columns(summary)
+    ``unfinished`` column when some replications did not finish. ``summary``: its records,
+    or a DataFrame."""
+    records, columns = _records(summary)
+    ran = _ran_columns(columns)
     header = [*point_columns, "policy", *ran, "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
     accuracy = any(s.get("n_trained", 0) > 0 for s in records)
     if accuracy:
@@ -119,10 +120,18 @@ def sweep_table(summary, point_columns: list[str]) -> str:
     return _align(lines, text_columns=len(point_columns) + 1 + len(ran))
 
 
+def _records(summary) -> tuple[list[dict], set[str]]:
+    """A summary's records and column names (``summary``: records, or a DataFrame)."""
+    if hasattr(summary, "to_dict"):
+        return summary.to_dict("records"), set(summary.columns)
+    return summary, {column for row in summary for column in row}
+
+
 def _ran_columns(summary) -> dict:
     """Columns saying what ran, each a function of a summary row: ``interval run`` (the
     checkpoint interval the policy ran, which a fall-back or a target PLS makes differ from
-    a requested one) and ``cpr_decision`` with that interval (``full @ 45.8 min``)."""
+    a requested one) and ``cpr_decision`` with that interval (``full @ 45.8 min``).
+    ``summary``: the summary's column names."""
     from ftsim.notices import short_duration
 
     columns = {}

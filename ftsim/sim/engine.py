@@ -30,6 +30,7 @@ unchanged by it.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, NamedTuple
 
 import simpy
@@ -37,10 +38,8 @@ import simpy
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES, PART_CATEGORIES
 from ftsim.sim.cluster import ClusterNetwork, SharedRoutes, StateLayout
-from ftsim.sim.failures import Failure, failure_sequence
+from ftsim.sim.failures import Failure, FailureDraws
 from ftsim.sim.nodes import node_name
-from ftsim.sim.operations import operations_for
-from ftsim.sim.rng import LazyStream, Purpose, stream
 
 _SLOWDOWN_CATEGORIES = ("degraded", "other")
 _PROGRESS_EPS_S = 1e-9
@@ -76,6 +75,11 @@ class Phase(NamedTuple):
         return f"{self.part}: {self.detail}" if self.part is not None else self.detail
 
 
+_phase = partial(tuple.__new__, Phase)
+"""A :class:`Phase` from a tuple of all its fields (no defaults, no keyword handling: the
+timeline gets several per checkpoint)."""
+
+
 class Simulation:
     """One replication of one policy: build, run, collect."""
 
@@ -87,15 +91,23 @@ class Simulation:
         layout: StateLayout,
         routes: SharedRoutes | None = None,
         record_flows: bool = False,
+        failures: FailureDraws | None = None,
     ):
         """``policy``: the policy's runtime for this replication (a
         :class:`ftsim.policies.base.Policy`, given by the runner: the engine knows no policy
         kinds); ``layout``: the job's state per node; ``routes``: the links and routes the
         replications of this scenario × policy share (:class:`SharedRoutes`; a new one if
         None). ``record_flows``: keep every finished flow in ``sim.net.net.records`` (for
-        trace export, ``ftsim trace``); it changes no result, only costs memory."""
+        trace export, ``ftsim trace``); it changes no result, only costs memory.
+        ``failures``: the replication's failure draws, shared with the other policies
+        simulated on it (drawn here if None)."""
         self.scenario = scenario
         self.rep = rep
+        self.failures = failures or FailureDraws(scenario, rep)
+        """The failures of this replication, drawn as far as the run goes."""
+        self.operations = self.failures.operations
+        """The cluster's operations (None without ``cluster.operations``): they set when each
+        failure's replacements are ready."""
         self.env = simpy.Environment()
         self.work_s = scenario.job.work_s
         self.layout = layout
@@ -260,96 +272,101 @@ class Simulation:
         part: str | None = None,
         activity: str | None = None,
     ) -> None:
-        elapsed = self.env.now - start
+        now = self.env.now
+        elapsed = now - start
         self.charged[category] += elapsed
         if part is not None:
             self.charged_parts[part][category] += elapsed
         if elapsed > 0:
-            phase = Phase(start, self.env.now, category, activity or category, part, (), detail)
-            self.timeline.append(phase)
+            self.timeline.append(
+                _phase((start, now, category, activity or category, part, (), detail))
+            )
 
     def _compute(self, target_s: float):
-        extras = self.policy.slowdown()
-        by_part = self.policy.slowdown_by_part() if self.charged_parts else {}
+        policy, env = self.policy, self.env
+        extras = policy.slowdown()
+        by_part = policy.slowdown_by_part() if self.charged_parts else None
         factor = 1.0 + sum(extras.values())
-        start = self.env.now
+        start = env.now
         begin_s = self.progress_s
         self._computing = (start, begin_s, factor)
         try:
-            yield self.env.timeout((target_s - self.progress_s) * factor)
+            yield env.timeout((target_s - begin_s) * factor)
         finally:
             self._computing = None
-            base = (self.env.now - start) / factor
-            self.progress_s += base
+            now = env.now
+            base = (now - start) / factor
+            progress = self.progress_s = self.progress_s + base
             self.computed_s += base
-            for category, extra in extras.items():
-                self.charged[category] += base * extra
-            for part, part_extras in by_part.items():
-                for category, extra in part_extras.items():
-                    self.charged_parts[part][category] += base * extra
-            redo_end = start + (min(self.progress_s, self.reached_s) - begin_s) * factor
-            redo_end = min(max(redo_end, start), self.env.now)
+            if extras:
+                charged = self.charged
+                for category, extra in extras.items():
+                    charged[category] += base * extra
+            if by_part:
+                for part, part_extras in by_part.items():
+                    charged = self.charged_parts[part]
+                    for category, extra in part_extras.items():
+                        charged[category] += base * extra
+            reached = self.reached_s
+            # min, max as the builtins pick (the first of equals: -0.0 stays -0.0)
+            redo_end = start + ((reached if reached < progress else progress) - begin_s) * factor
+            if start > redo_end:
+                redo_end = start
+            if now < redo_end:
+                redo_end = now
+            timeline = self.timeline
             if redo_end > start:  # re-executing work that a rollback discarded
-                self.timeline.append(Phase(start, redo_end, "redo", "redo"))
-            if self.env.now > redo_end:
-                kind = "degraded" if extras.get("degraded") else "compute"
-                self.timeline.append(Phase(redo_end, self.env.now, kind, kind))
-            self.reached_s = max(self.reached_s, self.progress_s)
+                timeline.append(_phase((start, redo_end, "redo", "redo", None, (), "")))
+            if now > redo_end:
+                kind = "degraded" if extras and extras.get("degraded") else "compute"
+                timeline.append(_phase((redo_end, now, kind, kind, None, (), "")))
+            if progress > reached:
+                self.reached_s = progress
 
     def _run_job(self):
         policy = self.policy
         policy.start(self)
+        work_s = self.work_s
+        done_s = work_s - _PROGRESS_EPS_S
+        unrecovered = self._unrecovered
         while True:
             try:
-                if self._unrecovered:
-                    yield from policy.recover(self, list(self._unrecovered))
-                    self._unrecovered.clear()
+                if unrecovered:
+                    yield from policy.recover(self, list(unrecovered))
+                    unrecovered.clear()
                     continue
-                if self.progress_s >= self.work_s - _PROGRESS_EPS_S:
+                if self.progress_s >= done_s:
                     return
                 due = policy.next_action_at()
-                target = min(due, self.work_s)
+                target = work_s if work_s < due else due
                 if self.progress_s < target - _PROGRESS_EPS_S:
                     yield from self._compute(target)
                 if self.progress_s < target:  # float rounding: snap, keeping lost = 0
                     self.computed_s += target - self.progress_s
                     self.progress_s = target
-                if due <= self.work_s - _PROGRESS_EPS_S:
+                if due <= done_s:
                     yield from policy.act(self)
             except simpy.Interrupt as interrupt:
-                if isinstance(interrupt.cause, Failure):
-                    self.failures_seen.append(interrupt.cause)
-                    self._unrecovered.append(interrupt.cause)
-                    policy.on_failure(self, interrupt.cause)
+                cause = interrupt.cause
+                if isinstance(cause, Failure):
+                    self.failures_seen.append(cause)
+                    unrecovered.append(cause)
+                    policy.on_failure(self, cause)
 
-    def _inject_failures(self, failures):
-        reschedule = self.scenario.cluster.reschedule
-        rng = LazyStream(self.scenario.run.seed, self.rep, Purpose.RESCHEDULE)
-        for failure in failures:
-            delay = reschedule.sample(rng)  # drawn for every failure: the stream stays aligned
-            if failure.reschedule_s is not None:  # logged by the source (a failure log)
-                delay = failure.reschedule_s
-            if failure.time_s > self.env.now:
-                yield self.env.timeout(failure.time_s - self.env.now)
-            if not self._job.is_alive:
+    def _inject_failures(self):
+        env, job, draws = self.env, self._job, self.failures
+        index = 0
+        while (failure := draws.get(index)) is not None:
+            index += 1
+            if failure.time_s > env.now:
+                yield env.timeout(failure.time_s - env.now)
+            if not job.is_alive:
                 return
-            self._job.interrupt(Failure(failure.time_s, failure.nodes, failure.source, delay))
+            job.interrupt(failure)
 
     def run(self) -> Simulation:
-        sources = self.scenario.failures
-        streams = [
-            stream(self.scenario.run.seed, self.rep, Purpose.FAILURES, i)
-            for i in range(len(sources))
-        ]
         self._job = self.env.process(self._run_job())
-        self.operations = operations_for(self.scenario, self.rep, streams)
-        """The cluster's operations (None without ``cluster.operations``): they set when each
-        failure's replacements are ready."""
-        if self.operations is None:
-            failures = failure_sequence(sources, streams, self.scenario)
-        else:
-            failures = self.operations.failures()
-        self.env.process(self._inject_failures(failures))
+        self.env.process(self._inject_failures())
         deadline = self.env.timeout(self.work_s * self.scenario.run.max_wall_factor)
         self.env.run(until=self._job | deadline)
         self.completed = not self._job.is_alive

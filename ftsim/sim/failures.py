@@ -875,7 +875,55 @@ def failure_sequence(
     sources: list, streams: list[np.random.Generator], scenario: Scenario
 ) -> Iterator[Failure]:
     """All sources merged in time order (ties: the earlier source in the file first)."""
+    if len(sources) == 1:  # one source is its own order: no merge needed
+        return sources[0].events(streams[0], scenario)
     return heapq.merge(
         *(s.events(rng, scenario) for s, rng in zip(sources, streams, strict=True)),
-        key=lambda f: f.time_s,
+        key=_time_of,
     )
+
+
+def _time_of(failure: Failure) -> float:
+    return failure.time_s
+
+
+class FailureDraws:
+    """The failures of replication ``rep``, each with its rescheduling delay: drawn as far as
+    a simulation asks (sources may be endless) and kept, so that the policies simulated on
+    one replication read one draw instead of repeating it (they see the same failures by
+    construction: common random numbers). Delays come from their own stream
+    (:attr:`~ftsim.sim.rng.Purpose.RESCHEDULE`), one draw per failure in time order, so the
+    stream stays aligned however far a run goes; a source that knows a failure's delay (a
+    failure log's repair time) keeps it."""
+
+    def __init__(self, scenario: Scenario, rep: int):
+        from ftsim.sim.operations import operations_for
+        from ftsim.sim.rng import LazyStream, Purpose, stream
+
+        seed = scenario.run.seed
+        sources = scenario.failures
+        streams = [stream(seed, rep, Purpose.FAILURES, i) for i in range(len(sources))]
+        self.operations = operations_for(scenario, rep, streams)
+        """The cluster's operations pass (None without ``cluster.operations``): it draws the
+        failures host by host and sets each one's ``reschedule_s``."""
+        if self.operations is None:
+            self._sequence = failure_sequence(sources, streams, scenario)
+        else:
+            self._sequence = self.operations.failures()
+        self._reschedule = scenario.cluster.reschedule
+        self._rng = LazyStream(seed, rep, Purpose.RESCHEDULE)
+        self.drawn: list[Failure] = []
+        """The failures drawn so far, in time order, with their delays."""
+
+    def get(self, index: int) -> Failure | None:
+        """Failure number ``index`` (0: the first), drawn if need be; None after the last."""
+        drawn = self.drawn
+        while len(drawn) <= index:
+            failure = next(self._sequence, None)
+            if failure is None:
+                return None
+            delay = self._reschedule.sample(self._rng)  # drawn for every failure
+            if failure.reschedule_s is None:
+                failure = Failure(failure.time_s, failure.nodes, failure.source, delay)
+            drawn.append(failure)
+        return drawn[index]

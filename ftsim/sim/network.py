@@ -20,8 +20,13 @@ recognised as stale and ignored): the cost grows with the number of flow events,
 with bytes. A transfer that starts on an idle network (most do: a save, a reload) runs on
 a schedule computed when it starts, as one SimPy event, and becomes active flows only if
 anything else happens before it ends; what it does alone is kept per capacity state
-(:class:`Topology`), so a repeated transfer costs O(1). See ``docs/model.md``, "Network
-and storage: flow-level model".
+(:class:`Topology`), so a repeated transfer costs O(1). When the general model does take
+over, a run of flows of a transfer that are one flow replicated (every PS writing its shard:
+the same bytes, each over its own NIC, all into the shared storage) moves as one flow with
+a multiplicity while nothing breaks their symmetry (:func:`symmetric_runs`,
+:meth:`Network._entries_of`): max-min gives them equal rates, so this is exact, and a
+rate computation costs O(groups), not O(flows). See ``docs/model.md``, "Network and
+storage: flow-level model".
 
 Numerics: remaining bytes are advanced as ``remaining_B -= rate_Bps * (now - last_s)``. A
 flow is finished when ``remaining_B <= DONE_REL * size_B`` or when the rest would take less
@@ -56,7 +61,11 @@ _STATES_SIZE = 65536
 """Capacity states a :class:`Topology` remembers before it starts afresh."""
 
 
-def max_min_rates(routes: Sequence[Sequence[int]], capacities: Sequence[float]) -> list[float]:
+def max_min_rates(
+    routes: Sequence[Sequence[int]],
+    capacities: Sequence[float],
+    weights: Sequence[Sequence[int] | None] | None = None,
+) -> list[float]:
     """Max-min fair rates (bytes/s) of flows over links, by progressive filling.
 
     ``routes[f]`` lists the link indices flow ``f`` crosses (no repeats); ``capacities[l]``
@@ -67,7 +76,17 @@ def max_min_rates(routes: Sequence[Sequence[int]], capacities: Sequence[float]) 
     (``frozen_l``: bytes/s given to its frozen flows, ``unfrozen_l``: how many are not),
     kept in a heap and updated only when flows crossing ``l`` freeze. Cost
     O(Σ route lengths × log links). A flow with an empty route is unconstrained (``inf``).
+
+    ``weights`` (None: every flow counts once on every link): ``weights[f]`` gives, per link
+    of ``routes[f]``, how many member flows ``f`` stands for there (None: 1 each), as a
+    symmetric group (:meth:`Network.transfer`) does: its members share a link (weight m) or
+    each cross their own copy of it (weight 1, the copies' capacities equal). Every member
+    gets the group's rate, and the arithmetic is that of the members one by one: a group
+    frozen by its own copies adds the level to its shared links m times in turn, as m
+    separate freezes would (the same floats, up to exact ties between saturation levels).
     """
+    if weights is not None and any(w is not None for w in weights):
+        return _max_min_weighted(routes, capacities, weights)
     users: dict[int, list[int]] = {}
     for flow, route in enumerate(routes):
         for link in route:
@@ -95,6 +114,93 @@ def max_min_rates(routes: Sequence[Sequence[int]], capacities: Sequence[float]) 
                 # In exact arithmetic share >= level; rounding must not lower the level.
                 heapq.heappush(heap, (share if share > level else level, other, left))
     return rates
+
+
+def _max_min_weighted(routes, capacities, weights) -> list[float]:
+    """:func:`max_min_rates` of flows standing for several members (``weights``)."""
+    weight_of = [
+        dict(zip(route, ws, strict=True)) if ws is not None else dict.fromkeys(route, 1)
+        for route, ws in zip(routes, weights, strict=True)
+    ]
+    users: dict[int, list[int]] = {}
+    unfrozen: dict[int, int] = {}
+    for flow, mine in enumerate(weight_of):
+        for link, w in mine.items():
+            users.setdefault(link, []).append(flow)
+            unfrozen[link] = unfrozen.get(link, 0) + w
+    frozen_Bps = dict.fromkeys(users, 0.0)
+    heap = [(capacities[link] / n, link, n) for link, n in unfrozen.items()]
+    heapq.heapify(heap)
+    rates = [math.inf] * len(routes)
+    while heap:
+        level, link, n = heapq.heappop(heap)
+        if unfrozen[link] != n:
+            continue
+        newly: dict[int, int] = {}  # link -> members freezing at this level, added at once
+        singly: dict[int, int] = {}  # ... added one at a time (one freeze per member)
+        for flow in users[link]:
+            if rates[flow] == math.inf:
+                rates[flow] = level
+                mine = weight_of[flow]
+                by_own_copies = mine[link] == 1
+                for other, w in mine.items():
+                    into = singly if by_own_copies and w > 1 else newly
+                    into[other] = into.get(other, 0) + w
+        for other, count in newly.items():
+            left = unfrozen[other] = unfrozen[other] - count
+            frozen_Bps[other] += count * level
+            if left:
+                share = (capacities[other] - frozen_Bps[other]) / left
+                heapq.heappush(heap, (share if share > level else level, other, left))
+        for other, count in singly.items():
+            frozen = frozen_Bps[other]
+            for _ in range(count):
+                frozen += level
+            frozen_Bps[other] = frozen
+            left = unfrozen[other] = unfrozen[other] - count
+            if left:
+                share = (capacities[other] - frozen) / left
+                heapq.heappush(heap, (share if share > level else level, other, left))
+    return rates
+
+
+def symmetric_runs(specs: Sequence[tuple[float, tuple]]) -> list[tuple[int, int, tuple]]:
+    """Runs ``[a, b)`` of at least two consecutive flows ``(size_B, route)`` that are one flow
+    replicated: equal sizes and routes of equal length that, at each position, cross either
+    one link shared by all of them or each a link of its own (e.g. every PS writing its
+    shard: its own NIC, the storage they share). Returns ``(a, b, own)`` with ``own`` the
+    positions of the members' own links. Whether a run may move as one flow also depends on
+    the capacities and the other flows (:meth:`Network._group_ok`)."""
+    runs = []
+    n, i = len(specs), 0
+    while i < n - 1:
+        size, first = specs[i]
+        size2, second = specs[i + 1]
+        if size2 != size or len(second) != len(first) or size <= 0:
+            i += 1
+            continue
+        own = tuple(p for p, link in enumerate(first) if second[p] is not link)
+        shared = {first[p] for p in range(len(first)) if p not in own}
+        seen = {first[p] for p in own}
+        if seen & shared:
+            i += 1
+            continue
+        j = i + 1
+        while j < n:
+            size_j, route = specs[j]
+            if size_j != size or len(route) != len(first):
+                break
+            if any(route[p] is not first[p] for p in range(len(first)) if p not in own):
+                break
+            mine = {route[p] for p in own}
+            if len(mine) != len(own) or not mine.isdisjoint(seen) or not mine.isdisjoint(shared):
+                break
+            seen |= mine
+            j += 1
+        if j - i >= 2:
+            runs.append((i, j, own))
+        i = j
+    return runs
 
 
 class Link:
@@ -158,20 +264,27 @@ class Topology:
         """(paths in local link indices, capacities) → their max-min rates."""
         self.schedules: dict[tuple, tuple] = {}
         """(paths, sizes, capacities) → a lone schedule of several phases."""
+        self.runs: dict[int, tuple] = {}
+        """id of a specs tuple → (the tuple, its :func:`symmetric_runs` with each run's own
+        links as a frozenset of link indices, and per capacity state whether each run's own
+        links have equal capacities)."""
         self._numbers = itertools.count(1)
 
     def max_min_rates(
-        self, routes: tuple[tuple[int, ...], ...], capacities: tuple[float, ...]
+        self,
+        routes: tuple[tuple[int, ...], ...],
+        capacities: tuple[float, ...],
+        weights: tuple | None = None,
     ) -> list[float]:
-        """:func:`max_min_rates`, memoized on the exact routes and capacities (a pure
-        function, so the result is the same bit for bit): a run repeats the same transfers
-        (every full save of a replication, and of every replication)."""
-        key = (routes, capacities)
+        """:func:`max_min_rates`, memoized on the exact routes, capacities and weights (a
+        pure function, so the result is the same bit for bit): a run repeats the same
+        transfers (every full save of a replication, and of every replication)."""
+        key = (routes, capacities) if weights is None else (routes, capacities, weights)
         rates = self.rates.get(key)
         if rates is None:
             if len(self.rates) >= _MEMO_SIZE:
                 self.rates.clear()
-            rates = self.rates[key] = max_min_rates(routes, capacities)
+            rates = self.rates[key] = max_min_rates(routes, capacities, weights)
         return rates
 
     def lone_schedule(
@@ -289,6 +402,10 @@ class Flow:
         "done",
         "path",
         "transfer",
+        "count",
+        "members",
+        "weights",
+        "own",
     )
 
     def __init__(
@@ -300,6 +417,16 @@ class Flow:
         category: str,
         transfer: Transfer | None = None,
     ):
+        self.count = 1
+        """Flows this one stands for: more than one for a symmetric group (internal to the
+        network: a transfer's ``flows`` are always single flows)."""
+        self.members: tuple[tuple[Link, ...], ...] | None = None
+        """A group's routes, one per member (the first is ``route``)."""
+        self.weights: tuple[int, ...] | None = None
+        """A group's members per link of ``path``: all of them on a shared link, 1 on the
+        first member's copy of a link each member has its own of."""
+        self.own: frozenset[int] | None = None
+        """A group: the indices of the links its members each have their own of."""
         self.size_B = size_B
         self.route = route
         self.label = label
@@ -376,9 +503,13 @@ class Transfer(simpy.Event):
         """When it was cancelled while running alone (its flows, built only if asked for,
         stopped then)."""
         self.wake: simpy.Timeout | None = None
-        """While running alone: the timeout at its planned end (last byte plus latency);
-        None once a disturbance or a cancel made that end stale."""
+        """While running alone: the timeout at its planned end (last byte plus latency),
+        whose value is the transfer; None once it fired, or once a disturbance or a cancel
+        made that end stale (so that no transfer stays a reference cycle)."""
         self._flows: tuple[Flow, ...] | None = None
+        self._entries: list[Flow] | None = None
+        """In the general model: its flows as the network moves them, runs of symmetric
+        flows as one group each (the single flows of ``flows`` are built when asked)."""
 
     @property
     def flows(self) -> tuple[Flow, ...]:
@@ -428,8 +559,10 @@ class Network:
 
     @property
     def flows(self) -> tuple[Flow, ...]:
-        """The active flows, in start order."""
+        """The active flows, in start order (single flows: groups are split)."""
         self._materialize()
+        for group in [f for f in self._active if f.count > 1]:
+            self._split(group)
         return tuple(self._active)
 
     def link(self, name: str, capacity_Bps: float | None = None) -> Link:
@@ -475,6 +608,7 @@ class Network:
         self._materialize()
         finished = self._sync()
         flow = self._add(size_B, route, label, category)
+        self._split_hit(set(flow.path))
         if finished or flow.end_s is None:
             self._reallocate()
         return flow
@@ -499,17 +633,165 @@ class Network:
         return self._transfer_alone(flows, label, category)
 
     def _transfer_among(self, flows, label: str, category: str, finished: bool) -> Transfer:
-        """Start ``flows`` as active flows of the general model (others are moving)."""
+        """Start ``flows`` as active flows of the general model (others are moving); each
+        run of symmetric flows that may move as one is a group (:meth:`_entries_of`)."""
         specs, _, _ = self._specs(flows)
         transfer = Transfer(self, specs, label, category)
-        transfer._flows = tuple(
-            self._add(size_B, route, label, category, transfer) for size_B, route in specs
-        )
+
+        def single(i: int) -> Flow:
+            return self._add(*specs[i], label, category, transfer)
+
+        def group(a: int, b: int, own: tuple, own_links: frozenset) -> Flow:
+            flow = self._group(transfer, a, b, own, own_links)
+            self._active[flow] = None
+            return flow
+
+        entries = self._entries_of(specs, single, group)
+        self._keep(transfer, entries)
+        self._admit(entries)
         if transfer.pending == 0:  # empty, or only zero-size flows
             self._finish(transfer)
-        if finished or any(flow.end_s is None for flow in transfer.flows):
+        if finished or any(flow.end_s is None for flow in entries):
             self._reallocate()
         return transfer
+
+    # -- symmetric groups --------------------------------------------------------------
+
+    def _entries_of(self, specs, single, group, fits=None) -> list[Flow]:
+        """The flows of a transfer with ``specs`` as the general model moves them, in order:
+        ``single(i)`` for flow i, ``group(a, b, own, own_links)`` for a run of symmetric flows
+        a … b − 1 (:func:`symmetric_runs`) that may move as one: the members' own links
+        have equal capacities now and no other flow crosses any of them. Max-min then gives
+        every member the same rate (the allocation is unique and the members are
+        interchangeable), so the group is exact as long as that holds; anything that breaks
+        the symmetry splits it into its members first (:meth:`_admit`, :meth:`_recap`,
+        ``flows``). A transfer of E flows of one shape is then one flow of the general
+        model, not E (ECRM's full save over 1,800 PS disturbed by a rebuild). ``fits(a, b)``,
+        if given, must also hold for a run to be a group."""
+        runs, equal = self._runs_of(specs)
+        entries: list[Flow] = []
+        i = 0
+        if runs:
+            taken = self._used_links()
+            state = self._state
+            if state not in equal:  # the capacities are those of the state (Topology)
+                if len(equal) >= _MEMO_SIZE:
+                    equal.clear()
+                equal[state] = [
+                    _equal_capacities(self._capacities, specs, a, b, own) for a, b, own, _ in runs
+                ]
+            for (a, b, own, own_links), same in zip(runs, equal[state], strict=True):
+                if not same or not own_links.isdisjoint(taken):
+                    continue
+                if fits is not None and not fits(a, b):
+                    continue
+                entries += [single(k) for k in range(i, a)]
+                entries.append(group(a, b, own, own_links))
+                i = b
+        entries += [single(k) for k in range(i, len(specs))]
+        return entries
+
+    def _runs_of(self, specs) -> tuple[list[tuple[int, int, tuple, frozenset]], dict]:
+        """:func:`symmetric_runs` of ``specs`` whose own links no other flow of them crosses,
+        with those links (as link indices), kept by identity of the tuple (a cached full
+        save or load); and by capacity state, whether each run's own links have equal
+        capacities (filled by :meth:`_entries_of`)."""
+        memo = self.topology.runs
+        found = memo.get(id(specs))
+        if found is not None and found[0] is specs:
+            return found[1:]
+        runs = symmetric_runs(specs)
+        uses: dict[int, int] = {}
+        if runs:
+            for _, route in specs:
+                for link in route:
+                    uses[link.index] = uses.get(link.index, 0) + 1
+        kept = []
+        for a, b, own in runs:
+            own_links = frozenset(specs[k][1][p].index for k in range(a, b) for p in own)
+            if all(uses[i] == 1 for i in own_links):  # no other flow of them crosses one
+                kept.append((a, b, own, own_links))
+        runs = kept
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[id(specs)] = found = (specs, runs, {})
+        return found[1:]
+
+    def _group(self, transfer: Transfer, a: int, b: int, own: tuple, own_links) -> Flow:
+        """One flow of the general model for the symmetric flows a … b − 1 of ``transfer``."""
+        size_B, route = transfer.specs[a]
+        flow = Flow(self.env, size_B, route, transfer.label, transfer.category, transfer)
+        count = flow.count = b - a
+        flow.members = tuple([r for _, r in transfer.specs[a:b]])
+        flow.weights = tuple([1 if p in own else count for p in range(len(route))])
+        flow.own = own_links
+        return flow
+
+    def _keep(self, transfer: Transfer, entries: list[Flow]) -> None:
+        """Give ``transfer`` its flows (``entries``, kept as they are while it has groups)."""
+        if any(flow.count > 1 for flow in entries):
+            transfer._entries = entries
+        else:
+            transfer._flows = tuple(entries)
+
+    def _used_links(self) -> set[int]:
+        """Link indices the active flows cross (every member's own links, for a group)."""
+        taken: set[int] = set()
+        for flow in self._active:
+            taken.update(flow.path)
+            if flow.own is not None:
+                taken |= flow.own
+        return taken
+
+    def _admit(self, new: list[Flow]) -> None:
+        """New flows started: split every other group whose members' own links they cross."""
+        if not new:
+            return
+        groups = [f for f in self._active if f.count > 1 and f.transfer is not new[0].transfer]
+        if not groups:
+            return
+        links: set[int] = set()
+        for flow in new:
+            links.update(flow.path)
+            if flow.own is not None:
+                links |= flow.own
+        self._split_hit(links, groups)
+
+    def _split_hit(self, links: set[int], groups: list[Flow] | None = None) -> None:
+        """Split the active groups (or those of ``groups``) with own links among ``links``."""
+        if groups is None:
+            groups = [f for f in self._active if f.count > 1]
+        for group in groups:
+            if not group.own.isdisjoint(links):
+                self._split(group)
+
+    def _split(self, group: Flow) -> None:
+        """Replace ``group`` by its members, single flows in its state, in its place (among
+        the active flows if it is active, and in its transfer's flows)."""
+        members = []
+        for route in group.members:
+            flow = Flow(self.env, group.size_B, route, group.label, group.category, group.transfer)
+            flow.start_s, flow.end_s = group.start_s, group.end_s
+            flow.remaining_B, flow.rate_Bps = group.remaining_B, group.rate_Bps
+            flow.cancelled = group.cancelled
+            members.append(flow)
+        if group in self._active:
+            self._active = {
+                flow: None
+                for entry in self._active
+                for flow in (members if entry is group else (entry,))
+            }
+        transfer = group.transfer
+        entries = [
+            flow
+            for entry in transfer._entries
+            for flow in (members if entry is group else (entry,))
+        ]
+        if any(flow.count > 1 for flow in entries):
+            transfer._entries = entries
+        else:
+            transfer._entries = None
+            transfer._flows = tuple(entries)
 
     def cancel_transfer(self, transfer: Transfer) -> None:
         """Stop every flow of ``transfer`` that is still moving (e.g. a failure aborts a
@@ -522,7 +804,7 @@ class Network:
                 for flow in transfer.flows:
                     self._record(flow)
             return
-        self._stop(transfer.flows)
+        self._stop(transfer._entries if transfer._entries is not None else transfer.flows)
 
     def cancel(self, flow: Flow) -> float:
         """Stop ``flow`` now (e.g. a save aborted by a failure); returns bytes it moved.
@@ -619,6 +901,8 @@ class Network:
             self._materialize()
             self._sync()
         self._grow()
+        changes = tuple(changes)
+        self._split_hit({link.index for link, _ in changes})  # its members would differ
         for link, capacity_Bps in changes:
             self._capacities[link.index] = capacity_Bps
         self._state = self.topology.next_state(self._state, operation)
@@ -637,6 +921,7 @@ class Network:
         if busy:
             self._materialize()
             self._sync()
+            self._split_hit({link.index for link in links})
         self._grow()
         if snapshot is None:
             apply()
@@ -803,6 +1088,7 @@ class Network:
         transfer: Transfer = wake.value
         if wake is not transfer.wake:
             return
+        transfer.wake = None  # done: no cycle left between the two for the collector
         if transfer is self._lone:
             self._lone = None
             self._updated_s = self.env.now
@@ -825,6 +1111,10 @@ class Network:
         cancel, for one cancelled while alone)."""
         if transfer is self._lone:
             self._materialize()
+        if transfer._entries is not None:
+            for flow in [f for f in transfer._entries if f.count > 1]:
+                self._split(flow)
+        if transfer._flows is not None:
             return
         phases, ends = transfer.schedule
         stopped_s = transfer.cancelled_s
@@ -854,14 +1144,39 @@ class Network:
             return
         self._lone = None
         self._wake = None
-        self._flows_of(transfer)
-        self._updated_s = self.env.now
-        for flow in transfer.flows:
-            if flow.end_s is None:
-                self._active[flow] = None
-            else:
-                transfer.pending -= 1
+        now = self._updated_s = self.env.now
+        phases, ends = transfer.schedule
+        start_s, specs = transfer.start_s, transfer.specs
+        elapsed_s = now - start_s
+
+        def state(flow: Flow, i: int) -> Flow:
+            """``flow`` (flow i, or a group led by it) as of now on the lone schedule."""
+            flow.start_s = start_s
+            if ends[i] <= elapsed_s:
+                flow.remaining_B = 0.0
+                flow.end_s = start_s + ends[i]
+                transfer.pending -= flow.count
                 self._record(flow)
+            else:
+                moved = sum(r[i] * min(d, elapsed_s - s) for s, d, r in phases if s < elapsed_s)
+                flow.remaining_B = flow.size_B - moved
+                self._active[flow] = None
+            return flow
+
+        def single(i: int) -> Flow:
+            size_B, route = specs[i]
+            return state(
+                Flow(self.env, size_B, route, transfer.label, transfer.category, transfer), i
+            )
+
+        def group(a: int, b: int, own: tuple, own_links: frozenset) -> Flow:
+            return state(self._group(transfer, a, b, own, own_links), a)
+
+        def together(a: int, b: int) -> bool:  # members of a run end together when alone
+            return ends[a:b].count(ends[a]) == b - a
+
+        entries = self._entries_of(specs, single, group, together)
+        self._keep(transfer, entries)
         if transfer.pending:
             transfer.wake = None  # its end changes: the general model will finish it
         self._reallocate()
@@ -897,9 +1212,14 @@ class Network:
             return
         flows = list(self._active)
         paths, used = _localize(tuple([flow.path for flow in flows]))
+        weights = tuple([flow.weights for flow in flows])
+        if weights.count(None) == len(weights):
+            weights = None
         self._grow()
         capacities = self._capacities
-        rates = self.topology.max_min_rates(paths, tuple(map(capacities.__getitem__, used)))
+        rates = self.topology.max_min_rates(
+            paths, tuple(map(capacities.__getitem__, used)), weights
+        )
         soonest_s = math.inf
         for flow, rate in zip(flows, rates, strict=True):
             flow.rate_Bps = rate
@@ -919,10 +1239,12 @@ class Network:
         last flow of a transfer, the transfer) after the latency."""
         flow.remaining_B = 0.0
         self._end(flow)
-        if flow.transfer is not None:
-            flow.transfer.pending -= 1
-            if flow.transfer.pending == 0 and flow.transfer.flows:  # built: not mid-transfer()
-                self._finish(flow.transfer)
+        transfer = flow.transfer
+        if transfer is not None:
+            transfer.pending -= flow.count
+            built = transfer._flows is not None or transfer._entries is not None
+            if transfer.pending == 0 and built:  # not mid-transfer()
+                self._finish(transfer)
         elif self.latency_s > 0:
             self.env.timeout(self.latency_s).callbacks.append(lambda _: flow.done.succeed(flow))
         else:
@@ -942,19 +1264,31 @@ class Network:
 
     def _record(self, flow: Flow) -> None:
         if self.records is not None:
-            self.records.append(
-                FlowRecord(
-                    flow.start_s,
-                    flow.end_s,
-                    flow.size_B,
-                    flow.moved_B,
-                    tuple(link.name for link in flow.route),
-                    flow.label,
-                    flow.category,
-                    flow.cancelled,
-                    flow.transfer.activity if flow.transfer is not None else flow.category,
+            for route in flow.members or (flow.route,):  # a group: each member
+                self.records.append(
+                    FlowRecord(
+                        flow.start_s,
+                        flow.end_s,
+                        flow.size_B,
+                        flow.moved_B,
+                        tuple(link.name for link in route),
+                        flow.label,
+                        flow.category,
+                        flow.cancelled,
+                        flow.transfer.activity if flow.transfer is not None else flow.category,
+                    )
                 )
-            )
+
+
+def _equal_capacities(capacities: list[float], specs, a: int, b: int, own: tuple) -> bool:
+    """Whether flows a … b − 1 of ``specs`` have equal capacities on their own links, at
+    each position of ``own``."""
+    for p in own:
+        first = capacities[specs[a][1][p].index]
+        for k in range(a + 1, b):
+            if capacities[specs[k][1][p].index] != first:
+                return False
+    return True
 
 
 def _localize(paths: Sequence[tuple[int, ...]]) -> tuple[tuple, tuple[int, ...]]:
