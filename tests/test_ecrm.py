@@ -487,7 +487,11 @@ def test_degraded_reads_slowdown_is_the_slower_end_of_the_lost_shards_reads(layo
     worker = data.draw(st.sampled_from([0.01, 2.0]))
     degraded = dict(zip(shards, shares, strict=True))
     policy = SimpleNamespace(
-        stripes=layout, read_slowdown=0.3, worker_read_slowdown=worker, decode_slowdown=0.05
+        stripes=layout,
+        read_slowdown=0.3,
+        worker_read_slowdown=worker,
+        decode_slowdown=0.05,
+        _reads={},
     )
     policy._busiest = lambda pairs: EcrmPlan._busiest(policy, pairs)
     served = sum(share * layout.reads(x) for x, share in degraded.items()).max()

@@ -343,6 +343,11 @@ class PartNetwork:
     def between(self, src: int, dst: int) -> tuple:
         return self._net.between(src, dst)
 
+    def repeated(self, key: tuple, build) -> tuple:
+        """The job's :meth:`~ftsim.sim.cluster.ClusterNetwork.repeated`, under the part's
+        name (two parts may repeat transfers of one key)."""
+        return self._net.repeated((self._scope.name, *key), build)
+
     def replica_copy(self, trainer: int) -> list:
         return self._net.replica_copy(trainer)
 

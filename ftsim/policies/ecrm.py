@@ -446,8 +446,6 @@ class Ecrm(Policy):
         """Generation whose range is moving → each server's NIC share it takes."""
         self._switches: list[_Switch] = []
         """Range switches waiting for the job, in order of request."""
-        self._flows: dict[tuple, tuple] = {}
-        """((shard, share of its rows), ...) → one range's flows (the same for every range)."""
         self._slowdown = {"other": plan.parity_slowdown} if plan.parity_slowdown else {}
         self._rollback_pending = False
         self._reloaded = None
@@ -646,12 +644,12 @@ class Ecrm(Policy):
         """One range's flows for each of ``shards``: from each survivor its part of the
         range to the replacement, over a link capping the connection at ``flow_bandwidth``
         (if set), the survivor's NIC and the replacement's. One tuple per set of shards,
-        reused by every range (the network then plans a lone transfer once)."""
+        reused by every range of every replication (the network then plans a lone transfer
+        once)."""
         key = tuple((x, shares[x]) for x in shards)
-        found = self._flows.get(key)
-        if found is None:
-            net, cap = sim.net, self.params.flow_bandwidth
-            flows = []
+        net, cap = sim.net, self.params.flow_bandwidth
+
+        def build():
             for x, share in key:
                 sent, node = self.plan.rebuild(x).range_B, net.ps_node(x)
                 for h in np.flatnonzero(sent).tolist():
@@ -659,9 +657,9 @@ class Ecrm(Policy):
                     if cap is not None:  # named by its ends
                         name = f"ecrm.flow.emb_ps{h}>emb_ps{x}"
                         route = (net.link(name, cap), *route)
-                    flows.append((share * float(sent[h]), route))
-            found = self._flows[key] = tuple(flows)
-        return found
+                    yield (share * float(sent[h]), route)
+
+        return net.repeated(("ecrm range", key), build)
 
     def recover(self, sim, failures):
         trainers = self.plan.trainers
@@ -748,6 +746,8 @@ class EcrmPlan(Plan):
         self.interval_s = params.interval
         self._rebuilds: dict[int, RebuildPlan] = {}
         """Shard → its rebuild alone (:meth:`rebuild`)."""
+        self._reads: dict[tuple, float] = {}
+        """Degraded (shard, share) pairs → :meth:`reads_slowdown`."""
 
     def rebuild(self, shard: int) -> RebuildPlan:
         """The rebuild of ``shard`` alone (planned on first need, for every replication)."""
@@ -771,11 +771,16 @@ class EcrmPlan(Plan):
         share of its rows) are lost: the pull ends when its slower end has moved its extra
         rows (the busiest survivor, or a worker), then the worker decodes. Each lost shard's
         reads are those of a lone failure (:meth:`StripeLayout.reads`; exact when no
-        decodable stripe lost two members, always the case for r = 1 without fall-back)."""
-        pairs = list(degraded)
-        lost = sum(share for _, share in pairs)
-        served = self._busiest(pairs) * self.read_slowdown
-        return max(served, lost * self.worker_read_slowdown) + lost * self.decode_slowdown
+        decodable stripe lost two members, always the case for r = 1 without fall-back).
+        Worked out once per set of degraded shares for every replication."""
+        pairs = tuple(degraded)
+        found = self._reads.get(pairs)
+        if found is None:
+            lost = sum(share for _, share in pairs)
+            served = self._busiest(pairs) * self.read_slowdown
+            found = max(served, lost * self.worker_read_slowdown) + lost * self.decode_slowdown
+            self._reads[pairs] = found
+        return found
 
     def interference(self, sending: Iterable[np.ndarray]) -> float:
         """Extra seconds per compute second of the survivors' training traffic while the

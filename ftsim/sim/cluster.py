@@ -212,6 +212,7 @@ class ClusterNetwork:
         """Node → its route to storage (likewise ``_reads``, ``_ins``), by node number."""
         self._reads = self._routes.setdefault("read", {})
         self._ins = self._routes.setdefault("in", {})
+        self._betweens = self._routes.setdefault("between", {})
         self.net = Network(env, cluster.network_latency, record, topology)
         """The flow model; with ``record`` it keeps every finished flow (for traces)."""
         self.trainers = cluster.trainers
@@ -302,6 +303,14 @@ class ClusterNetwork:
         return route
 
     def between(self, src: int, dst: int) -> tuple[Link, ...]:
+        """Node ``src`` to node ``dst``: its NIC's send link, the racks' uplinks if they
+        differ, ``dst``'s receive link (built once for every replication)."""
+        route = self._betweens.get((src, dst))
+        if route is None:
+            route = self._betweens[src, dst] = self._between(src, dst)
+        return route
+
+    def _between(self, src: int, dst: int) -> tuple[Link, ...]:
         racks = (self._rack(src), self._rack(dst))
         cross = (
             []
@@ -314,6 +323,16 @@ class ClusterNetwork:
         return (self._nic(src, "send"), *cross, self._nic(dst, "recv"))
 
     # -- the transfers policies make ---------------------------------------------------
+
+    def repeated(self, key: tuple, build) -> tuple:
+        """The flows ``build()`` makes, built once for every replication of the scenario ×
+        policy and kept under ``key`` (what determines them): the network then finds how the
+        transfer runs alone by the tuple, not by checking it again. For a transfer a policy
+        makes again and again with the same flows (ECRM's rebuild ranges)."""
+        found = self._full.get(key)
+        if found is None:
+            found = self._full[key] = tuple(build())
+        return found
 
     def shard_writes(self, shards: Sequence[int], bytes_each: float | None = None):
         """Each PS of ``shards`` writes ``bytes_each`` (default: its whole shard) to storage.
