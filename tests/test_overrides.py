@@ -71,6 +71,23 @@ def test_policy_selects_before_overrides_apply():
         load_scenario(PROD50H, policies=["cprr"])
 
 
+def test_a_problem_of_a_selected_policy_names_its_place_in_the_file(tmp_path, capsys):
+    """With ``--policy`` the scenario validated holds the selected policies only: a problem
+    of SWIFT (``policies.5`` of prod50h) is named there, not at its place in the selection
+    (``policies.0``), by run, sweep and the loader alike."""
+    bad = ["policies.5.replay_machines=1000"]
+    with pytest.raises(ScenarioError) as raised:
+        load_scenario(PROD50H, bad, policies=["swift"])
+    assert [where for where, _ in raised.value.problems] == ["policies.5.replay_machines"]
+    with pytest.raises(ScenarioError, match=r"policies\.4\.k:"):
+        load_scenario(PROD50H, ["policies.4.k=0"], policies=["full", "ecrm"])
+    for command in ("run", "sweep"):
+        args = [command, str(PROD50H), "--policy", "swift", "--no-trainer", "--reps", "1"]
+        args += ["--set", bad[0], "-q", "-o", str(tmp_path / command)]
+        assert main(args) == 2
+        assert "prod50h.yaml: policies.5.replay_machines: exceeds" in capsys.readouterr().err
+
+
 def test_an_override_of_an_exclusive_member_replaces_the_files():
     cpr = load_scenario(PROD50H, ["policies.1.interval=2 h"]).policies[1]
     assert (cpr.interval, cpr.target_pls) == (2 * H, None)

@@ -272,7 +272,7 @@ def advise(
     if isinstance(data.get("trainer"), dict):
         data["trainer"]["enabled"] = False  # timing only: PLS is the time model's
     data.pop("sweep", None)
-    base = validate_scenario(rules.only_selected(data, selected), path)
+    base = validate_scenario(rules.only_selected(data, selected), path, positions=selected)
     run = base.run
     advice = Advice(base.name, run.replications, run.seed, max_pls, max_memory_overhead, run.output)
     with process_pool(jobs) if jobs > 1 else nullcontext() as pool:

@@ -264,7 +264,7 @@ def plan_sweep(
     # a loaded scenario was warned about when it was loaded; its dump spells out every default
     warn = not isinstance(scenario, Scenario)
     selection = only_run if command == "run" else only_selected
-    base = validate_scenario(selection(data, selected), path, warn=warn)
+    base = validate_scenario(selection(data, selected), path, warn=warn, positions=selected)
     labels = base.policy_labels
     indices = list(range(len(labels)))
     chosen = (base.sweep.reference if base.sweep else None) or labels[0]
@@ -371,7 +371,8 @@ def _points(plain: dict, all_values: list[dict], path: Path, selected=None) -> l
         where = ", ".join(f"{k}={_cell(v)}" for k, v in values.items())
         try:
             _set_point(data, values, path, selected)
-            scenario = validate_scenario(only_selected(data, selected), path, warn=False)
+            point = only_selected(data, selected)
+            scenario = validate_scenario(point, path, warn=False, positions=selected)
             points.append(Point(index, values, scenario))
         except ScenarioError as exc:
             for path_, message in exc.problems:

@@ -261,7 +261,7 @@ def load_scenario(
     is dropped (a run does not use it)."""
     path = Path(path)
     data, selected = read_scenario(path, overrides, policies)
-    return validate_scenario(only_run(data, selected), path)
+    return validate_scenario(only_run(data, selected), path, positions=selected)
 
 
 def only_run(data: dict, selected: list[int] | None) -> dict:
@@ -276,26 +276,46 @@ def only_run(data: dict, selected: list[int] | None) -> dict:
     return data
 
 
-def validate_scenario(data: dict, path: Path, *, warn: bool = True) -> Scenario:
+def validate_scenario(
+    data: dict, path: Path, *, warn: bool = True, positions: list[int] | None = None
+) -> Scenario:
     """Validate a scenario mapping read from ``path``; with ``warn``, each value that is valid
     but probably not meant is issued as a :class:`~ftsim.scenario.notices.ScenarioWarning`
-    (a sweep warns about its base scenario, not about every point). The policy and
-    failure-source kinds must be registered: import :mod:`ftsim.policies.catalog` first."""
+    (a sweep warns about its base scenario, not about every point). ``positions``: where
+    each of ``data``'s policies stands in the file, when some were left out (``--policy``):
+    problems and warnings name the file's ``policies.N``. The policy and failure-source
+    kinds must be registered: import :mod:`ftsim.policies.catalog` first."""
     if not Scenario.__pydantic_complete__:
         raise RegistryError("the scenario schema has no kinds yet: import ftsim.policies.catalog")
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": path.parent})
     except ValidationError as exc:
         errors = _relevant(exc.errors())
-        raise ScenarioError(path, [_describe(err, data) for err in errors]) from None
+        problems = [_describe(err, data) for err in errors]
+        raise ScenarioError(path, _in_file(problems, positions)) from None
     problems = _yes_no_numbers(data, scenario) or scenario.problems()
     if problems:
-        raise ScenarioError(path, problems)
+        raise ScenarioError(path, _in_file(problems, positions))
     from ftsim.scenario.notices import ScenarioWarning, scenario_warnings
 
-    for where, message in scenario_warnings(scenario) if warn else ():
+    for where, message in _in_file(scenario_warnings(scenario) if warn else [], positions):
         warnings.warn(ScenarioWarning(path, where, message), stacklevel=2)
     return scenario
+
+
+def _in_file(problems: list[tuple[str, str]], positions: list[int] | None) -> list:
+    """``problems`` (dotted path, message) with ``policies.N`` renumbered to the file's
+    position of the N-th policy kept (``positions``; None: all were kept)."""
+    if positions is None:
+        return list(problems)
+    out = []
+    for where, message in problems:
+        head, _, rest = where.partition(".")
+        number, _, tail = rest.partition(".")
+        if head == "policies" and number.isdigit() and int(number) < len(positions):
+            where = ".".join(filter(None, ("policies", str(positions[int(number)]), tail)))
+        out.append((where, message))
+    return out
 
 
 def _yes_no_numbers(raw, value, path: str = "") -> list[tuple[str, str]]:
