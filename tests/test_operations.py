@@ -540,3 +540,16 @@ def test_the_columns_count_every_failed_node_once():
     assert 0 < hosts <= row["n_failed_nodes"]
     keys = ("n_node_failures_good", "n_retired", "n_waited_for_repair", "spare_wait_h")
     assert all(r[k] == row[k] for r in rows for k in keys if r["n_failures"] == row["n_failures"])
+
+
+def test_the_run_table_shows_the_operations_columns_of_summary_records(tmp_path, capsys):
+    """``run`` prints the waits, bad-node failures and retirements when operations ran: the
+    table reads the summary's records (not a DataFrame), whose column names are the rows'
+    keys; without operations, no such columns."""
+    from ftsim.cli import main
+
+    for path, shown in ((SCENARIOS / "operations.yaml", True), (SMOKE, False)):
+        out = tmp_path / path.stem
+        assert main(["run", str(path), "--reps", "2", "--no-trainer", "-o", str(out)]) == 0
+        header = capsys.readouterr().out.splitlines()[0].split()
+        assert (header[-3:] == ["spare_wait_h", "bad_failures", "retired"]) == shown

@@ -45,7 +45,7 @@ def run_table(summary) -> str:
         header.insert(1, "cpr_decision")
         for line, s in zip(lines[1:], records, strict=True):
             line.insert(1, decision_cell(s["cpr_decision"], s.get("interval_h_mean")))
-    if "spare_wait_h_mean" in summary:  # cluster operations ran
+    if "spare_wait_h_mean" in columns:  # cluster operations ran
         header += ["spare_wait_h", "bad_failures", "retired"]
         for line, s in zip(lines[1:], records, strict=True):
             line += [

@@ -66,7 +66,7 @@ from ftsim.policies import full, cpr, ecrm, swift, checknrun  # noqa: F401
 
 # isort: on
 from ftsim.notices import Notice
-from ftsim.policies.base import Plan, Policy, PolicyParams, TrainerSide, register
+from ftsim.policies.base import Plan, PlanError, Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
 from ftsim.policies.inputs import PlanInputs
 from ftsim.policies.touched import TouchedRowsParams
@@ -525,9 +525,12 @@ class ComposedPlan(Plan):
         self.scopes = part_scopes(inputs, params)
         self.part_names = tuple(s.name for s in self.scopes)
         self.parts: list[Plan] = []
-        for scope in self.scopes:
+        for i, scope in enumerate(self.scopes):
             alone = part_inputs(inputs, params, scope)
-            self.parts.append(part_params(inputs, params, scope).plan(alone))
+            try:
+                self.parts.append(part_params(inputs, params, scope).plan(alone))
+            except PlanError as error:
+                raise error.inside(f"parts.{i}.policy") from None
 
     def notices(self) -> list[Notice]:
         return [notice for part in self.parts for notice in part.notices()]
