@@ -17,6 +17,11 @@ failure-free model), and the study reports:
 * ``slope``: the log-loss change per unit measured PLS of vanilla CPR, the least-squares
   line through the origin over every (replication, level) pair (with no update lost, partial
   recovery restores the failure-free model exactly, so the line passes through 0), nats;
+* ``within``: the slope within replications (each replication's CPR levels less their
+  mean: a line per replication, one common slope). It ignores the origin, and with it a
+  change common to every policy of a replication: training that amplifies any
+  perturbation into a shift of its own (adaptive optimizers mid-way) moves ``slope`` but
+  not ``within``. Where both agree, the log-loss change is the lost updates' own;
 * ``relative``: that slope over what the failure-free model learned beyond a constant
   predictor (the log loss of predicting the eval set's click rate, minus the failure-free
   model's): a scale-free cost, per unit PLS;
@@ -173,15 +178,24 @@ def _entropy(p: np.ndarray) -> np.ndarray:
 
 def load(folder: Path) -> pd.DataFrame:
     """The trained rows of a configuration's finished replications (all five policies), with
-    vanilla CPR's target level (``level``, NaN for MFU/SSU); from the sweep's shards, so an
-    unfinished sweep reports the replications it has."""
+    vanilla CPR's target level (``level``, NaN for MFU/SSU) and the measured PLS and the
+    log-loss change less their means over the replication's CPR levels (``pls_within``,
+    ``delta_within``); from the sweep's shards, so an unfinished sweep reports the
+    replications it has."""
     done = folder / "runs.csv"
     shards = [done] if done.exists() else sorted((folder / "shards").glob("*[0-9].csv"))
+    if not shards:
+        return pd.DataFrame(columns=["rep", "policy", "logloss_delta"])
     runs = pd.concat([pd.read_csv(path) for path in shards], ignore_index=True)
     runs = runs.dropna(subset=["logloss_delta"])
     complete = runs.groupby("rep").policy.nunique() == len(LEVELS) + 2
-    runs = runs[runs.rep.isin(complete.index[complete])]
-    return runs.assign(level=runs.policy.map(LEVELS)).reset_index(drop=True)
+    runs = runs[runs.rep.isin(complete.index[complete])].assign(level=runs.policy.map(LEVELS))
+    cpr = runs[runs.level.notna()].groupby("rep")
+    within = {
+        "pls_within": runs.pls_measured - cpr.pls_measured.mean().reindex(runs.rep).to_numpy(),
+        "delta_within": runs.logloss_delta - cpr.logloss_delta.mean().reindex(runs.rep).to_numpy(),
+    }
+    return runs.assign(**within).reset_index(drop=True)
 
 
 def statistics(runs: pd.DataFrame, refs: pd.DataFrame, sample: np.ndarray) -> dict[str, float]:
@@ -192,6 +206,8 @@ def statistics(runs: pd.DataFrame, refs: pd.DataFrame, sample: np.ndarray) -> di
     cpr = runs.level.notna().to_numpy()
     pls, delta = runs.pls_measured.to_numpy(), runs.logloss_delta.to_numpy()
     slope = np.sum(w[cpr] * pls[cpr] * delta[cpr]) / np.sum(w[cpr] * pls[cpr] ** 2)
+    x, y = runs.pls_within.to_numpy()[cpr], runs.delta_within.to_numpy()[cpr]
+    within = np.sum(w[cpr] * x * y) / np.sum(w[cpr] * x**2)
     base = runs.drop_duplicates("rep").set_index("rep")
     ref = refs.set_index("rep")
     wr = weight[base.index.to_numpy()]
@@ -200,6 +216,7 @@ def statistics(runs: pd.DataFrame, refs: pd.DataFrame, sample: np.ndarray) -> di
     optimum = np.sum(wr * ref.optimum_logloss.loc[base.index].to_numpy()) / wr.sum()
     out = {
         "slope": slope,
+        "within": within,
         "relative": slope / (constant - baseline),
         "learned": (constant - baseline) / (constant - optimum),
         "baseline": baseline,
@@ -224,9 +241,12 @@ def report(out: Path, names: list[str], extra: list[str], draws: int = 2000) -> 
     """The study's table (markdown) from the replications finished in ``out``. Configurations
     with the same replications share their bootstrap resamples (paired); ``÷ base`` is given
     for those with the base configuration's replications."""
-    data = {}
+    data, waiting = {}, []
     for name in names:
         runs = load(out / name)
+        if runs.empty:
+            waiting.append(name)
+            continue
         reps = sorted(runs.rep.unique())
         data[name] = (runs, references(name, max(reps) + 1, extra), tuple(reps))
     resamples: dict[tuple, list[np.ndarray]] = {}
@@ -241,14 +261,16 @@ def report(out: Path, names: list[str], extra: list[str], draws: int = 2000) -> 
         name: [statistics(runs, refs, s) for s in resamples[reps]]
         for name, (runs, refs, reps) in data.items()
     }
+    names = list(data)
     reference = names[0]
     lines = [
         f"95% bootstrap intervals ({draws} resamples of whole replications, the same for every"
         f" configuration with the same replications; ÷ {reference} paired)",
         "",
         "| configuration | n | failure-free log loss | learned | slope (nats / PLS) "
-        f"| relative (per PLS) | ÷ {reference} | MFU reduction | SSU reduction |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| within replications | relative (per PLS) | ÷ {reference} | MFU reduction "
+        "| SSU reduction |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
         p, b, reps = point[name], boots[name], data[name][2]
@@ -265,9 +287,11 @@ def report(out: Path, names: list[str], extra: list[str], draws: int = 2000) -> 
         learned = "–" if math.isnan(p["learned"]) else f"{p['learned']:.2f}"
         lines.append(
             f"| {name} | {len(reps)} | {p['baseline']:.4f} | {learned} | {ci('slope')} "
-            f"| {ci('relative')} | {ratio} | {ci('mfu_red', fmt='{:.2f}')} "
+            f"| {ci('within')} | {ci('relative')} | {ratio} | {ci('mfu_red', fmt='{:.2f}')} "
             f"| {ci('ssu_red', fmt='{:.2f}')} |"
         )
+    if waiting:
+        lines += ["", f"No replication finished yet: {', '.join(waiting)}."]
     return "\n".join(lines)
 
 

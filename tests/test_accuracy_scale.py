@@ -73,6 +73,7 @@ def test_exact_figures_of_runs_on_a_line_through_the_origin(tmp_path):
     got = study.statistics(runs, _refs(), np.arange(4))
     learned_nats = 0.56 - np.mean(0.50 + 0.002 * np.arange(4))
     assert got["slope"] == pytest.approx(SLOPE, rel=1e-12)
+    assert got["within"] == pytest.approx(SLOPE, rel=1e-12)
     assert got["relative"] == pytest.approx(SLOPE / learned_nats, rel=1e-12)
     assert got["learned"] == pytest.approx(learned_nats / 0.12, rel=1e-12)
     assert got["mfu_red"] == pytest.approx(0.5, rel=1e-12)
@@ -89,6 +90,16 @@ def test_the_slope_is_the_least_squares_line_through_the_origin(tmp_path):
     assert got == pytest.approx(np.sum(x * y) / np.sum(x * x), rel=1e-12)
     assert got != pytest.approx(np.polyfit(x, y, 1)[0], rel=1e-3)
     assert got != pytest.approx(np.mean(y / x), rel=1e-3)
+
+
+def test_a_shift_common_to_a_replications_policies_moves_only_the_line_through_0(tmp_path):
+    """Chaotic training turns any perturbation into a shift of its own, the same for every
+    policy of the replication: the slope within replications does not see it."""
+    runs = _runs()
+    runs["logloss_delta"] += np.array([2e-3, -1e-3, 5e-4, -3e-3])[runs.rep]
+    got = study.statistics(_load(tmp_path, runs), _refs(), np.arange(4))
+    assert got["within"] == pytest.approx(SLOPE, rel=1e-9)
+    assert got["slope"] != pytest.approx(SLOPE, rel=1e-2)
 
 
 def test_a_replication_without_every_policy_is_left_out(tmp_path):
