@@ -36,6 +36,7 @@ VARIANTS = [
         "required",
     ),
     ("wrong type", {"cluster.trainers": "many"}, "cluster.trainers", "(got 'many')"),
+    ("unknown trainer preset", {"trainer": {"preset": "big"}}, "trainer.preset", "'converged'"),
     ("negative count", {"cluster.emb_ps": -1}, "cluster.emb_ps", "greater than or equal to 1"),
     ("zero trainers", {"cluster.trainers": 0}, "cluster.trainers", "greater than or equal"),
     ("duration without unit", {"job.training": 5}, "job.training", "needs a unit"),

@@ -430,8 +430,10 @@ def _locate(loc: tuple, data: dict) -> tuple[str, type[BaseModel] | None, object
     owner: type[BaseModel] | None = Scenario
     tagged = False  # the union member of the current mapping is already chosen
     for item in loc:
-        if not tagged and isinstance(raw, dict) and _kind(raw) == item:
-            model = _member_with_kind(model, item)
+        selects = not tagged and isinstance(raw, dict) and _kind(raw) == item
+        member = _member_with_kind(model, item) if selects else None
+        if member is not None:  # a ``kind`` choosing among models (not a field named so)
+            model = member
             tagged = True
             continue
         tagged = False

@@ -33,7 +33,7 @@ from pydantic import (
 from ftsim.scenario import registry
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.scenario.units import format_duration
-from ftsim.trainer.config import ShardingConfig, TrainerConfig
+from ftsim.trainer.config import TRAINER_PRESETS, ShardingConfig, TrainerConfig, with_preset
 
 MAX_COUNT = 2**63 - 1
 """Largest count accepted anywhere (a 64-bit integer): ``rows: 1e308`` is a typo, not a model."""
@@ -557,6 +557,11 @@ class TrainerSection(TrainerConfig):
 
     sharding: EmbeddingSharding = Field(default_factory=EmbeddingSharding)
 
+    preset: Literal[tuple(TRAINER_PRESETS)] | None = Field(
+        None,
+        description="a named trainer configuration filling in the fields not given "
+        "(docs/trainer.md, ftsim.trainer.config.TRAINER_PRESETS)",
+    )
     enabled: bool = Field(True, description="train the model inside the simulation")
     steps: int = Field(
         1000, ge=1, le=MAX_TRAINER_STEPS, description="trainer steps standing for the whole run"
@@ -569,6 +574,13 @@ class TrainerSection(TrainerConfig):
         description="fork each policy from the failure-free run at its first divergence "
         "instead of retraining the common prefix (results are identical)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_preset(cls, data):
+        """``preset``'s fields under those the section gives (an unknown name is left to
+        the field's own validation, which names the presets)."""
+        return with_preset(data) if isinstance(data, dict) else data
 
 
 class Scenario(Section):

@@ -6,6 +6,7 @@ Every size is in elements (rows, features, samples) unless a unit is given.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -205,3 +206,51 @@ class TrainerConfig(_Strict):
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     batch_size: int = Field(128, ge=1, description="Samples per training step.")
     eval_samples: int = Field(16_384, ge=2, description="Size of the fixed held-out set.")
+
+
+TRAINER_PRESETS: dict[str, dict] = {
+    "converged": {
+        "steps": 20_000,
+        "batch_size": 1024,
+        "eval_samples": 8192,
+        "model": {"embedding_dim": 8, "bottom_mlp": [32, 8], "top_mlp": [32, 1]},
+        "optimizer": {
+            "dense": {"kind": "adam", "lr": 0.003},
+            "sparse": {"kind": "rowwise_adagrad", "lr": 0.3},
+        },
+        "data": {"kind": "synthetic", "row_cap": 1000},
+    },
+}
+"""Named trainer configurations, as the fields of a scenario's ``trainer:`` section
+(``trainer: {preset: NAME}``; fields given beside the preset replace the preset's).
+
+``converged``: prod50h's trainer (26 synthetic tables capped at 1,000 rows, dimension 8, the
+same MLPs) trained close to the synthetic teacher's optimum: batch 1,024, 20,000 steps,
+row-wise Adagrad for the rows and Adam for the MLPs. Its failure-free model gets about 0.9
+of the way from a constant predictor to the teacher, where prod50h's gets 0.19
+(``docs/trainer.md``, ``docs/accuracy_scale.md``). A failure-free training takes about
+2 min of one core (40 times prod50h's): run it with ``--jobs`` across cores."""
+
+
+def with_preset(section: Mapping) -> dict:
+    """A ``trainer:`` section with its ``preset`` (if it names one of :data:`TRAINER_PRESETS`)
+    filled in: the preset's fields, with those the section gives replacing them (mappings
+    merged key by key, so ``{preset: converged, model: {seed: 3}}`` keeps the preset's
+    widths)."""
+    name = section.get("preset")
+    preset = TRAINER_PRESETS.get(name) if isinstance(name, str) else None
+    return _merged(preset, section) if preset is not None else dict(section)
+
+
+def _merged(base: Mapping, given: Mapping) -> dict:
+    """``base`` with ``given``'s keys replacing its own, mappings merged recursively (a
+    mapping with a different ``kind`` replaces the preset's whole)."""
+    out = dict(base)
+    for key, value in given.items():
+        old = out.get(key)
+        same_kind = isinstance(old, Mapping) and isinstance(value, Mapping)
+        if same_kind and value.get("kind", old.get("kind")) == old.get("kind"):
+            out[key] = _merged(old, value)
+        else:
+            out[key] = value
+    return out
