@@ -175,9 +175,12 @@ def load(run_dir: str | Path) -> Results:
     from ftsim.experiments.folders import FolderError, read_manifest
 
     _check_type("run_dir", run_dir, str | Path, "a folder's path")
+    from ftsim.experiments.lock import settle
+
     folder = Path(run_dir)
     if not folder.is_dir():
         raise FolderError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}")
+    settle(folder)  # the moves of a command killed while making them are completed
     if not (folder / "runs.csv").is_file():
         raise FolderError(f"{folder}: no runs.csv (not a run or sweep folder)")
     return Results(folder, read_manifest(folder))

@@ -21,10 +21,12 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 
+import ftsim
 import ftsim.plots as plots
 import ftsim.validation.suite as suite
 from ftsim import console
@@ -431,13 +433,14 @@ def test_a_run_killed_at_each_step_of_its_moves_leaves_a_complete_set_or_one_it_
     """``run --force`` replacing a run folder of another seed, SIGKILLed before each of the
     moves that put its results in place: the folder holds the old complete set, the new
     complete set, or a commit folder that the next command holding it completes to the new
-    set, saying so (a reader, ``plot``, as well as the same command again)."""
+    set, saying so (the readers plot, trace and ftsim.load in turn, as well as the same
+    command again)."""
     old, new = tmp_path / "old", tmp_path / "new"
     replace = [*LIGHT, "--seed", "8", "--force"]
     assert main([*LIGHT, "-o", str(old)]) == 0
     assert main([*replace, "-o", str(new)]) == 0
     sets = {"old": _complete_set(old), "new": _complete_set(new)}
-    seen = []
+    seen, completed_by = [], set()
     for step in range(20):
         out = tmp_path / f"killed_{step}"
         shutil.copytree(old, out)
@@ -451,11 +454,22 @@ def test_a_run_killed_at_each_step_of_its_moves_leaves_a_complete_set_or_one_it_
         if (out / output.COMMIT).exists():
             left = list((out / output.COMMIT).iterdir())  # none: killed before its removal
             seen.append("completed" if left else "new")
-            if "completed" not in seen[:-1]:  # a reader completes it, as the same command does
-                assert main(["plot", str(out), "-q", "--format", "png"]) == 0
-            else:
-                assert main([*replace, "-o", str(out)]) == 0
-            said = "they were moved now" in capsys.readouterr().err
+            # a reader completes it (plot, trace, the API's load), as the same command does
+            completer = len(seen) % 4
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                if completer == 0:
+                    assert main(["plot", str(out), "-q", "--format", "png"]) == 0
+                elif completer == 1:
+                    assert main(["trace", str(out), "-o", str(tmp_path / f"{step}.json")]) == 0
+                elif completer == 2:
+                    assert ftsim.load(out).runs.shape[0] == 1
+                else:
+                    assert main([*replace, "-o", str(out)]) == 0
+            said = "they were moved now" in capsys.readouterr().err + "".join(
+                str(w.message) for w in caught
+            )
+            completed_by.update([completer] if left else [])
             assert said == bool(left)
             assert not (out / output.COMMIT).exists()
             assert _complete_set(out) == sets["new"]
@@ -463,6 +477,7 @@ def test_a_run_killed_at_each_step_of_its_moves_leaves_a_complete_set_or_one_it_
             state = _complete_set(out)
             seen.append(next(name for name, files in sets.items() if files == state))
     assert seen[0] == "old" and seen[-1] in ("completed", "new") and "completed" in seen, seen
+    assert completed_by == {0, 1, 2, 3}  # each reader met moves left to complete
 
 
 def test_without_completing_an_interrupted_commit_its_folder_is_refused(tmp_path, capsys):
