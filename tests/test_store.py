@@ -2,7 +2,7 @@
 
 import pytest
 
-from ftsim.experiments.store import RunStore, StoreError, TaskKey
+from ftsim.experiments.store import RunStore, StoreError, TaskKey, shard_texts
 
 
 def _rows(point, policy, reps):
@@ -18,7 +18,7 @@ def test_task_key_names_sort_like_keys():
 def test_merge_is_canonical_whatever_the_write_order(tmp_path):
     store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
     for key in [TaskKey(1, 0, 0, 2), TaskKey(0, 1, 2, 4), TaskKey(0, 0, 0, 4), TaskKey(0, 1, 0, 2)]:
-        store.write_shard(key, _rows(key.point, key.policy, key.reps), [])
+        store.write_shard(key, *shard_texts(_rows(key.point, key.policy, key.reps), []))
     rows = store.rows()
     assert [(r["point"], r["policy"], r["rep"]) for r in rows] == [
         ("0", "p0", "0"),
@@ -41,7 +41,7 @@ def test_shards_are_atomic_and_stray_files_ignored(tmp_path):
     (store.shards / ".p00000-q000-r0000000-0000002.csv.x.tmp").write_text("half a fi")
     (store.shards / "notes.csv").write_text("a\n1\n")
     key = TaskKey(0, 0, 0, 2)
-    store.write_shard(key, _rows(0, 0, key.reps), [{"rep": 0, "kind": "save"}])
+    store.write_shard(key, *shard_texts(_rows(0, 0, key.reps), [{"rep": 0, "kind": "save"}]))
     assert store.done() == [key]
     assert store.timeline() == [{"rep": "0", "kind": "save"}]
     assert not [

@@ -60,6 +60,13 @@ class TaskKey:
         return range(self.start, self.stop)
 
 
+def shard_texts(rows: list[dict], timeline: list[dict]) -> tuple[str, str]:
+    """A finished task's rows and timeline as the CSV text of its shard files ("" for no
+    timeline): made where the task ran, so that a sweep's workers, not its parent, format
+    them."""
+    return csv_text(rows), csv_text(timeline) if timeline else ""
+
+
 class RunStore:
     """A run folder: ``manifest.json``, the shards of finished tasks and the merged results.
 
@@ -160,14 +167,15 @@ class RunStore:
 
     # -- shards ------------------------------------------------------------------------
 
-    def write_shard(self, key: TaskKey, rows: list[dict], timeline: list[dict]) -> None:
-        """Store a finished task: the checksums of its shard files, then the files (timeline
-        first; the rows shard marks the task done). So every shard file on disk has its
-        record, and a kill in between costs only recomputing the task."""
+    def write_shard(self, key: TaskKey, rows_csv: str, timeline_csv: str) -> None:
+        """Store a finished task (its :func:`shard_texts`): the checksums of its shard files,
+        then the files (timeline first, if any; the rows shard marks the task done). So
+        every shard file on disk has its record, and a kill in between costs only
+        recomputing the task."""
         texts = {}
-        if timeline:
-            texts[f"{key.name}.timeline.csv"] = csv_text(timeline)
-        texts[f"{key.name}.csv"] = csv_text(rows)
+        if timeline_csv:
+            texts[f"{key.name}.timeline.csv"] = timeline_csv
+        texts[f"{key.name}.csv"] = rows_csv
         sums = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in texts.items()}
         with writing(self.shards), open(self.shards / CHECKSUMS, "a", encoding="utf-8") as out:
             out.writelines(f"{digest}  {name}\n" for name, digest in sums.items())
@@ -212,13 +220,32 @@ class RunStore:
 
     def timeline(self) -> list[dict]:
         """The stored timeline rows (values as CSV text), by point and policy."""
-        out, seen = [], set()
+        return [row for name in self._timeline_shards() for row in self._read(name)]
+
+    def timeline_text(self) -> str:
+        """The stored timeline as CSV text, by point and policy: ``csv_text(timeline())``,
+        made by joining the shards' bodies when they share one header (the same bytes:
+        shards are written by the same CSV writer; no parsing of tens of thousands of
+        phases), else by writing the parsed rows again."""
+        texts = []
+        for name in self._timeline_shards():
+            with open(self.shards / name, encoding="utf-8", newline="") as handle:
+                texts.append(handle.read())
+        headers = {text.partition("\n")[0] for text in texts}
+        if len(headers) != 1:
+            return csv_text(self.timeline())
+        header = headers.pop() + "\n"
+        return header + "".join(text[len(header) :] for text in texts)
+
+    def _timeline_shards(self) -> list[str]:
+        """The timeline shard of each (point, policy), the first finished, in order."""
+        names, seen = [], set()
         for key in self.done():
             name = f"{key.name}.timeline.csv"
             if (key.point, key.policy) not in seen and name in self._checksums:
                 seen.add((key.point, key.policy))
-                out += self._read(name)
-        return out
+                names.append(name)
+        return names
 
     def _read(self, name: str) -> list[dict]:
         with open(self.shards / name, newline="", encoding="utf-8") as handle:

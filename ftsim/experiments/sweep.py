@@ -39,7 +39,7 @@ from pydantic import BaseModel
 from ftsim.experiments.pool import default_jobs, process_pool
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.stats import SI_SUFFIX
-from ftsim.experiments.store import RunStore, StoreError, TaskKey
+from ftsim.experiments.store import RunStore, StoreError, TaskKey, shard_texts
 from ftsim.notices import Notice
 from ftsim.scenario.loader import (
     Overrides,
@@ -420,14 +420,15 @@ def _sweep_key_at(path: str, message: str, values: dict) -> str:
 
 def run_task(
     scenario: Scenario, cells: list[dict], timeline_cells: dict, keys: list[TaskKey]
-) -> list[tuple[list[dict], list[dict]]]:
+) -> list[tuple[str, str]]:
     """Simulate tasks of one point over the same replications together (their policies
-    share each trained replication's failure-free model); per key, its rows (starting with
-    its ``cells``) and, if it holds replication 0, that timeline."""
+    share each trained replication's failure-free model); per key, the CSV text of its
+    rows (starting with its ``cells``) and, if it holds replication 0, of that timeline
+    (:func:`~ftsim.experiments.store.shard_texts`)."""
     policies = [key.policy for key in keys]
     rows, timelines = simulate_reps(scenario, policies, keys[0].reps, TIMELINE_REP)
     return [
-        ([first | r for r in mine], [timeline_cells | r for r in timeline])
+        shard_texts([first | r for r in mine], [timeline_cells | r for r in timeline])
         for first, mine, timeline in zip(cells, rows, timelines, strict=True)
     ]
 
@@ -470,8 +471,8 @@ def run_sweep(
             reused += found
             if progress is not None:
                 progress.planned(len(tasks), sum(len(k.reps) for k in tasks), found)
-            for key, (rows, timeline) in _results(plan, tasks, pool):
-                store.write_shard(key, rows, timeline)
+            for key, (rows_csv, timeline_csv) in _results(plan, tasks, pool):
+                store.write_shard(key, rows_csv, timeline_csv)
                 computed += len(key.reps)
                 if progress is not None:
                     progress.finished(len(key.reps), _trains(plan, key))
@@ -731,11 +732,11 @@ def finish(plan: Plan, store: RunStore) -> list[dict]:
     as records (:func:`ftsim.experiments.stats.summary_records`: the same columns for a run
     and a sweep), computed from runs.csv's values as pyarrow reads them (as pandas would
     read them from runs.parquet, which is written meanwhile), without importing pandas."""
-    from ftsim.experiments.output import csv_and_parquet, write_csv
+    from ftsim.experiments.output import atomic_write_text, csv_and_parquet, write_csv
     from ftsim.experiments.stats import arrow_columns, summary_records
 
     with csv_and_parquet(store.root / "runs", store.rows()) as runs:
-        write_csv(store.root / "timeline.csv", store.timeline())
+        atomic_write_text(store.root / "timeline.csv", store.timeline_text())
         summary = summary_records(arrow_columns(runs), plan.columns, plan.reference)
         write_csv(store.root / "summary.csv", summary)
     return summary
