@@ -64,3 +64,21 @@ def test_update_manifest_keeps_other_fields(tmp_path):
     store = RunStore.create(tmp_path / "run", {"config_hash": "abc", "sessions": []})
     store.update_manifest(sessions=[{"computed_reps": 3}])
     assert store.manifest() == {"config_hash": "abc", "sessions": [{"computed_reps": 3}]}
+
+
+def test_the_merged_timeline_text_is_the_rows_written_again(tmp_path):
+    """timeline_text joins the shards' bodies when they share a header, and writes the
+    parsed rows again when they do not: either way the bytes of csv_text(timeline()),
+    quoted fields and exact floats included."""
+    from ftsim.experiments.output import csv_text
+
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    phases = [{"rep": 0, "kind": "save", "detail": 'a, "b"', "end_h": 1 / 3}]
+    for policy in (1, 0):
+        key = TaskKey(0, policy, 0, 2)
+        store.write_shard(key, *shard_texts(_rows(0, policy, key.reps), phases))
+    joined = store.timeline_text()
+    assert joined == csv_text(store.timeline()) and joined.count("rep,kind") == 1
+    key = TaskKey(1, 0, 0, 2)  # another header: a column more
+    store.write_shard(key, *shard_texts(_rows(1, 0, key.reps), [{**phases[0], "part": "x"}]))
+    assert store.timeline_text() == csv_text(store.timeline())
