@@ -173,10 +173,9 @@ def load(run_dir: str | Path) -> Results:
     """The results of a run or sweep folder written by ftsim (the API or the command line);
     ``FolderError`` if it is not one."""
     from ftsim.experiments.folders import FolderError, read_manifest
-
-    _check_type("run_dir", run_dir, str | Path, "a folder's path")
     from ftsim.experiments.lock import settle
 
+    _check_type("run_dir", run_dir, str | Path, "a folder's path")
     folder = Path(run_dir)
     if not folder.is_dir():
         raise FolderError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}")

@@ -590,8 +590,7 @@ def _cmd_trace(args, argv) -> int:
         write_trace,
     )
 
-    if args.run_dir.is_dir():
-        settle(args.run_dir)  # the moves of a run killed while making them are completed
+    settle(args.run_dir)  # the moves of a run killed while making them are completed
     try:
         scenario, rows = read_run_folder(args.run_dir)
     except TraceError as exc:
