@@ -14,10 +14,15 @@ both see the same load), with the machine's load average printed beside them:
 * every policy at 100× the nodes with the embeddings scaled ×100 (the same bytes per PS)
   against the same policy at 1×: goal ≤ 2×;
 * the 600-run timing sweep (``benchmarks/sweep_speed.py``) with ``--jobs 1`` and
-  ``--jobs 2``: goal jobs 2 ≥ 1.6× faster than jobs 1.
+  ``--jobs 2``: goal jobs 2 ≥ 1.6× faster than jobs 1;
+* the main job, ``run prod50h`` as the README runs it (20 trained replications, two
+  workers), whole command: goal ≤ 12 s;
+* the trainer's step (``benchmarks/trainer_step.py``): CPU µs against its floor (each part's
+  FLOP at the rate the BLAS reaches on that shape, the rest at an in-cache copy's rate):
+  goal ≤ 2× the floor.
 
-The trainer's rows (its step against the GEMM floor, the trained run) are
-``benchmarks/trainer_step.py`` and ``benchmarks/trainer_vs_torch.py``.
+The NumPy trainer against PyTorch is ``benchmarks/trainer_vs_torch.py`` (it needs torch,
+which ftsim does not depend on).
 
     python benchmarks/performance.py --compare /tmp/before        # print the table
     python benchmarks/performance.py --compare /tmp/before --write  # and docs/performance.md
@@ -136,6 +141,54 @@ def sweeps(old: Path | None, rounds: int, quick: bool) -> dict[str, dict[int, fl
     return {name: {j: statistics.median(w) for j, w in got.items()} for name, got in walls.items()}
 
 
+def main_job(old: Path | None, runs: int, quick: bool) -> dict[str, tuple[float, float]]:
+    """Medians of wall and CPU seconds of ``run prod50h`` (the README's main job) of this
+    checkout and ``old``, alternating; ``quick``: 2 replications, one trained for 20 steps."""
+    small = ["--reps", "2", "--set", "trainer.replications=1", "--set", "trainer.steps=20"]
+    times: dict[str, list[tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory() as out:
+        for _ in range(runs):
+            for name, root in (("new", ROOT), ("old", old)):
+                if root is not None:
+                    command = [
+                        _python(root), "-m", "ftsim", "run", "scenarios/prod50h.yaml", "-q",
+                        "-o", f"{out}/{name}", "--force", *(small if quick else []),
+                    ]  # fmt: skip
+                    times.setdefault(name, []).append(_timed(command, root))
+    return {
+        name: (statistics.median(t[0] for t in got), statistics.median(t[1] for t in got))
+        for name, got in times.items()
+    }
+
+
+def trainer_steps(old: Path | None, rounds: int, quick: bool) -> dict[str, tuple[float, float]]:
+    """Median CPU µs of the trainer's step and its floor, from ``benchmarks/trainer_step.py``
+    of this checkout and of ``old`` (when it has that benchmark), alternating."""
+    found: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(rounds):
+        for name, root in (("new", ROOT), ("old", old)):
+            script = root / "benchmarks" / "trainer_step.py" if root is not None else None
+            if script is None or not script.exists():
+                continue
+            command = [_python(root), str(script), *(["--quick"] if quick else [])]
+            env = {**os.environ, "PYTHONPATH": str(root)}
+            text = subprocess.run(
+                command, cwd=root, env=env, check=True, capture_output=True, text=True
+            ).stdout
+            step = floor = None
+            for line in text.splitlines():
+                if line.startswith("step (CPU):"):
+                    step = float(line.split()[2])
+                elif line.startswith("step floor "):
+                    floor = float(line.split()[2])
+            if step is not None and floor is not None:
+                found.setdefault(name, []).append((step, floor))
+    return {
+        name: (statistics.median(g[0] for g in got), statistics.median(g[1] for g in got))
+        for name, got in found.items()
+    }
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
@@ -156,6 +209,8 @@ def table(args) -> str:
     engine = engine_speed.policy_table(old, args.rounds, args.reps, args.cycles, args.cpu)
     big = scaled(old, args.rounds, args.reps, args.cycles, args.cpu)
     sweep = sweeps(old, args.sweep_rounds, args.quick)
+    job = main_job(old, args.main_runs, args.quick)
+    step = trainer_steps(old, args.step_rounds, args.quick)
     lines.append(f"load average after: {_load()}")
     rows = [
         "| measure | old | new | floor or peer | new / floor | goal |",
@@ -220,6 +275,23 @@ def table(args) -> str:
         f"{new_sweep[1]:.2f} s, jobs 2: {new_sweep[2]:.2f} s | jobs 1 | "
         f"{new_sweep[1] / new_sweep[2]:.2f}× | jobs 2 ≥ 1.6× faster |"
     )
+    old_text = "-"
+    if "old" in job:
+        old_text = f"{job['old'][0]:.1f} s ({job['old'][1]:.1f} s CPU)"
+    rows.append(
+        f"| {'quick: 1 trained × 20 steps,' if args.quick else 'main job'} `run prod50h` "
+        "(20 trained, 2 workers) | "
+        f"{old_text} | {job['new'][0]:.1f} s ({job['new'][1]:.1f} s CPU) | | | ≤ 12 s |"
+    )
+    if "new" in step:
+        old_text = "-"
+        if "old" in step:
+            old_text = f"{step['old'][0]:.0f} µs ({step['old'][0] / step['old'][1]:.2f}× floor)"
+        new_step, new_floor = step["new"]
+        rows.append(
+            f"| trainer step (prod50h, CPU) | {old_text} | {new_step:.0f} µs | floor "
+            f"{new_floor:.0f} µs | {new_step / new_floor:.2f}× | ≤ 2× |"
+        )
     return "\n".join(rows) + "\n\n" + "\n".join(lines)
 
 
@@ -243,6 +315,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20, help="replications per batch")
     parser.add_argument("--cycles", type=int, default=5, help="batches per policy and round")
     parser.add_argument("--sweep-rounds", type=int, default=3, help="sweeps per jobs and tree")
+    parser.add_argument("--main-runs", type=int, default=3, help="main jobs per tree")
+    parser.add_argument("--step-rounds", type=int, default=3, help="trainer steps per tree")
     parser.add_argument("--cpu", type=int, default=0, help="processor the engine workers share")
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: one round of everything, tiny sweep"
@@ -250,6 +324,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.runs, args.rounds, args.reps, args.cycles, args.sweep_rounds = 1, 1, 2, 1, 1
+        args.main_runs, args.step_rounds = 1, 1
     text = table(args)
     print(text)
     if args.write:
