@@ -81,6 +81,7 @@ from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.cluster import lone_transfer_s
+from ftsim.sim.network import FlowGroup, GroupedFlows
 from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.stripes import LayoutError, StripeLayout
 
@@ -645,21 +646,74 @@ class Ecrm(Policy):
         range to the replacement, over a link capping the connection at ``flow_bandwidth``
         (if set), the survivor's NIC and the replacement's. One tuple per set of shards,
         reused by every range of every replication (the network then plans a lone transfer
-        once)."""
+        once per capacity state). Without racks, the survivors that send every shard of the
+        set the same bytes each (all but a few) are one :class:`FlowGroup` per shard, over
+        their NICs (a column all the groups share) into the replacement's: the network
+        plans the range in O(shards), not O(survivors × shards), with the same result."""
         key = tuple((x, shares[x]) for x in shards)
-        net, cap = sim.net, self.params.flow_bandwidth
+        net = sim.net
+        if self.plan.inputs.cluster.racks is None:  # a survivor's route: its NIC, the target's
+            return net.repeated(("ecrm range", key), lambda: self._grouped_range(net, key))
+        return net.repeated(("ecrm range", key), lambda: self._range_pairs(net, key))
+
+    def _range_pairs(self, net, key: tuple, senders=None):
+        """``(size_B, route)`` of each survivor's part of a range, for each ``(shard, share)``
+        of ``key`` (``senders``: per shard, only those survivors; default: all)."""
+        cap = self.params.flow_bandwidth
+        for x, share in key:
+            sent, node = self.plan.rebuild(x).range_B, net.ps_node(x)
+            chosen = np.flatnonzero(sent) if senders is None else senders[x]
+            for h in chosen.tolist():
+                route = net.between(net.ps_node(h), node)
+                if cap is not None:  # named by its ends
+                    route = (self._cap(net, h, x), *route)
+                yield (share * float(sent[h]), route)
+
+    def _cap(self, net, h: int, x: int):
+        """The link capping the connection from survivor ``h`` to ``x``'s replacement."""
+        return net.link(f"ecrm.flow.emb_ps{h}>emb_ps{x}", self.params.flow_bandwidth)
+
+    def _grouped_range(self, net, key: tuple) -> GroupedFlows:
+        """:meth:`_range_pairs` of a flat cluster: the survivors outside the set that send each
+        shard of it its most common part are one group per shard (over their NICs, a column
+        the groups share, then the replacement's); the other survivors one flow each."""
+        n = self.plan.n_shards
+        sent = {x: self.plan.rebuild(x).range_B for x, _ in key}
+        common = np.ones(n, dtype=bool)
+        common[[x for x, _ in key]] = False
+        bulk = {}
+        for x, _ in key:
+            values, counts = np.unique(sent[x][sent[x] > 0], return_counts=True)
+            bulk[x] = values[np.argmax(counts)] if len(values) else 0.0
+            common &= sent[x] == bulk[x]
+        members = np.flatnonzero(common)
+        if len(members) < 2:
+            return tuple(self._range_pairs(net, key))
+        sends = self._sends(net)
+        column = tuple(map(sends.__getitem__, members.tolist()))
+        first = net.ps_node(int(members[0]))
+        cap = self.params.flow_bandwidth
+        rest = {x: np.flatnonzero((sent[x] > 0) & ~common) for x, _ in key}
+        blocks = []
+        for x, share in key:
+            columns = (column,)
+            if cap is not None:
+                columns = (tuple([self._cap(net, h, x) for h in members.tolist()]), column)
+            shared = net.between(first, net.ps_node(x))[1:]  # as for every member
+            blocks.append(FlowGroup(share * float(bulk[x]), columns, shared))
+            blocks += self._range_pairs(net, ((x, share),), rest)
+        return GroupedFlows(blocks)
+
+    def _sends(self, net) -> tuple:
+        """The NIC send link of every PS, by shard (each the first link of its routes to
+        the others), found once for every replication."""
+        n = self.plan.n_shards
 
         def build():
-            for x, share in key:
-                sent, node = self.plan.rebuild(x).range_B, net.ps_node(x)
-                for h in np.flatnonzero(sent).tolist():
-                    route = net.between(net.ps_node(h), node)
-                    if cap is not None:  # named by its ends
-                        name = f"ecrm.flow.emb_ps{h}>emb_ps{x}"
-                        route = (net.link(name, cap), *route)
-                    yield (share * float(sent[h]), route)
+            for h in range(n):
+                yield net.between(net.ps_node(h), net.ps_node((h + 1) % n))[0]
 
-        return net.repeated(("ecrm range", key), build)
+        return net.repeated(("ecrm nic sends",), build)
 
     def recover(self, sim, failures):
         trainers = self.plan.trainers

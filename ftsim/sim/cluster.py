@@ -325,13 +325,15 @@ class ClusterNetwork:
     # -- the transfers policies make ---------------------------------------------------
 
     def repeated(self, key: tuple, build) -> tuple:
-        """The flows ``build()`` makes, built once for every replication of the scenario ×
-        policy and kept under ``key`` (what determines them): the network then finds how the
-        transfer runs alone by the tuple, not by checking it again. For a transfer a policy
-        makes again and again with the same flows (ECRM's rebuild ranges)."""
+        """The flows ``build()`` makes (a tuple, e.g. a :class:`~ftsim.sim.network.GroupedFlows`,
+        kept as it is), built once for every replication of the scenario × policy and kept
+        under ``key`` (what determines them): the network then finds how the transfer runs
+        alone by the tuple, not by checking it again. For a transfer a policy makes again
+        and again with the same flows (ECRM's rebuild ranges)."""
         found = self._full.get(key)
         if found is None:
-            found = self._full[key] = tuple(build())
+            built = build()
+            found = self._full[key] = built if isinstance(built, tuple) else tuple(built)
         return found
 
     def shard_writes(self, shards: Sequence[int], bytes_each: float | None = None):
