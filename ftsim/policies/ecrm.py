@@ -694,7 +694,7 @@ class Ecrm(Policy):
         first = net.ps_node(int(members[0]))
         cap = self.params.flow_bandwidth
         rest = {x: np.flatnonzero((sent[x] > 0) & ~common) for x, _ in key}
-        blocks = []
+        blocks, order = [], []
         for x, share in key:
             columns = (column,)
             if cap is not None:
@@ -702,7 +702,9 @@ class Ecrm(Policy):
             shared = net.between(first, net.ps_node(x))[1:]  # as for every member
             blocks.append(FlowGroup(share * float(bulk[x]), columns, shared))
             blocks += self._range_pairs(net, ((x, share),), rest)
-        return GroupedFlows(blocks)
+            senders = np.concatenate([members, rest[x]])  # in the blocks' order
+            order.append(np.argsort(senders, kind="stable") + sum(map(len, order)))
+        return GroupedFlows(blocks, np.concatenate(order).tolist())  # by sender, as pairs
 
     def _sends(self, net) -> tuple:
         """The NIC send link of every PS, by shard (each the first link of its routes to

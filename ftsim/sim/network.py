@@ -155,15 +155,22 @@ def _max_min_weighted(routes, capacities, weights) -> list[float]:
                 share = (capacities[other] - frozen_Bps[other]) / left
                 heapq.heappush(heap, (share if share > level else level, other, left))
         for other, (count, copies) in singly.items():
-            frozen, step = frozen_Bps[other], count * level
-            for _ in range(copies):
-                frozen += step
-            frozen_Bps[other] = frozen
+            frozen = frozen_Bps[other] = _frozen_by_copies(frozen_Bps[other], count, copies, level)
             left = unfrozen[other] = unfrozen[other] - count * copies
             if left:
                 share = (capacities[other] - frozen) / left
                 heapq.heappush(heap, (share if share > level else level, other, left))
     return rates
+
+
+def _frozen_by_copies(frozen_Bps: float, count: int, copies: int, level: float) -> float:
+    """A link's frozen bytes/s once ``copies`` copies of a link have each frozen ``count``
+    members crossing it at ``level``, one copy after the other: as many additions, as the
+    members one by one make them (one addition of the total would round differently)."""
+    step = count * level
+    for _ in range(copies):
+        frozen_Bps += step
+    return frozen_Bps
 
 
 def symmetric_runs(specs: Sequence[tuple[float, tuple]]) -> list[tuple[int, int, tuple]]:
@@ -259,11 +266,23 @@ class FlowGroup:
 
 class GroupedFlows(tuple):
     """A transfer's flows given in blocks: ``(size_B, route)`` pairs and :class:`FlowGroup`
-    items, each standing for its members in order (:meth:`Network.transfer`). Kept and
-    passed again (e.g. by :meth:`~ftsim.sim.cluster.ClusterNetwork.repeated`), a lone
-    transfer of it is planned once per capacity state, in O(blocks)."""
+    items, each standing for its members (:meth:`Network.transfer`). The transfer's flows
+    are the blocks' members one after the other, or in ``order`` if given: flow i is the
+    member at position ``order[i]`` of that sequence (e.g. a group's members and single
+    flows interleaved, in the order of their senders). Kept and passed again (e.g. by
+    :meth:`~ftsim.sim.cluster.ClusterNetwork.repeated`), a lone transfer of it is planned
+    once per capacity state, in O(blocks). Raises ValueError if ``order`` is not a
+    permutation of the members' positions."""
 
-    __slots__ = ()
+    def __new__(cls, blocks: Iterable = (), order: Sequence[int] | None = None):
+        self = super().__new__(cls, blocks)
+        self.order = None if order is None else tuple(order)
+        """The flows' order (None: the blocks')."""
+        if order is not None:
+            n = sum(len(item) if type(item) is FlowGroup else 1 for item in self)
+            if len(set(self.order)) != n or (n and (min(self.order) or max(self.order) != n - 1)):
+                raise ValueError(f"order must be a permutation of range({n})")
+        return self
 
     def pairs(self) -> list[tuple[float, tuple[Link, ...]]]:
         """Every flow as a ``(size_B, route)`` pair, in order."""
@@ -273,7 +292,7 @@ class GroupedFlows(tuple):
                 out += item.pairs()
             else:
                 out.append(item)
-        return out
+        return out if self.order is None else list(map(out.__getitem__, self.order))
 
 
 class Topology:
@@ -1162,10 +1181,8 @@ class Network:
         paths, used, sizes, weights, members, columns = blocks
         self._grow()
         capacities = self._capacities
-        for column in columns:
-            first = capacities[column[0]]
-            if list(map(capacities.__getitem__, column)).count(first) != len(column):
-                return None
+        if not all(_equal_in(capacities, column) for column in columns):
+            return None
         schedule = self.topology.lone_schedule(
             paths, sizes, tuple(map(capacities.__getitem__, used)), weights
         )
@@ -1235,11 +1252,12 @@ class Network:
         if members is None:
             return
         transfer.blocks = None
+        order = transfer.specs.order
         transfer.specs = self._specs(transfer.specs)[0]
         phases, ends = transfer.schedule
         transfer.schedule = (
-            tuple([(s, d, _spread(rates, members)) for s, d, rates in phases]),
-            _spread(ends, members),
+            tuple([(s, d, _spread(rates, members, order)) for s, d, rates in phases]),
+            _spread(ends, members, order),
         )
 
     def _transfer_alone(self, flows, label: str, category: str) -> Transfer:
@@ -1477,9 +1495,17 @@ def _equal_capacities(capacities: list[float], specs, a: int, b: int, own: tuple
     return True
 
 
-def _spread(values: tuple, members: tuple[int, ...]) -> tuple:
-    """Each block's value once per flow of the block (``members``: flows per block)."""
-    return tuple(itertools.chain.from_iterable(map(itertools.repeat, values, members)))
+def _equal_in(capacities: list[float], column: tuple[int, ...]) -> bool:
+    """Whether the links ``column`` (link indices) have equal capacities (counted in C:
+    a column may hold thousands of links)."""
+    return list(map(capacities.__getitem__, column)).count(capacities[column[0]]) == len(column)
+
+
+def _spread(values: tuple, members: tuple[int, ...], order: tuple[int, ...] | None) -> tuple:
+    """Each block's value once per flow of the block (``members``: flows per block), in the
+    flows' ``order`` (:class:`GroupedFlows`)."""
+    spread = tuple(itertools.chain.from_iterable(map(itertools.repeat, values, members)))
+    return spread if order is None else tuple(map(spread.__getitem__, order))
 
 
 def _localize(paths: Sequence[tuple[int, ...]]) -> tuple[tuple, tuple[int, ...]]:
