@@ -47,6 +47,7 @@ ODD = (
     "a single over a column link",
     "a column overlapping another",
     "a shared link in a column",
+    "a column twice in one group",
 )
 """Blocks that break the groups' symmetry (then the transfer is planned flow by flow)."""
 
@@ -90,6 +91,8 @@ def layout(case: dict) -> tuple[list[tuple[str, float]], list, dict[int, int]]:
         fresh = tuple(range(len(links), len(links) + len(senders)))
         links += [(f"fresh{h}", case["send_Bps"]) for h in senders]
         blocks.append((size_B, (fresh,), (senders[0],)))
+    elif odd == "a column twice in one group":  # each member crosses its link twice
+        blocks.append((size_B, (senders, senders), (extra,)))
     return links, blocks, column_of
 
 

@@ -55,6 +55,9 @@ CLOCK_ULPS = 4
 """A flow whose rest would take less than this many clock ulps is finished."""
 
 
+_INDEX = operator.attrgetter("index")
+"""A link's index (mapped over a column in C)."""
+
 _MEMO_SIZE = 4096
 """Entries a memo table of a :class:`Topology` keeps before it starts afresh."""
 _STATES_SIZE = 65536
@@ -272,27 +275,33 @@ class GroupedFlows(tuple):
     flows interleaved, in the order of their senders). Kept and passed again (e.g. by
     :meth:`~ftsim.sim.cluster.ClusterNetwork.repeated`), a lone transfer of it is planned
     once per capacity state, in O(blocks). Raises ValueError if ``order`` is not a
-    permutation of the members' positions."""
+    permutation of the members' positions (its length is checked at once, the rest when
+    the flows are first listed one by one: a lone transfer alone does not need them)."""
 
     def __new__(cls, blocks: Iterable = (), order: Sequence[int] | None = None):
         self = super().__new__(cls, blocks)
         self.order = None if order is None else tuple(order)
         """The flows' order (None: the blocks')."""
         if order is not None:
-            n = sum(len(item) if type(item) is FlowGroup else 1 for item in self)
-            if len(set(self.order)) != n or (n and (min(self.order) or max(self.order) != n - 1)):
+            n = sum([len(item) if type(item) is FlowGroup else 1 for item in self])
+            if len(self.order) != n:
                 raise ValueError(f"order must be a permutation of range({n})")
         return self
 
-    def pairs(self) -> list[tuple[float, tuple[Link, ...]]]:
-        """Every flow as a ``(size_B, route)`` pair, in order."""
+    def pairs(self, ordered: bool = True) -> list[tuple[float, tuple[Link, ...]]]:
+        """Every flow as a ``(size_B, route)`` pair, in order (or in the blocks' order)."""
         out: list = []
         for item in self:
             if type(item) is FlowGroup:
                 out += item.pairs()
             else:
                 out.append(item)
-        return out if self.order is None else list(map(out.__getitem__, self.order))
+        order = self.order
+        if not ordered or order is None:
+            return out
+        if sorted(order) != list(range(len(out))):
+            raise ValueError(f"order must be a permutation of range({len(out)})")
+        return list(map(out.__getitem__, order))
 
 
 class Topology:
@@ -1163,18 +1172,20 @@ class Network:
         capacity state a column's links have unequal capacities (then the flows are planned
         one by one).
 
-        Symmetric: each group's columns are links of their own (distinct, not in its shared
-        links); two columns of the transfer are the same tuple (members k of both groups
-        cross the same link: aligned, e.g. every survivor sends to each of 4 replacements)
-        or have no link in common; and no pair and no group's shared link crosses a column.
-        Swapping members k and k' of every group that shares a column (of the groups linked
-        by shared columns, all of one size) then maps the network onto itself, its
-        capacities included, so the max-min rates (unique) and the ends of members k and k'
-        are equal: a group moves as one flow crossing the first link of each column (weight
-        1: each copy carries one member of every group sharing it) and its shared links
-        (weight: its members) while it runs alone, exactly. The weighted arithmetic is that
-        of the members one by one (:func:`_max_min_weighted`): the same floats unless links
-        tie exactly at a saturation level, then equal to within float rounding."""
+        Symmetric: each group's columns are links of their own (distinct, not among its
+        shared links); two columns of the transfer are equal (member k of each group crosses
+        its link k: e.g. every survivor sends to each of 4 replacements) or have no link in
+        common; and no pair and no group's shared link crosses a column.
+        Swapping members k and k' of all the groups linked by shared columns (all of one
+        size) then maps the network onto itself, capacities included, so members k and k'
+        have equal max-min rates (the allocation is unique) and ends. A group then moves as
+        one flow over the first link of each column (weight 1: each copy carries one member
+        of each group sharing it) and its shared links (weight: its members), exactly, as
+        long as it runs alone. The weighted arithmetic is that of the members one by one
+        (:func:`_max_min_weighted`): the same floats unless links of a column and others
+        saturate at exactly the same level (then the members freeze in another order and
+        the floats may differ in the last places; tests/test_network_groups.py bounds the
+        difference at 1e-12)."""
         blocks = self._blocks(flows)
         if blocks is None:
             return None
@@ -1205,7 +1216,8 @@ class Network:
     def _block_plan(self, flows: GroupedFlows) -> tuple | None:
         """:meth:`_blocks`, worked out (None: not symmetric, see :meth:`_plan_blocks`)."""
         known = self.topology.link_set
-        columns: dict[tuple[Link, ...], tuple[int, ...]] = {}  # distinct columns
+        columns: dict[int, tuple] = {}  # id of a column → (it, its link indices)
+        starts: dict[Link, tuple] = {}  # first link of a distinct column → the same
         owned: set[Link] = set()  # their links
         crossed: set[Link] = set()  # links of pairs and shared links of groups
         sizes, paths, weights, members = [], [], [], []
@@ -1222,28 +1234,37 @@ class Network:
                 continue
             m = len(item)
             _check_size(item.size_B)
-            if m < 2 or len(set(item.columns)) != len(item.columns):
+            if m < 2:
                 return None
             for column in item.columns:
-                if column in columns:
+                if id(column) in columns:
+                    continue
+                same = starts.get(column[0])  # a column equal to one seen (not the same tuple)
+                if same is not None and same[0] == column:
+                    columns[id(column)] = same
                     continue
                 mine = set(column)
                 if len(mine) != m or not owned.isdisjoint(mine) or not known.issuperset(mine):
                     return None
                 owned |= mine
-                columns[column] = tuple([link.index for link in column])
+                columns[id(column)] = starts[column[0]] = (column, tuple(map(_INDEX, column)))
+            mine = [columns[id(column)] for column in item.columns]
+            if len({id(found) for found in mine}) != len(mine):
+                return None  # a member would cross a link twice
             shared = item.shared
             if len(set(shared)) != len(shared) or not known.issuperset(shared):
                 return None
             crossed.update(shared)
             sizes.append(item.size_B)
-            paths.append((*[columns[c][0] for c in item.columns], *[l.index for l in shared]))
+            firsts = [indices[0] for _, indices in mine]
+            paths.append((*firsts, *map(_INDEX, shared)))
             weights.append((1,) * len(item.columns) + (m,) * len(shared))
             members.append(m)
         if not columns or not owned.isdisjoint(crossed):
             return None
         local, used = _localize(paths)
-        return local, used, tuple(sizes), tuple(weights), tuple(members), tuple(columns.values())
+        indices = tuple([found[1] for found in starts.values()])
+        return local, used, tuple(sizes), tuple(weights), tuple(members), indices
 
     def _unblock(self, transfer: Transfer) -> None:
         """A transfer planned in blocks gets its flows' specs and schedule one by one (to
