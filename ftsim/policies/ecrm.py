@@ -675,17 +675,14 @@ class Ecrm(Policy):
 
     def _grouped_range(self, net, key: tuple) -> GroupedFlows:
         """:meth:`_range_pairs` of a flat cluster: the survivors outside the set that send each
-        shard of it its most common part are one group per shard (over their NICs, a column
-        the groups share, then the replacement's); the other survivors one flow each."""
-        n = self.plan.n_shards
-        sent = {x: self.plan.rebuild(x).range_B for x, _ in key}
-        common = np.ones(n, dtype=bool)
-        common[[x for x, _ in key]] = False
-        bulk = {}
-        for x, _ in key:
-            values, counts = np.unique(sent[x][sent[x] > 0], return_counts=True)
-            bulk[x] = values[np.argmax(counts)] if len(values) else 0.0
-            common &= sent[x] == bulk[x]
+        shard of it its common part (:meth:`EcrmPlan.common_part`) are one group per shard
+        (over their NICs, a column the groups share, then the replacement's); the other
+        survivors one flow each. The flows are in the order of :meth:`_range_pairs`."""
+        plan, shards = self.plan, [x for x, _ in key]
+        common = np.ones(plan.n_shards, dtype=bool)
+        common[shards] = False
+        for x in shards:
+            common[plan.common_part(x)[1]] = False
         members = np.flatnonzero(common)
         if len(members) < 2:
             return tuple(self._range_pairs(net, key))
@@ -693,18 +690,21 @@ class Ecrm(Policy):
         column = tuple(map(sends.__getitem__, members.tolist()))
         first = net.ps_node(int(members[0]))
         cap = self.params.flow_bandwidth
-        rest = {x: np.flatnonzero((sent[x] > 0) & ~common) for x, _ in key}
-        blocks, order = [], []
+        rest = {x: np.flatnonzero((plan.rebuild(x).range_B > 0) & ~common) for x in shards}
+        blocks, order, count = [], [], 0
         for x, share in key:
             columns = (column,)
             if cap is not None:
                 columns = (tuple([self._cap(net, h, x) for h in members.tolist()]), column)
             shared = net.between(first, net.ps_node(x))[1:]  # as for every member
-            blocks.append(FlowGroup(share * float(bulk[x]), columns, shared))
+            blocks.append(FlowGroup(share * plan.common_part(x)[0], columns, shared))
             blocks += self._range_pairs(net, ((x, share),), rest)
             senders = np.concatenate([members, rest[x]])  # in the blocks' order
-            order.append(np.argsort(senders, kind="stable") + sum(map(len, order)))
-        return GroupedFlows(blocks, np.concatenate(order).tolist())  # by sender, as pairs
+            order.append(np.argsort(senders, kind="stable") + count)
+            count += len(senders)
+        order = np.concatenate(order)
+        order.flags.writeable = False
+        return GroupedFlows(blocks, order)  # the pairs' order: by sender
 
     def _sends(self, net) -> tuple:
         """The NIC send link of every PS, by shard (each the first link of its routes to
@@ -804,6 +804,8 @@ class EcrmPlan(Plan):
         """Shard → its rebuild alone (:meth:`rebuild`)."""
         self._reads: dict[tuple, float] = {}
         """Degraded (shard, share) pairs → :meth:`reads_slowdown`."""
+        self._common: dict[int, tuple[float, np.ndarray]] = {}
+        """Shard → :meth:`common_part`."""
 
     def rebuild(self, shard: int) -> RebuildPlan:
         """The rebuild of ``shard`` alone (planned on first need, for every replication)."""
@@ -820,6 +822,18 @@ class EcrmPlan(Plan):
                 self.parity_Bps,
             )
             self._rebuilds[shard] = found
+        return found
+
+    def common_part(self, shard: int) -> tuple[float, np.ndarray]:
+        """The bytes most survivors send ``shard``'s replacement per range (all but a few,
+        e.g. a rotating layout's data partners), and the servers that send another part
+        or none (found on first need, for every replication)."""
+        found = self._common.get(shard)
+        if found is None:
+            sent = self.rebuild(shard).range_B
+            parts, counts = np.unique(sent[sent > 0], return_counts=True)
+            part = float(parts[np.argmax(counts)]) if len(parts) else 0.0
+            found = self._common[shard] = (part, np.flatnonzero(sent != part))
         return found
 
     def reads_slowdown(self, degraded: Iterable[tuple[int, float]]) -> float:

@@ -280,8 +280,8 @@ class GroupedFlows(tuple):
 
     def __new__(cls, blocks: Iterable = (), order: Sequence[int] | None = None):
         self = super().__new__(cls, blocks)
-        self.order = None if order is None else tuple(order)
-        """The flows' order (None: the blocks')."""
+        self.order = order
+        """The flows' order (None: the blocks'), kept as given (e.g. a read-only array)."""
         if order is not None:
             n = sum([len(item) if type(item) is FlowGroup else 1 for item in self])
             if len(self.order) != n:
