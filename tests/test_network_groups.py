@@ -55,12 +55,15 @@ ODD = (
 def layout(case: dict) -> tuple[list[tuple[str, float]], list, dict[int, int]]:
     """``case`` (drawn by :data:`cases`) as links ``(name, bytes/s)``, blocks (a
     ``(size_B, route)`` pair or ``(size_B, columns, shared)`` for a group, as link numbers)
-    and each column link's column number: groups into receivers (one each, or all into
-    one), each over a column of sender links every group shares (and with ``caps`` a
-    column of its own), beside single flows into the same receiver."""
+    and each member's own link's column number: groups into receivers (one each, or all
+    into one), each over a column of sender links every group shares (and with ``caps`` a
+    column of its own), skipping the same positions, beside single flows into the same
+    receiver (and with ``skipped_single`` one over a skipped sender's link)."""
     links = [(f"send{h}", case["send_Bps"]) for h in range(case["members"])]
     senders = tuple(range(case["members"]))
-    column_of = dict.fromkeys(senders, 0)
+    skip = skipped(case)
+    kept = [h for h in senders if h not in skip]
+    column_of = dict.fromkeys(kept, 0)
     receivers = []
     for j, cap in enumerate(case["recv_Bps"]):
         receivers.append(len(links))
@@ -73,27 +76,40 @@ def layout(case: dict) -> tuple[list[tuple[str, float]], list, dict[int, int]]:
         if case["caps"]:
             caps = tuple(range(len(links), len(links) + len(senders)))
             links += [(f"cap{h}>{j}", case["cap_Bps"]) for h in senders]
-            column_of.update(dict.fromkeys(caps, j + 1))
+            column_of.update(dict.fromkeys([caps[h] for h in kept], j + 1))
             columns = (caps, senders)
         target = receivers[0 if case["one_receiver"] else j]
         shared = (target, extra) if case["extra_shared"] else (target,)
-        blocks.append((size_B, columns, shared))
+        blocks.append((size_B, columns, shared, skip))
         for i, single_B in enumerate(case["single_B"]):
             blocks.append((single_B, (len(links), target)))
             links.append((f"alone{i}>{j}", case["alone_Bps"]))
     size_B, odd = case["group_B"][0], case["odd"]
+    if skip and case["skipped_single"]:  # no member's: the groups stay symmetric
+        blocks.append((size_B, (min(skip), extra)))
     if odd == "a single over a column link":
-        blocks.append((size_B, (senders[0], extra)))
+        blocks.append((size_B, (kept[0], extra)))
     elif odd == "a column overlapping another":
-        blocks.append((size_B, ((*senders[1:], len(links)),), (extra,)))
+        blocks.append((size_B, ((*senders[1:], len(links)),), (extra,), frozenset()))
         links.append(("send+", case["send_Bps"]))
     elif odd == "a shared link in a column":
         fresh = tuple(range(len(links), len(links) + len(senders)))
         links += [(f"fresh{h}", case["send_Bps"]) for h in senders]
-        blocks.append((size_B, (fresh,), (senders[0],)))
+        blocks.append((size_B, (fresh,), (kept[0],), frozenset()))
     elif odd == "a column twice in one group":  # each member crosses its link twice
-        blocks.append((size_B, (senders, senders), (extra,)))
+        blocks.append((size_B, (senders, senders), (extra,), skip))
     return links, blocks, column_of
+
+
+def in_blocks(case: dict) -> bool:
+    """Whether the lone path plans ``case`` in blocks: nothing breaks the symmetry (a
+    sender slowed ``before`` breaks it unless no member sends over its link)."""
+    return case["odd"] is None and (not case["before"] or case["members"] - 1 in skipped(case))
+
+
+def skipped(case: dict) -> frozenset[int]:
+    """The positions the groups skip (at least two members left)."""
+    return frozenset(sorted(p for p in case["skip"] if p < case["members"])[: case["members"] - 2])
 
 
 def exact_tie(case: dict) -> bool:
@@ -102,15 +118,18 @@ def exact_tie(case: dict) -> bool:
     members freeze in another order one by one than as a group, and floats may differ."""
     links, blocks, column_of = layout(case)
     caps = [Fraction(cap) for _, cap in links]
-    if case["before"] or case["odd"]:
+    if not in_blocks(case):
         return False  # planned flow by flow
+    if case["before"]:
+        caps[case["members"] - 1] /= 2
     routes, remaining = [], {}
     for block in blocks:
         if len(block) == 2:
             members = [block[1]]
         else:
-            size_B, columns, shared = block
-            members = [(*links_k, *shared) for links_k in zip(*columns, strict=True)]
+            size_B, columns, shared, skip = block
+            rows = enumerate(zip(*columns, strict=True))
+            members = [(*row, *shared) for k, row in rows if k not in skip]
         for route in members:
             remaining[len(routes)] = Fraction(block[0])
             routes.append(route)
@@ -149,18 +168,23 @@ def fan_in(case: dict, way: str) -> dict:
     net = Network(env, latency_s=LATENCY_S, record=case["record"])
     names, blocks, _ = layout(case)
     links = [net.link(name, cap) for name, cap in names]
-    items = []
+    items, made = [], {}
     for block in blocks:
         if len(block) == 2:
             items.append((block[0], tuple(links[i] for i in block[1])))
         else:
-            size_B, columns, shared = block
-            columns = [tuple(links[i] for i in column) for column in columns]
-            items.append(FlowGroup(size_B, columns, [links[i] for i in shared]))
+            size_B, numbers, shared, skip = block
+            columns = []
+            for column in numbers:  # one tuple each time, or (same_tuple) for every group
+                fresh = tuple(links[i] for i in column)
+                columns.append(made.setdefault(column, fresh) if case["same_tuple"] else fresh)
+            items.append(FlowGroup(size_B, columns, [links[i] for i in shared], skip))
     order = None
     if case["shuffle"] is not None:  # the flows in another order than the blocks'
         order = list(range(len(GroupedFlows(items).pairs())))
         random.Random(case["shuffle"]).shuffle(order)
+    if case["lazy_order"]:  # given as a function, called only if the flows are needed
+        order = (lambda order: lambda: order)(order)
     flows = GroupedFlows(items, order)
     if way != "grouped":
         flows = tuple(flows.pairs())
@@ -232,6 +256,10 @@ cases = st.fixed_dictionaries(
         "record": st.booleans(),
         "odd": st.sampled_from(ODD),
         "shuffle": st.one_of(st.none(), st.integers(0, 2**16)),
+        "skip": st.sets(st.integers(0, 6), max_size=3),
+        "skipped_single": st.booleans(),
+        "same_tuple": st.booleans(),
+        "lazy_order": st.booleans(),
     }
 )
 
@@ -274,7 +302,7 @@ def test_grouped_flows_equal_the_flows_one_by_one(case):
     on the lone path (unless links of a column tie with others, then to float rounding),
     and as in the general model flow by flow to float rounding."""
     grouped = fan_in(case, "grouped")
-    assert grouped["in_blocks"] == (not case["before"] and case["odd"] is None)
+    assert grouped["in_blocks"] == in_blocks(case)
     pairs = fan_in(case, "pairs")
     assert not pairs["in_blocks"]
     if exact_tie(case):
@@ -310,6 +338,10 @@ ECRM_LIKE = {
     "record": True,
     "odd": None,
     "shuffle": None,
+    "skip": set(),
+    "skipped_single": False,
+    "same_tuple": True,
+    "lazy_order": False,
 }
 """Three replacements, each fed by a group over the 4 senders they share and a single."""
 
@@ -324,13 +356,15 @@ def assert_grouped_equals_pairs(case: dict) -> None:
     assert not exact_tie(case)
     for key in ("ends", "moved", "completed", "records"):
         assert grouped[key] == pairs[key], key
-    assert grouped["in_blocks"] == (not case["before"] and case["odd"] is None)
+    assert grouped["in_blocks"] == in_blocks(case)
 
 
 @pytest.mark.parametrize(
     "changes",
     [{}, SENDERS_FIRST, {"one_receiver": True, "extra_shared": True, "caps": True}]
     + [{"shuffle": 7, "disturbance": "a flow on a shared link", "at_s": 3.0}]
+    + [{"members": 6, "skip": {1, 4}, "skipped_single": True, "lazy_order": True}]
+    + [{"members": 6, "skip": {0}, "same_tuple": False, "disturbance": "a member cancelled"}]
     + [{"before": True}]
     + [{"odd": odd} for odd in ODD[1:]]
     + [{"disturbance": d, "at_s": 3.0} for d in DISTURBANCES[1:]],

@@ -676,35 +676,45 @@ class Ecrm(Policy):
     def _grouped_range(self, net, key: tuple) -> GroupedFlows:
         """:meth:`_range_pairs` of a flat cluster: the survivors outside the set that send each
         shard of it its common part (:meth:`EcrmPlan.common_part`) are one group per shard
-        (over their NICs, a column the groups share, then the replacement's); the other
-        survivors one flow each. The flows are in the order of :meth:`_range_pairs`."""
-        plan, shards = self.plan, [x for x, _ in key]
-        common = np.ones(plan.n_shards, dtype=bool)
-        common[shards] = False
-        for x in shards:
-            common[plan.common_part(x)[1]] = False
-        members = np.flatnonzero(common)
-        if len(members) < 2:
+        over their NICs (every PS's send links but the skipped: one column all ranges
+        share) into the replacement's; the other survivors one flow each. The flows are in
+        the order of :meth:`_range_pairs` (worked out only if listed one by one)."""
+        plan, n = self.plan, self.plan.n_shards
+        skip = {x for x, _ in key}
+        for x, _ in key:
+            skip.update(plan.common_part(x)[1].tolist())
+        if n - len(skip) < 2:
             return tuple(self._range_pairs(net, key))
-        sends = self._sends(net)
-        column = tuple(map(sends.__getitem__, members.tolist()))
-        first = net.ps_node(int(members[0]))
-        cap = self.params.flow_bandwidth
-        rest = {x: np.flatnonzero((plan.rebuild(x).range_B > 0) & ~common) for x in shards}
-        blocks, order, count = [], [], 0
+        skip, sends = frozenset(skip), self._sends(net)
+        skipped = np.array(sorted(skip))
+        rest = {x: skipped[plan.rebuild(x).range_B[skipped] > 0] for x, _ in key}
+        first = net.ps_node(min(set(range(len(skip) + 1)) - skip))
+        capped = self.params.flow_bandwidth is not None
+        if capped:  # the caps are each shard's own: columns of the members only
+            members = [h for h in range(n) if h not in skip]
+            column = tuple(map(sends.__getitem__, members))
+        blocks = []
         for x, share in key:
-            columns = (column,)
-            if cap is not None:
-                columns = (tuple([self._cap(net, h, x) for h in members.tolist()]), column)
             shared = net.between(first, net.ps_node(x))[1:]  # as for every member
-            blocks.append(FlowGroup(share * plan.common_part(x)[0], columns, shared))
+            part = share * plan.common_part(x)[0]
+            if capped:
+                caps = tuple([self._cap(net, h, x) for h in members])
+                blocks.append(FlowGroup(part, (caps, column), shared))
+            else:
+                blocks.append(FlowGroup(part, (sends,), shared, skip))
             blocks += self._range_pairs(net, ((x, share),), rest)
-            senders = np.concatenate([members, rest[x]])  # in the blocks' order
-            order.append(np.argsort(senders, kind="stable") + count)
-            count += len(senders)
-        order = np.concatenate(order)
-        order.flags.writeable = False
-        return GroupedFlows(blocks, order)  # the pairs' order: by sender
+
+        def by_sender() -> np.ndarray:
+            """The flows' order: each shard's senders in order, as :meth:`_range_pairs`."""
+            members = np.setdiff1d(np.arange(n), skipped)
+            order, count = [], 0
+            for x, _ in key:
+                senders = np.concatenate([members, rest[x]])  # in the blocks' order
+                order.append(np.argsort(senders, kind="stable") + count)
+                count += len(senders)
+            return np.concatenate(order)
+
+        return GroupedFlows(blocks, by_sender)
 
     def _sends(self, net) -> tuple:
         """The NIC send link of every PS, by shard (each the first link of its routes to

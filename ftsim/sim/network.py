@@ -239,32 +239,46 @@ class Link:
 class FlowGroup:
     """Flows of ``size_B`` bytes each, one per member, given at once: member k crosses
     ``columns[p][k]`` for each column p, then the links of ``shared``, its route being
-    ``(*(column[k] for column in columns), *shared)``. E.g. every survivor sending its part
-    of a range to a failed shard's replacement: one column, the survivors' NIC send links,
-    and the replacement's receive link shared.
+    ``(*(column[k] for column in columns), *shared)``; positions in ``skip`` have no
+    member. E.g. every survivor sending its part of a range to a failed shard's
+    replacement: one column, every server's NIC send link (the same tuple for every
+    range: the network checks it once), ``skip`` the failed servers and those that send
+    another part, and the replacement's receive link shared.
 
     An item of :class:`GroupedFlows`, where it stands for its members, in order: the
     transfer is the same as with their ``(size_B, route)`` pairs; when the members are
     symmetric in it (:meth:`Network._plan_blocks`) a lone transfer plans the group as one
-    flow. Raises ValueError for no column or columns of different lengths."""
+    flow. Raises ValueError for no column, columns of different lengths or a position to
+    skip that no column has."""
 
-    __slots__ = ("size_B", "columns", "shared")
+    __slots__ = ("size_B", "columns", "shared", "skip")
 
-    def __init__(self, size_B: float, columns: Sequence[tuple[Link, ...]], shared: Sequence[Link]):
+    def __init__(
+        self,
+        size_B: float,
+        columns: Sequence[tuple[Link, ...]],
+        shared: Sequence[Link],
+        skip: Iterable[int] = (),
+    ):
         self.size_B = size_B
         self.columns = tuple(columns)
         self.shared = tuple(shared)
+        self.skip = frozenset(skip)
+        """Positions of the columns with no member."""
         if not self.columns or len({len(column) for column in self.columns}) > 1:
             raise ValueError("a flow group needs columns of one length (one link per member)")
+        if self.skip and not (min(self.skip) >= 0 and max(self.skip) < len(self.columns[0])):
+            raise ValueError(f"positions to skip must be in range({len(self.columns[0])})")
 
     def __len__(self) -> int:
         """Its members."""
-        return len(self.columns[0])
+        return len(self.columns[0]) - len(self.skip)
 
     def pairs(self) -> list[tuple[float, tuple[Link, ...]]]:
         """Its members as ``(size_B, route)`` pairs, in order."""
-        shared, size_B = self.shared, self.size_B
-        return [(size_B, (*links, *shared)) for links in zip(*self.columns, strict=True)]
+        shared, size_B, skip = self.shared, self.size_B, self.skip
+        rows = zip(*self.columns, strict=True)
+        return [(size_B, (*row, *shared)) for k, row in enumerate(rows) if k not in skip]
 
 
 class GroupedFlows(tuple):
@@ -272,24 +286,27 @@ class GroupedFlows(tuple):
     items, each standing for its members (:meth:`Network.transfer`). The transfer's flows
     are the blocks' members one after the other, or in ``order`` if given: flow i is the
     member at position ``order[i]`` of that sequence (e.g. a group's members and single
-    flows interleaved, in the order of their senders). Kept and passed again (e.g. by
+    flows interleaved, in the order of their senders). ``order`` may be a function that
+    returns it, called only if the flows are listed one by one (a lone transfer alone
+    does not need them). Kept and passed again (e.g. by
     :meth:`~ftsim.sim.cluster.ClusterNetwork.repeated`), a lone transfer of it is planned
-    once per capacity state, in O(blocks). Raises ValueError if ``order`` is not a
-    permutation of the members' positions (its length is checked at once, the rest when
-    the flows are first listed one by one: a lone transfer alone does not need them)."""
+    once per capacity state, in O(blocks). Raises ValueError (when the flows are first
+    listed) if ``order`` is not a permutation of the members' positions."""
 
-    def __new__(cls, blocks: Iterable = (), order: Sequence[int] | None = None):
+    def __new__(cls, blocks: Iterable = (), order=None):
         self = super().__new__(cls, blocks)
-        self.order = order
-        """The flows' order (None: the blocks'), kept as given (e.g. a read-only array)."""
-        if order is not None:
-            n = sum([len(item) if type(item) is FlowGroup else 1 for item in self])
-            if len(self.order) != n:
-                raise ValueError(f"order must be a permutation of range({n})")
+        self._order = order
         return self
 
-    def pairs(self, ordered: bool = True) -> list[tuple[float, tuple[Link, ...]]]:
-        """Every flow as a ``(size_B, route)`` pair, in order (or in the blocks' order)."""
+    @property
+    def order(self) -> Sequence[int] | None:
+        """The flows' order (None: the blocks')."""
+        if callable(self._order):
+            self._order = self._order()
+        return self._order
+
+    def pairs(self) -> list[tuple[float, tuple[Link, ...]]]:
+        """Every flow as a ``(size_B, route)`` pair, in order."""
         out: list = []
         for item in self:
             if type(item) is FlowGroup:
@@ -297,7 +314,7 @@ class GroupedFlows(tuple):
             else:
                 out.append(item)
         order = self.order
-        if not ordered or order is None:
+        if order is None:
             return out
         if sorted(order) != list(range(len(out))):
             raise ValueError(f"order must be a permutation of range({len(out)})")
@@ -347,10 +364,14 @@ class Topology:
         self.blocks: dict[int, tuple] = {}
         """id of a :class:`GroupedFlows` → (it, how :meth:`Network._plan_blocks` plans it: its
         blocks' paths in local link indices, the global index of each local link, sizes,
-        weights, members, and its groups' columns as link indices; or None if its groups
-        are not symmetric in it)."""
+        weights, members, and each distinct column of its groups (:attr:`columns`) with the
+        positions they skip; or None if its groups are not symmetric in it)."""
         self.link_set: set[Link] = set()
         """The links of :attr:`links`, to check many at once."""
+        self.columns: dict[int, tuple] = {}
+        """id of a column of a :class:`FlowGroup` → (it, its link indices, each link's
+        position, by capacity state whether its links have equal capacities), or (it, None,
+        None, None) if its links are not distinct links of this topology."""
         self.runs: dict[int, tuple] = {}
         """id of a specs tuple → (the tuple, its :func:`symmetric_runs` with each run's own
         links as a frozenset of link indices, and per capacity state whether each run's own
@@ -1189,11 +1210,19 @@ class Network:
         blocks = self._blocks(flows)
         if blocks is None:
             return None
-        paths, used, sizes, weights, members, columns = blocks
+        paths, used, sizes, weights, members, owned = blocks
         self._grow()
-        capacities = self._capacities
-        if not all(_equal_in(capacities, column) for column in columns):
-            return None
+        capacities, state = self._capacities, self._state
+        for (_, indices, _, equal), skip in owned:
+            same = equal.get(state)
+            if same is None:
+                if len(equal) >= _MEMO_SIZE:
+                    equal.clear()
+                same = equal[state] = _equal_in(capacities, indices)
+            if not same and not _equal_in(
+                capacities, tuple([i for k, i in enumerate(indices) if k not in skip])
+            ):
+                return None
         schedule = self.topology.lone_schedule(
             paths, sizes, tuple(map(capacities.__getitem__, used)), weights
         )
@@ -1214,11 +1243,11 @@ class Network:
         return blocks
 
     def _block_plan(self, flows: GroupedFlows) -> tuple | None:
-        """:meth:`_blocks`, worked out (None: not symmetric, see :meth:`_plan_blocks`)."""
-        known = self.topology.link_set
-        columns: dict[int, tuple] = {}  # id of a column → (it, its link indices)
-        starts: dict[Link, tuple] = {}  # first link of a distinct column → the same
-        owned: set[Link] = set()  # their links
+        """:meth:`_blocks`, worked out (None: not symmetric, see :meth:`_plan_blocks`).
+        A column is checked once (:meth:`_column`), so a range whose survivors are every
+        server's NIC but a few skipped costs O(blocks + skipped), not O(survivors)."""
+        columns: dict[int, tuple] = {}  # id of a column → its :meth:`_column`, as used here
+        skips: dict[int, frozenset] = {}  # id of a distinct column → its skipped positions
         crossed: set[Link] = set()  # links of pairs and shared links of groups
         sizes, paths, weights, members = [], [], [], []
         for item in flows:
@@ -1232,39 +1261,66 @@ class Network:
                 weights.append(None)
                 members.append(1)
                 continue
-            m = len(item)
             _check_size(item.size_B)
-            if m < 2:
-                return None
+            m, skip = len(item), item.skip
+            mine = []
             for column in item.columns:
-                if id(column) in columns:
-                    continue
-                same = starts.get(column[0])  # a column equal to one seen (not the same tuple)
-                if same is not None and same[0] == column:
-                    columns[id(column)] = same
-                    continue
-                mine = set(column)
-                if len(mine) != m or not owned.isdisjoint(mine) or not known.issuperset(mine):
-                    return None
-                owned |= mine
-                columns[id(column)] = starts[column[0]] = (column, tuple(map(_INDEX, column)))
-            mine = [columns[id(column)] for column in item.columns]
-            if len({id(found) for found in mine}) != len(mine):
+                found = columns.get(id(column))
+                if found is None:
+                    found = columns[id(column)] = self._column(column, columns.values())
+                if found is None or skips.setdefault(id(found), skip) != skip:
+                    return None  # not links of their own, or members of another group's
+                mine.append(found)
+            if m < 2 or len({id(found) for found in mine}) != len(mine):
                 return None  # a member would cross a link twice
             shared = item.shared
-            if len(set(shared)) != len(shared) or not known.issuperset(shared):
+            if len(set(shared)) != len(shared):
                 return None
+            for link in shared:
+                self._check_link(link)
             crossed.update(shared)
+            first = min(set(range(len(skip) + 1)) - skip)  # the first member's position
             sizes.append(item.size_B)
-            firsts = [indices[0] for _, indices in mine]
-            paths.append((*firsts, *map(_INDEX, shared)))
-            weights.append((1,) * len(item.columns) + (m,) * len(shared))
+            paths.append((*[found[1][first] for found in mine], *map(_INDEX, shared)))
+            weights.append((1,) * len(mine) + (m,) * len(shared))
             members.append(m)
-        if not columns or not owned.isdisjoint(crossed):
+        distinct = {id(found): found for found in columns.values()}
+        for key, (_, _, positions, _) in distinct.items():
+            skip = skips[key]
+            for link in crossed:  # a pair or shared link on a member's own link
+                position = positions.get(link)
+                if position is not None and position not in skip:
+                    return None
+        if not distinct:
             return None
         local, used = _localize(paths)
-        indices = tuple([found[1] for found in starts.values()])
-        return local, used, tuple(sizes), tuple(weights), tuple(members), indices
+        owned = tuple([(found, skips[key]) for key, found in distinct.items()])
+        return local, used, tuple(sizes), tuple(weights), tuple(members), owned
+
+    def _column(self, column: tuple[Link, ...], seen) -> tuple | None:
+        """``column`` as (the column, its link indices, each link's position, its equal
+        capacities by state), worked out once per tuple (:attr:`Topology.columns`), or the
+        entry of an equal column among ``seen``; None if its links are not distinct links of
+        this network, or share a link with a column of ``seen``."""
+        memo = self.topology.columns
+        found = memo.get(id(column))
+        if found is None or found[0] is not column:
+            found = None
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            positions = {link: k for k, link in enumerate(column)}
+            if len(positions) == len(column) and self.topology.link_set.issuperset(positions):
+                found = (column, tuple(map(_INDEX, column)), positions, {})
+            memo[id(column)] = found = found or (column, None, None, None)
+        if found[1] is None:
+            return None
+        for other in seen:
+            if other is not None and other is not found:
+                if other[0][0] is column[0] and other[0] == column:
+                    return other
+                if not found[2].keys().isdisjoint(other[2].keys()):
+                    return None
+        return found
 
     def _unblock(self, transfer: Transfer) -> None:
         """A transfer planned in blocks gets its flows' specs and schedule one by one (to
