@@ -306,6 +306,6 @@ def _parity_reads(layout: StripeLayout, shard: int) -> np.ndarray:
     for m in range(r):  # pattern c = t − m puts parity slot m on the shard
         holds += (t < span) & ((t - m) % span % h == 0)
     for i in range(k):  # each such stripe reads its k data members (whole counts: exact)
-        np.add.at(out, (starts + i) % n, holds)
+        out += np.bincount((starts + i) % n, weights=holds, minlength=n)
     data_rows = sum(1 for i in range(k) if (shard - i) % n % g == 0) * patterns
     return out / data_rows

@@ -384,10 +384,11 @@ def plan_rebuild(
     free = nic * (1 - cluster.background.ps_nic_share) - stream_Bps
     ranges = params.rebuild_ranges
     range_B = rebuild_sent_B(params, job, shard_bytes, reads) / ranges
-    sizes = range_B[range_B > 0].tolist()
+    sent = range_B[range_B > 0]
+    sizes = sent.tolist()
     cap = min(free, params.flow_bandwidth or math.inf)
     if free > 0:
-        transfer_s = lone_transfer_s(sizes, [cap] * len(sizes), free, cluster.network_latency)
+        transfer_s = lone_transfer_s(sent, np.full(len(sent), cap), free, cluster.network_latency)
     else:
         transfer_s = math.inf
     busy = range_B / (transfer_s * nic) if transfer_s > 0 else np.zeros_like(range_B)
@@ -656,15 +657,20 @@ class Ecrm(Policy):
             return net.repeated(("ecrm range", key), lambda: self._grouped_range(net, key))
         return net.repeated(("ecrm range", key), lambda: self._range_pairs(net, key))
 
-    def _range_pairs(self, net, key: tuple, senders=None):
+    def _range_pairs(self, net, key: tuple, senders=None, between=None):
         """``(size_B, route)`` of each survivor's part of a range, for each ``(shard, share)``
-        of ``key`` (``senders``: per shard, only those survivors; default: all)."""
+        of ``key`` (``senders``: per shard, only those survivors; default: all; ``between``:
+        survivor, shard → the route between their servers; default: the cluster's)."""
         cap = self.params.flow_bandwidth
+
+        def cluster_route(h: int, x: int) -> tuple:
+            return net.between(net.ps_node(h), net.ps_node(x))
+
         for x, share in key:
-            sent, node = self.plan.rebuild(x).range_B, net.ps_node(x)
+            sent = self.plan.rebuild(x).range_B
             chosen = np.flatnonzero(sent) if senders is None else senders[x]
             for h in chosen.tolist():
-                route = net.between(net.ps_node(h), node)
+                route = (between or cluster_route)(h, x)
                 if cap is not None:  # named by its ends
                     route = (self._cap(net, h, x), *route)
                 yield (share * float(sent[h]), route)
@@ -693,16 +699,20 @@ class Ecrm(Policy):
         if capped:  # the caps are each shard's own: columns of the members only
             members = [h for h in range(n) if h not in skip]
             column = tuple(map(sends.__getitem__, members))
+        into = {x: net.between(first, net.ps_node(x))[1:] for x, _ in key}  # from any PS
+
+        def between(h: int, x: int) -> tuple:  # as the cluster's, not kept per pair
+            return (sends[h], *into[x])
+
         blocks = []
         for x, share in key:
-            shared = net.between(first, net.ps_node(x))[1:]  # as for every member
             part = share * plan.common_part(x)[0]
             if capped:
                 caps = tuple([self._cap(net, h, x) for h in members])
-                blocks.append(FlowGroup(part, (caps, column), shared))
+                blocks.append(FlowGroup(part, (caps, column), into[x]))
             else:
-                blocks.append(FlowGroup(part, (sends,), shared, skip))
-            blocks += self._range_pairs(net, ((x, share),), rest)
+                blocks.append(FlowGroup(part, (sends,), into[x], skip))
+            blocks += self._range_pairs(net, ((x, share),), rest, between)
 
         def by_sender() -> np.ndarray:
             """The flows' order: each shard's senders in order, as :meth:`_range_pairs`."""

@@ -99,6 +99,7 @@ def lone_transfer_s(
     if sizes.shape != caps.shape:
         raise ValueError(f"{len(sizes)} flows but {len(caps)} caps")
     moving = sizes > 0
+    moving_at_all = bool(moving.any())
     order = np.argsort(caps[moving], kind="stable")
     sizes, caps = sizes[moving][order], caps[moving][order]
     elapsed = 0.0
@@ -114,7 +115,7 @@ def lone_transfer_s(
         sizes = sizes - rates * step
         moving = sizes > 1e-9 * step * caps
         sizes, caps = sizes[moving], caps[moving]
-    return elapsed + latency_s if len(flow_bytes) and max(flow_bytes) > 0 else 0.0
+    return elapsed + latency_s if moving_at_all else 0.0
 
 
 def _water_rates(caps: list[float], aggregate_Bps: float) -> list[float]:
