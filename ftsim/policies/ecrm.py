@@ -649,8 +649,9 @@ class Ecrm(Policy):
         reused by every range of every replication (the network then plans a lone transfer
         once per capacity state). Without racks, the survivors that send every shard of the
         set the same bytes each (all but a few) are one :class:`FlowGroup` per shard, over
-        their NICs (a column all the groups share) into the replacement's: the network
-        plans the range in O(shards), not O(survivors × shards), with the same result."""
+        their NICs (every PS's send link but a few skipped: one column, the same for every
+        range) into the replacement's: the network plans the range in O(shards + skipped),
+        not O(survivors × shards), with the same result (:meth:`_grouped_range`)."""
         key = tuple((x, shares[x]) for x in shards)
         net = sim.net
         if self.plan.inputs.cluster.racks is None:  # a survivor's route: its NIC, the target's

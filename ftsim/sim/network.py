@@ -25,7 +25,10 @@ over, a run of flows of a transfer that are one flow replicated (every PS writin
 the same bytes, each over its own NIC, all into the shared storage) moves as one flow with
 a multiplicity while nothing breaks their symmetry (:func:`symmetric_runs`,
 :meth:`Network._entries_of`): max-min gives them equal rates, so this is exact, and a
-rate computation costs O(groups), not O(flows). See ``docs/model.md``, "Network and
+rate computation costs O(groups), not O(flows). A transfer may also be given in groups
+(:class:`GroupedFlows` of :class:`FlowGroup`, e.g. every survivor sending to each of several
+replacements, the groups sharing the survivors' NICs): alone, it is planned in O(groups)
+(:meth:`Network._plan_blocks`), the same exactly. See ``docs/model.md``, "Network and
 storage: flow-level model".
 
 Numerics: remaining bytes are advanced as ``remaining_B -= rate_Bps * (now - last_s)``. A
@@ -83,10 +86,12 @@ def max_min_rates(
     ``weights`` (None: every flow counts once on every link): ``weights[f]`` gives, per link
     of ``routes[f]``, how many member flows ``f`` stands for there (None: 1 each), as a
     symmetric group (:meth:`Network.transfer`) does: its members share a link (weight m) or
-    each cross their own copy of it (weight 1, the copies' capacities equal). Every member
-    gets the group's rate, and the arithmetic is that of the members one by one: a group
-    frozen by its own copies adds the level to its shared links m times in turn, as m
-    separate freezes would (the same floats, up to exact ties between saturation levels).
+    each cross their own copy of it (weight 1, the copies' capacities equal; groups that
+    cross the same copies, one member of each per copy, each count 1 there). Every member
+    gets the group's rate, and the arithmetic is that of the members one by one: groups
+    frozen by their own copies add to a shared link what the copies' freezes would, one
+    copy after the other (:func:`_frozen_by_copies`; the same floats, up to exact ties
+    between saturation levels).
     """
     if weights is not None and any(w is not None for w in weights):
         return _max_min_weighted(routes, capacities, weights)
