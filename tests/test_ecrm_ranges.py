@@ -20,8 +20,9 @@ several failures overlap, and saves and reloads disturb ranges on their way."""
 
 
 def _runs(extra: tuple[str, ...], record: bool) -> list:
-    """Rows, timelines and flow records of 4 replications; how many range transfers were
-    planned in blocks and how many of them a disturbance made single flows."""
+    """Rows, timelines and flow records (with ``record``: 2 replications, else 4); how many
+    range transfers were planned in blocks and how many of them a disturbance made single
+    flows."""
     seen = {"in blocks": 0, "made single": 0}
     plan_blocks, unblock = network.Network._plan_blocks, network.Network._unblock
 
@@ -39,7 +40,7 @@ def _runs(extra: tuple[str, ...], record: bool) -> list:
         patch.setattr(network.Network, "_unblock", counted_unblock)
         s = scenario("prod50h", *BUSY, *extra)
         out = []
-        for rep in range(4):
+        for rep in range(2 if record else 4):
             sim = simulate(s, 0, rep, record_flows=record)
             records = sim.net.net.records
             out.append((sim.row(), sim.timeline, records))
@@ -57,7 +58,7 @@ def test_grouped_rebuild_ranges_run_as_one_flow_per_survivor(extra, record, monk
     (with a cap per connection, a column of each group's own) are the same, bit for bit,
     as with every survivor's flow given on its own."""
     grouped, seen = _runs(extra, record)
-    assert seen["in blocks"] > 50 and seen["made single"] > 5
+    assert seen["in blocks"] > 25 and seen["made single"] > 5
     monkeypatch.setattr(
         Ecrm, "_grouped_range", lambda self, net, key: tuple(self._range_pairs(net, key))
     )
