@@ -5,7 +5,9 @@ Reports (1) the wall time of the whole command ``python -m ftsim run scenarios/p
 in process, (3) that halving the iteration time leaves the simulator's cost unchanged
 (phase-level model: the cost grows with events, not iterations), and (4) the cost per
 replication of every policy, on prod50h and on a cluster with 10× the nodes (same job,
-same failures): with the flow-level network the cost must stay event-driven.
+same failures), or with ``--scale 100x`` 100× the nodes and the embeddings ×100 (the same
+bytes per PS; issue 26: every policy ≤ 2× its 1× cost): with the flow-level network the
+cost must stay event-driven.
 
 Targets: < 1 s for the whole command, < 5 ms per replication (issue 2); every policy's
 cost ≤ 1.5× its cost before the network model, and 10× nodes ≤ 1.5× the base cost
@@ -17,7 +19,7 @@ batches of ``--reps`` replications. ``--compare DIR`` adds another checkout of f
 ``git worktree add /tmp/before f48ff0e``, the commit before the network model), run on its
 own ``scenarios/prod50h.yaml`` at 1× nodes: its worker runs each batch right after (or
 before) this checkout's, so the ratio new / old compares the same replications a few
-milliseconds apart, on the same machine; likewise 10× / 1×. Figures and ratios are
+milliseconds apart, on the same machine; likewise scaled / 1×. Figures and ratios are
 medians over batches (``--cycles`` per policy and round, ``--rounds`` pairs of fresh
 workers, both pinned to processor ``--cpu`` with ``taskset``); the BLAS library the
 workers use is printed (threadpoolctl). CPU time, one processor, medians and pairs keep
@@ -25,6 +27,7 @@ the figures steady on a shared machine.
 
     python benchmarks/engine_speed.py
     python benchmarks/engine_speed.py --table-only --compare /tmp/before
+    python benchmarks/engine_speed.py --table-only --scale 100x
     python benchmarks/engine_speed.py --quick   # smoke run (the tests run it): tiny table
 """
 
@@ -244,9 +247,10 @@ class _Worker:
 
 
 def policy_table(
-    compare: Path | None, rounds: int, reps: int, cycles: int, cpu: int
+    compare: Path | None, rounds: int, reps: int, cycles: int, cpu: int, scale: str = "10x"
 ) -> dict[str, dict[str, float]]:
-    """Per-policy CPU ms per replication at 1× and 10× nodes, SimPy events per replication
+    """Per-policy CPU ms per replication at 1× and ``scale`` (``10x``: 10× the nodes;
+    ``100x``: 100× with the embeddings ×100) nodes, SimPy events per replication
     and µs per event, ``all`` (every policy of a replication, as a run simulates them) against
     SimPy's own timeout loop, and ``compare``'s figures at 1×; returns the medians by row.
 
@@ -254,7 +258,7 @@ def policy_table(
     ``cycles`` times, policy by policy, a batch of the next ``reps`` replications in each
     worker and scale, one right after the other (who goes first alternates), so that a
     ratio compares batches of the same replications run a few milliseconds apart. Figures
-    are medians over all batches; ratios (new / old, 10× / 1×, per event / floor's per
+    are medians over all batches; ratios (new / old, scaled / 1×, per event / floor's per
     event) medians of the per-batch ratios."""
     batches: dict[str, list[float]] = {}
     events: dict[str, float] = {}
@@ -268,21 +272,21 @@ def policy_table(
         for cycle in range(cycles):
             first = (round_ * cycles + cycle) * reps
             for label in labels:
-                jobs = [("1x", ours)] + ([("10x", ours)] if label != "all" else [])
+                jobs = [("1x", ours)] + ([(scale, ours)] if label != "all" else [])
                 jobs += [("old", theirs)] if theirs else []
                 jobs += [("floor", ours)] if label == "all" else []
                 if (cycle + round_) % 2:
                     jobs.reverse()
                 got = {}
                 for name, who in jobs:
-                    scale = "1x" if name == "old" else name
-                    ms, n = who.batch(f"{scale} {label}", first, reps)
+                    size = "1x" if name == "old" else name
+                    ms, n = who.batch(f"{size} {label}", first, reps)
                     got[name] = ms / n * 1e3  # µs per event
                     batches.setdefault(f"{name} {label}", []).append(ms)
                     events[f"{name} {label}"] = n
-                if "10x" in got:
-                    ratios.setdefault(f"10x {label}", []).append(
-                        batches[f"10x {label}"][-1] / batches[f"1x {label}"][-1]
+                if scale in got:
+                    ratios.setdefault(f"{scale} {label}", []).append(
+                        batches[f"{scale} {label}"][-1] / batches[f"1x {label}"][-1]
                     )
                 if theirs:
                     ratios.setdefault(f"old {label}", []).append(
@@ -302,7 +306,7 @@ def policy_table(
         )
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     head = f"{'policy':10s} {'1x ms':>7s} {'events':>6s} {'us/ev':>6s}"
-    head += f" {'10x ms':>7s} {'10x/1x':>6s}"
+    head += f" {scale + ' ms':>7s} {'events':>6s} {scale + '/1x':>7s}"
     print(head + (f" {'old ms':>7s} {'old ev':>6s} {'new/old':>7s}" if compare else ""))
     medians: dict[str, dict[str, float]] = {}
     for label in labels:
@@ -310,12 +314,14 @@ def policy_table(
         row = {"ms": ms, "events": events[f"1x {label}"]}
         row["us_per_event"] = ms / row["events"] * 1e3
         line = f"{label:10s} {ms:7.3f} {row['events']:6.0f} {row['us_per_event']:6.2f}"
-        if f"10x {label}" in batches:
-            row["ms_10x"] = statistics.median(batches[f"10x {label}"])
-            row["ratio_10x"] = statistics.median(ratios[f"10x {label}"])
-            line += f" {row['ms_10x']:7.3f} {row['ratio_10x']:6.2f}"
+        if f"{scale} {label}" in batches:
+            row["ms_scaled"] = statistics.median(batches[f"{scale} {label}"])
+            row["events_scaled"] = events[f"{scale} {label}"]
+            row["ratio_scaled"] = statistics.median(ratios[f"{scale} {label}"])
+            line += f" {row['ms_scaled']:7.3f} {row['events_scaled']:6.0f}"
+            line += f" {row['ratio_scaled']:7.2f}"
         else:
-            line += f" {'':7s} {'':6s}"
+            line += f" {'':7s} {'':6s} {'':7s}"
         if compare:
             row["old_ms"] = statistics.median(batches[f"old {label}"])
             row["old_events"] = events[f"old {label}"]
@@ -349,6 +355,12 @@ def main() -> None:
     parser.add_argument("--cpu", type=int, default=0, help="processor the workers share")
     parser.add_argument("--table-only", action="store_true", help="only the per-policy table")
     parser.add_argument(
+        "--scale",
+        choices=("10x", "100x"),
+        default="10x",
+        help="the table's larger cluster: 10x the nodes, or 100x with the embeddings x100",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="smoke run: the table from 1 batch of 2 replications"
     )
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
@@ -375,7 +387,7 @@ def main() -> None:
                 f"{label}: {ms:.3f} ms per replication ({events} events), "
                 f"ratio to 100 ms: {ms / base_ms:.2f}"
             )
-    policy_table(args.compare, args.rounds, args.reps, args.cycles, args.cpu)
+    policy_table(args.compare, args.rounds, args.reps, args.cycles, args.cpu, args.scale)
 
 
 if __name__ == "__main__":

@@ -300,12 +300,12 @@ def _parity_reads(layout: StripeLayout, shard: int) -> np.ndarray:
         return out / k  # k data rows of the shard per block
     g, h, patterns = layout._period()
     span = n - k
-    for s in range(0, n, g):  # stripe starts; the shard holds parity of some of their patterns
-        t = (shard - s - k) % n  # its offset among the parity positions of s
-        if t >= span:
-            continue  # it holds data of the stripes starting at s
-        for m in range(r):
-            if (t - m) % span % h == 0:  # pattern c = t − m puts parity slot m on the shard
-                out[(s + np.arange(k)) % n] += 1
+    starts = np.arange(0, n, g)  # the shard holds parity of some of their patterns
+    t = (shard - starts - k) % n  # its offset among the parity positions of each start
+    holds = np.zeros(len(starts), dtype=np.int64)  # (t ≥ span: it holds data there)
+    for m in range(r):  # pattern c = t − m puts parity slot m on the shard
+        holds += (t < span) & ((t - m) % span % h == 0)
+    for i in range(k):  # each such stripe reads its k data members (whole counts: exact)
+        out += np.bincount((starts + i) % n, weights=holds, minlength=n)
     data_rows = sum(1 for i in range(k) if (shard - i) % n % g == 0) * patterns
     return out / data_rows

@@ -12,6 +12,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ftsim.sim.cluster as cluster
 from ftsim.experiments.prepare import prepare
 from ftsim.experiments.runner import simulate
 from ftsim.policies.inputs import PlanInputs
@@ -173,6 +174,64 @@ def test_closed_form_takes_one_step_per_distinct_size_with_the_same_result(
     sizes = [pool[i % len(pool)] for i in picks]
     expected = _one_step_per_flow(sizes, per_node, aggregate, latency)
     assert transfer_time_s(sizes, per_node, aggregate, latency) == expected
+
+
+def _water_filling_flow_by_flow(flow_bytes, caps_Bps, aggregate_Bps, latency_s=0.0):
+    """lone_transfer_s as it reads: each step, flows in order of cap take their cap or an
+    equal share of what is left, in turn; all move until the first ends."""
+    pairs = zip(flow_bytes, caps_Bps, strict=True)
+    active = sorted(([size, cap] for size, cap in pairs if size > 0), key=lambda flow: flow[1])
+    elapsed = 0.0
+    while active:
+        left, rates = aggregate_Bps, []
+        for i, (_, cap) in enumerate(active):
+            rates.append(min(cap, left / (len(active) - i)))
+            left -= rates[-1]
+        step = min(size / rate for (size, _), rate in zip(active, rates, strict=True))
+        elapsed += step
+        for flow, rate in zip(active, rates, strict=True):
+            flow[0] -= rate * step
+        active = [flow for flow in active if flow[0] > 1e-9 * step * flow[1]]
+    return elapsed + latency_s if flow_bytes and max(flow_bytes) > 0 else 0.0
+
+
+lone_cases = st.fixed_dictionaries(
+    {
+        "pool": st.lists(st.one_of(st.just(0.0), st.floats(1.0, 1e12)), min_size=1, max_size=4),
+        "picks": st.lists(st.integers(0, 3), max_size=60),
+        "caps": st.lists(st.floats(1e3, 1e11), min_size=1, max_size=3),
+        "equal": st.booleans(),
+        "aggregate": st.floats(1e3, 1e12),
+        "latency": st.sampled_from([0.0, 5e-5]),
+    }
+)
+
+
+def _lone_args(case):
+    sizes = [case["pool"][i % len(case["pool"])] for i in case["picks"]]
+    pool = case["caps"][:1] if case["equal"] else case["caps"]
+    caps = [pool[i % len(pool)] for i in case["picks"]]
+    return sizes, caps, case["aggregate"], case["latency"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=lone_cases)
+def test_lone_transfer_is_the_water_filling_flow_by_flow_bit_for_bit(case):
+    # NumPy's element-wise arithmetic and the rates of equal caps worked out once (a
+    # rebuild of 1,799 flows at 100x nodes) change no bit.
+    assert_water_filling(*_lone_args(case))
+
+
+def assert_water_filling(*args):
+    assert lone_transfer_s(*args) == _water_filling_flow_by_flow(*args)
+
+
+def test_equal_cap_rates_kept_for_other_shares_fail_the_check(monkeypatch):
+    # injected bug: the rates of equal caps looked up without the aggregate they share
+    rates = cluster._equal_cap_rates
+    monkeypatch.setattr(cluster, "_equal_cap_rates", lambda cap, aggregate, n: rates(cap, 1e9, n))
+    with pytest.raises(AssertionError):
+        assert_water_filling([1e9] * 5, [2e9] * 5, 3e9, 0.0)
 
 
 def test_a_stream_on_every_ps_nic_is_one_operation_reused_by_the_next_replication():

@@ -81,6 +81,7 @@ from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.cluster import lone_transfer_s
+from ftsim.sim.network import FlowGroup, GroupedFlows
 from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.stripes import LayoutError, StripeLayout
 
@@ -383,10 +384,11 @@ def plan_rebuild(
     free = nic * (1 - cluster.background.ps_nic_share) - stream_Bps
     ranges = params.rebuild_ranges
     range_B = rebuild_sent_B(params, job, shard_bytes, reads) / ranges
-    sizes = range_B[range_B > 0].tolist()
+    sent = range_B[range_B > 0]
+    sizes = sent.tolist()
     cap = min(free, params.flow_bandwidth or math.inf)
     if free > 0:
-        transfer_s = lone_transfer_s(sizes, [cap] * len(sizes), free, cluster.network_latency)
+        transfer_s = lone_transfer_s(sent, np.full(len(sent), cap), free, cluster.network_latency)
     else:
         transfer_s = math.inf
     busy = range_B / (transfer_s * nic) if transfer_s > 0 else np.zeros_like(range_B)
@@ -645,21 +647,96 @@ class Ecrm(Policy):
         range to the replacement, over a link capping the connection at ``flow_bandwidth``
         (if set), the survivor's NIC and the replacement's. One tuple per set of shards,
         reused by every range of every replication (the network then plans a lone transfer
-        once)."""
+        once per capacity state). Without racks, the survivors that send every shard of the
+        set the same bytes each (all but a few) are one :class:`FlowGroup` per shard, over
+        their NICs (every PS's send link but a few skipped: one column, the same for every
+        range) into the replacement's: the network plans the range in O(shards + skipped),
+        not O(survivors × shards), with the same result (:meth:`_grouped_range`)."""
         key = tuple((x, shares[x]) for x in shards)
-        net, cap = sim.net, self.params.flow_bandwidth
+        net = sim.net
+        if self.plan.inputs.cluster.racks is None:  # a survivor's route: its NIC, the target's
+            return net.repeated(("ecrm range", key), lambda: self._grouped_range(net, key))
+        return net.repeated(("ecrm range", key), lambda: self._range_pairs(net, key))
+
+    def _range_pairs(self, net, key: tuple, senders=None, between=None):
+        """``(size_B, route)`` of each survivor's part of a range, for each ``(shard, share)``
+        of ``key`` (``senders``: per shard, only those survivors; default: all; ``between``:
+        survivor, shard → the route between their servers; default: the cluster's)."""
+        cap = self.params.flow_bandwidth
+
+        def cluster_route(h: int, x: int) -> tuple:
+            return net.between(net.ps_node(h), net.ps_node(x))
+
+        for x, share in key:
+            sent = self.plan.rebuild(x).range_B
+            chosen = np.flatnonzero(sent) if senders is None else senders[x]
+            for h in chosen.tolist():
+                route = (between or cluster_route)(h, x)
+                if cap is not None:  # named by its ends
+                    route = (self._cap(net, h, x), *route)
+                yield (share * float(sent[h]), route)
+
+    def _cap(self, net, h: int, x: int):
+        """The link capping the connection from survivor ``h`` to ``x``'s replacement."""
+        return net.link(f"ecrm.flow.emb_ps{h}>emb_ps{x}", self.params.flow_bandwidth)
+
+    def _grouped_range(self, net, key: tuple) -> GroupedFlows:
+        """:meth:`_range_pairs` of a flat cluster: the survivors outside the set that send each
+        shard of it its common part (:meth:`EcrmPlan.common_part`) are one group per shard
+        over their NICs (every PS's send links but the skipped: one column all ranges
+        share) into the replacement's; the other survivors one flow each. The flows are in
+        the order of :meth:`_range_pairs` (worked out only if listed one by one)."""
+        plan, n = self.plan, self.plan.n_shards
+        skip = {x for x, _ in key}
+        for x, _ in key:
+            skip.update(plan.common_part(x)[1].tolist())
+        if n - len(skip) < 2:
+            return tuple(self._range_pairs(net, key))
+        skip, sends = frozenset(skip), self._sends(net)
+        skipped = np.array(sorted(skip))
+        rest = {x: skipped[plan.rebuild(x).range_B[skipped] > 0] for x, _ in key}
+        first = net.ps_node(min(set(range(len(skip) + 1)) - skip))
+        capped = self.params.flow_bandwidth is not None
+        if capped:  # the caps are each shard's own: columns of the members only
+            members = [h for h in range(n) if h not in skip]
+            column = tuple(map(sends.__getitem__, members))
+        into = {x: net.between(first, net.ps_node(x))[1:] for x, _ in key}  # from any PS
+
+        def between(h: int, x: int) -> tuple:  # as the cluster's, not kept per pair
+            return (sends[h], *into[x])
+
+        blocks = []
+        for x, share in key:
+            part = share * plan.common_part(x)[0]
+            if capped:
+                caps = tuple([self._cap(net, h, x) for h in members])
+                blocks.append(FlowGroup(part, (caps, column), into[x]))
+            else:
+                blocks.append(FlowGroup(part, (sends,), into[x], skip))
+            blocks += self._range_pairs(net, ((x, share),), rest, between)
+
+        def by_sender() -> np.ndarray:
+            """The flows' order: each shard's senders in order, as :meth:`_range_pairs`."""
+            members = np.setdiff1d(np.arange(n), skipped)
+            order, count = [], 0
+            for x, _ in key:
+                senders = np.concatenate([members, rest[x]])  # in the blocks' order
+                order.append(np.argsort(senders, kind="stable") + count)
+                count += len(senders)
+            return np.concatenate(order)
+
+        return GroupedFlows(blocks, by_sender)
+
+    def _sends(self, net) -> tuple:
+        """The NIC send link of every PS, by shard (each the first link of its routes to
+        the others), found once for every replication."""
+        n = self.plan.n_shards
 
         def build():
-            for x, share in key:
-                sent, node = self.plan.rebuild(x).range_B, net.ps_node(x)
-                for h in np.flatnonzero(sent).tolist():
-                    route = net.between(net.ps_node(h), node)
-                    if cap is not None:  # named by its ends
-                        name = f"ecrm.flow.emb_ps{h}>emb_ps{x}"
-                        route = (net.link(name, cap), *route)
-                    yield (share * float(sent[h]), route)
+            for h in range(n):
+                yield net.between(net.ps_node(h), net.ps_node((h + 1) % n))[0]
 
-        return net.repeated(("ecrm range", key), build)
+        return net.repeated(("ecrm nic sends",), build)
 
     def recover(self, sim, failures):
         trainers = self.plan.trainers
@@ -748,6 +825,8 @@ class EcrmPlan(Plan):
         """Shard → its rebuild alone (:meth:`rebuild`)."""
         self._reads: dict[tuple, float] = {}
         """Degraded (shard, share) pairs → :meth:`reads_slowdown`."""
+        self._common: dict[int, tuple[float, np.ndarray]] = {}
+        """Shard → :meth:`common_part`."""
 
     def rebuild(self, shard: int) -> RebuildPlan:
         """The rebuild of ``shard`` alone (planned on first need, for every replication)."""
@@ -764,6 +843,18 @@ class EcrmPlan(Plan):
                 self.parity_Bps,
             )
             self._rebuilds[shard] = found
+        return found
+
+    def common_part(self, shard: int) -> tuple[float, np.ndarray]:
+        """The bytes most survivors send ``shard``'s replacement per range (all but a few,
+        e.g. a rotating layout's data partners), and the servers that send another part
+        or none (found on first need, for every replication)."""
+        found = self._common.get(shard)
+        if found is None:
+            sent = self.rebuild(shard).range_B
+            parts, counts = np.unique(sent[sent > 0], return_counts=True)
+            part = float(parts[np.argmax(counts)]) if len(parts) else 0.0
+            found = self._common[shard] = (part, np.flatnonzero(sent != part))
         return found
 
     def reads_slowdown(self, degraded: Iterable[tuple[int, float]]) -> float:

@@ -35,8 +35,11 @@ Where state lives (used by the policies):
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ftsim.sim.network import Link, Network, Topology, Transfer
 from ftsim.sim.nodes import node_name
@@ -83,22 +86,56 @@ def lone_transfer_s(
     aggregate link by max-min fairness (water-filling), have moved their bytes.
 
     With equal caps this is :func:`transfer_time_s`. Used to plan with the capacities left
-    by constant background load (PS flows capped lower than trainer flows).
+    by constant background load (PS flows capped lower than trainer flows), and ECRM's
+    rebuild of a shard (a flow from each of thousands of survivors at 100× nodes): each
+    step, flows in order of cap take ``min(cap, what is left / flows left)`` in turn,
+    then all move until the first ends. The steps' element-wise arithmetic runs in NumPy
+    (the same IEEE operations, so the same floats as flow by flow in Python), and the
+    rates of n equal caps, which depend on nothing else, are worked out once
+    (:func:`_equal_cap_rates`).
     """
-    active = [[size, cap] for size, cap in zip(flow_bytes, caps_Bps, strict=True) if size > 0]
+    sizes = np.asarray(flow_bytes, dtype=float)
+    caps = np.asarray(caps_Bps, dtype=float)
+    if sizes.shape != caps.shape:
+        raise ValueError(f"{len(sizes)} flows but {len(caps)} caps")
+    moving = sizes > 0
+    moving_at_all = bool(moving.any())
+    order = np.argsort(caps[moving], kind="stable")
+    sizes, caps = sizes[moving][order], caps[moving][order]
     elapsed = 0.0
-    while active:
-        active.sort(key=lambda flow: flow[1])
-        left, rates = aggregate_Bps, []
-        for i, (_, cap) in enumerate(active):
-            rates.append(min(cap, left / (len(active) - i)))
-            left -= rates[-1]
-        step = min(size / rate for (size, _), rate in zip(active, rates, strict=True))
+    while len(sizes):
+        if caps[0] == caps[-1]:  # sorted: all equal
+            rates = _equal_cap_rates(float(caps[0]), aggregate_Bps, len(caps))
+        else:
+            rates = np.array(_water_rates(caps.tolist(), aggregate_Bps))
+        if not rates.min() > 0:
+            raise ZeroDivisionError("a flow gets no bandwidth: it never ends")
+        step = float((sizes / rates).min())
         elapsed += step
-        for flow, rate in zip(active, rates, strict=True):
-            flow[0] -= rate * step
-        active = [flow for flow in active if flow[0] > 1e-9 * step * flow[1]]
-    return elapsed + latency_s if flow_bytes and max(flow_bytes) > 0 else 0.0
+        sizes = sizes - rates * step
+        moving = sizes > 1e-9 * step * caps
+        sizes, caps = sizes[moving], caps[moving]
+    return elapsed + latency_s if moving_at_all else 0.0
+
+
+def _water_rates(caps: list[float], aggregate_Bps: float) -> list[float]:
+    """Max-min rates of flows with these caps (ascending) sharing ``aggregate_Bps``: each
+    in turn takes its cap or an equal share of what is left."""
+    left, rates, n = aggregate_Bps, [], len(caps)
+    for i, cap in enumerate(caps):
+        rate = min(cap, left / (n - i))
+        rates.append(rate)
+        left -= rate
+    return rates
+
+
+@functools.lru_cache(maxsize=256)
+def _equal_cap_rates(cap_Bps: float, aggregate_Bps: float, n: int) -> np.ndarray:
+    """:func:`_water_rates` of ``n`` flows capped at ``cap_Bps`` (read-only), kept for the
+    next shard's rebuild plan: a pure function of three numbers."""
+    rates = np.array(_water_rates([cap_Bps] * n, aggregate_Bps))
+    rates.flags.writeable = False
+    return rates
 
 
 class StateLayout:
@@ -325,13 +362,15 @@ class ClusterNetwork:
     # -- the transfers policies make ---------------------------------------------------
 
     def repeated(self, key: tuple, build) -> tuple:
-        """The flows ``build()`` makes, built once for every replication of the scenario ×
-        policy and kept under ``key`` (what determines them): the network then finds how the
-        transfer runs alone by the tuple, not by checking it again. For a transfer a policy
-        makes again and again with the same flows (ECRM's rebuild ranges)."""
+        """The flows ``build()`` makes (a tuple, e.g. a :class:`~ftsim.sim.network.GroupedFlows`,
+        kept as it is), built once for every replication of the scenario × policy and kept
+        under ``key`` (what determines them): the network then finds how the transfer runs
+        alone by the tuple, not by checking it again. For a transfer a policy makes again
+        and again with the same flows (ECRM's rebuild ranges)."""
         found = self._full.get(key)
         if found is None:
-            found = self._full[key] = tuple(build())
+            built = build()
+            found = self._full[key] = built if isinstance(built, tuple) else tuple(built)
         return found
 
     def shard_writes(self, shards: Sequence[int], bytes_each: float | None = None):

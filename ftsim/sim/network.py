@@ -25,7 +25,10 @@ over, a run of flows of a transfer that are one flow replicated (every PS writin
 the same bytes, each over its own NIC, all into the shared storage) moves as one flow with
 a multiplicity while nothing breaks their symmetry (:func:`symmetric_runs`,
 :meth:`Network._entries_of`): max-min gives them equal rates, so this is exact, and a
-rate computation costs O(groups), not O(flows). See ``docs/model.md``, "Network and
+rate computation costs O(groups), not O(flows). A transfer may also be given in groups
+(:class:`GroupedFlows` of :class:`FlowGroup`, e.g. every survivor sending to each of several
+replacements, the groups sharing the survivors' NICs): alone, it is planned in O(groups)
+(:meth:`Network._plan_blocks`), the same exactly. See ``docs/model.md``, "Network and
 storage: flow-level model".
 
 Numerics: remaining bytes are advanced as ``remaining_B -= rate_Bps * (now - last_s)``. A
@@ -55,6 +58,9 @@ CLOCK_ULPS = 4
 """A flow whose rest would take less than this many clock ulps is finished."""
 
 
+_INDEX = operator.attrgetter("index")
+"""A link's index (mapped over a column in C)."""
+
 _MEMO_SIZE = 4096
 """Entries a memo table of a :class:`Topology` keeps before it starts afresh."""
 _STATES_SIZE = 65536
@@ -80,10 +86,12 @@ def max_min_rates(
     ``weights`` (None: every flow counts once on every link): ``weights[f]`` gives, per link
     of ``routes[f]``, how many member flows ``f`` stands for there (None: 1 each), as a
     symmetric group (:meth:`Network.transfer`) does: its members share a link (weight m) or
-    each cross their own copy of it (weight 1, the copies' capacities equal). Every member
-    gets the group's rate, and the arithmetic is that of the members one by one: a group
-    frozen by its own copies adds the level to its shared links m times in turn, as m
-    separate freezes would (the same floats, up to exact ties between saturation levels).
+    each cross their own copy of it (weight 1, the copies' capacities equal; groups that
+    cross the same copies, one member of each per copy, each count 1 there). Every member
+    gets the group's rate, and the arithmetic is that of the members one by one: groups
+    frozen by their own copies add to a shared link what the copies' freezes would, one
+    copy after the other (:func:`_frozen_by_copies`; the same floats, up to exact ties
+    between saturation levels).
     """
     if weights is not None and any(w is not None for w in weights):
         return _max_min_weighted(routes, capacities, weights)
@@ -137,31 +145,40 @@ def _max_min_weighted(routes, capacities, weights) -> list[float]:
         if unfrozen[link] != n:
             continue
         newly: dict[int, int] = {}  # link -> members freezing at this level, added at once
-        singly: dict[int, int] = {}  # ... added one at a time (one freeze per member)
+        singly: dict[int, tuple[int, int]] = {}  # link -> (c, m): c members m times in turn
         for flow in users[link]:
             if rates[flow] == math.inf:
                 rates[flow] = level
                 mine = weight_of[flow]
                 by_own_copies = mine[link] == 1
                 for other, w in mine.items():
-                    into = singly if by_own_copies and w > 1 else newly
-                    into[other] = into.get(other, 0) + w
+                    if by_own_copies and w > 1:  # one member per copy of ``link``, w copies
+                        singly[other] = (singly.get(other, (0, w))[0] + 1, w)
+                    else:
+                        newly[other] = newly.get(other, 0) + w
         for other, count in newly.items():
             left = unfrozen[other] = unfrozen[other] - count
             frozen_Bps[other] += count * level
             if left:
                 share = (capacities[other] - frozen_Bps[other]) / left
                 heapq.heappush(heap, (share if share > level else level, other, left))
-        for other, count in singly.items():
-            frozen = frozen_Bps[other]
-            for _ in range(count):
-                frozen += level
-            frozen_Bps[other] = frozen
-            left = unfrozen[other] = unfrozen[other] - count
+        for other, (count, copies) in singly.items():
+            frozen = frozen_Bps[other] = _frozen_by_copies(frozen_Bps[other], count, copies, level)
+            left = unfrozen[other] = unfrozen[other] - count * copies
             if left:
                 share = (capacities[other] - frozen) / left
                 heapq.heappush(heap, (share if share > level else level, other, left))
     return rates
+
+
+def _frozen_by_copies(frozen_Bps: float, count: int, copies: int, level: float) -> float:
+    """A link's frozen bytes/s once ``copies`` copies of a link have each frozen ``count``
+    members crossing it at ``level``, one copy after the other: as many additions, as the
+    members one by one make them (one addition of the total would round differently)."""
+    step = count * level
+    for _ in range(copies):
+        frozen_Bps += step
+    return frozen_Bps
 
 
 def symmetric_runs(specs: Sequence[tuple[float, tuple]]) -> list[tuple[int, int, tuple]]:
@@ -224,6 +241,91 @@ class Link:
         return f"Link({self.name!r}, {self.nominal_Bps:g} B/s)"
 
 
+class FlowGroup:
+    """Flows of ``size_B`` bytes each, one per member, given at once: member k crosses
+    ``columns[p][k]`` for each column p, then the links of ``shared``, its route being
+    ``(*(column[k] for column in columns), *shared)``; positions in ``skip`` have no
+    member. E.g. every survivor sending its part of a range to a failed shard's
+    replacement: one column, every server's NIC send link (the same tuple for every
+    range: the network checks it once), ``skip`` the failed servers and those that send
+    another part, and the replacement's receive link shared.
+
+    An item of :class:`GroupedFlows`, where it stands for its members, in order: the
+    transfer is the same as with their ``(size_B, route)`` pairs; when the members are
+    symmetric in it (:meth:`Network._plan_blocks`) a lone transfer plans the group as one
+    flow. Raises ValueError for no column, columns of different lengths or a position to
+    skip that no column has."""
+
+    __slots__ = ("size_B", "columns", "shared", "skip")
+
+    def __init__(
+        self,
+        size_B: float,
+        columns: Sequence[tuple[Link, ...]],
+        shared: Sequence[Link],
+        skip: Iterable[int] = (),
+    ):
+        self.size_B = size_B
+        self.columns = tuple(columns)
+        self.shared = tuple(shared)
+        self.skip = frozenset(skip)
+        """Positions of the columns with no member."""
+        if not self.columns or len({len(column) for column in self.columns}) > 1:
+            raise ValueError("a flow group needs columns of one length (one link per member)")
+        if self.skip and not (min(self.skip) >= 0 and max(self.skip) < len(self.columns[0])):
+            raise ValueError(f"positions to skip must be in range({len(self.columns[0])})")
+
+    def __len__(self) -> int:
+        """Its members."""
+        return len(self.columns[0]) - len(self.skip)
+
+    def pairs(self) -> list[tuple[float, tuple[Link, ...]]]:
+        """Its members as ``(size_B, route)`` pairs, in order."""
+        shared, size_B, skip = self.shared, self.size_B, self.skip
+        rows = zip(*self.columns, strict=True)
+        return [(size_B, (*row, *shared)) for k, row in enumerate(rows) if k not in skip]
+
+
+class GroupedFlows(tuple):
+    """A transfer's flows given in blocks: ``(size_B, route)`` pairs and :class:`FlowGroup`
+    items, each standing for its members (:meth:`Network.transfer`). The transfer's flows
+    are the blocks' members one after the other, or in ``order`` if given: flow i is the
+    member at position ``order[i]`` of that sequence (e.g. a group's members and single
+    flows interleaved, in the order of their senders). ``order`` may be a function that
+    returns it, called only if the flows are listed one by one (a lone transfer alone
+    does not need them). Kept and passed again (e.g. by
+    :meth:`~ftsim.sim.cluster.ClusterNetwork.repeated`), a lone transfer of it is planned
+    once per capacity state, in O(blocks). Raises ValueError (when the flows are first
+    listed) if ``order`` is not a permutation of the members' positions."""
+
+    def __new__(cls, blocks: Iterable = (), order=None):
+        self = super().__new__(cls, blocks)
+        self._order = order
+        return self
+
+    @property
+    def order(self) -> Sequence[int] | None:
+        """The flows' order (None: the blocks')."""
+        if callable(self._order):
+            self._order = self._order()
+        return self._order
+
+    def pairs(self) -> list[tuple[float, tuple[Link, ...]]]:
+        """Every flow as a ``(size_B, route)`` pair, in order."""
+        out: list = []
+        for item in self:
+            if type(item) is FlowGroup:
+                out += item.pairs()
+            else:
+                out.append(item)
+        order = self.order
+        if order is None:
+            return out
+        if sorted(order) != list(range(len(out))):
+            raise ValueError(f"order must be a permutation of range({len(out)})")
+        return list(map(out.__getitem__, order))
+
+
 class Topology:
     """Links by name, and what is known of routes and transfers over them: the static part
     of a network, shared by the networks of every replication of one scenario so that each
@@ -263,7 +365,18 @@ class Topology:
         self.rates: dict[tuple, list[float]] = {}
         """(paths in local link indices, capacities) → their max-min rates."""
         self.schedules: dict[tuple, tuple] = {}
-        """(paths, sizes, capacities) → a lone schedule of several phases."""
+        """(paths, sizes, capacities, weights) → a lone schedule of several phases."""
+        self.blocks: dict[int, tuple] = {}
+        """id of a :class:`GroupedFlows` → (it, how :meth:`Network._plan_blocks` plans it: its
+        blocks' paths in local link indices, the global index of each local link, sizes,
+        weights, members, and each distinct column of its groups (:attr:`columns`) with the
+        positions they skip; or None if its groups are not symmetric in it)."""
+        self.link_set: set[Link] = set()
+        """The links of :attr:`links`, to check many at once."""
+        self.columns: dict[int, tuple] = {}
+        """id of a column of a :class:`FlowGroup` → (it, its link indices, each link's
+        position, by capacity state whether its links have equal capacities), or (it, None,
+        None, None) if its links are not distinct links of this topology."""
         self.runs: dict[int, tuple] = {}
         """id of a specs tuple → (the tuple, its :func:`symmetric_runs` with each run's own
         links as a frozenset of link indices, and per capacity state whether each run's own
@@ -292,10 +405,13 @@ class Topology:
         paths: tuple[tuple[int, ...], ...],
         sizes: tuple[float, ...],
         capacities: tuple[float, ...],
+        weights: tuple | None = None,
     ) -> tuple[tuple[tuple[float, float, tuple[float, ...]], ...], tuple[float, ...]]:
         """How flows that start together on an otherwise idle network proceed, if nothing else
         happens: phases ``(start_s, duration_s, rates)`` of constant max-min rates (one rate per
         flow, 0 once done), and each flow's end offset in seconds (``inf`` if it never ends).
+        With ``weights`` (:func:`max_min_rates`) a flow stands for a symmetric group, whose
+        members have its rate and end (:meth:`Network._plan_blocks`).
 
         The same progressive filling and completion rule as the event-driven network, without
         SimPy: a lone transfer then needs a single wake-up (see :meth:`Network.transfer`).
@@ -306,7 +422,7 @@ class Topology:
         """
         n = len(sizes)
         if n and min(sizes) > 0:
-            rates = self.max_min_rates(paths, capacities)
+            rates = self.max_min_rates(paths, capacities, weights)
             if min(rates) > 0:
                 step = min(map(operator.truediv, sizes, rates))
                 resolution_s = CLOCK_ULPS * math.ulp(step)  # the general rule at now = step
@@ -316,7 +432,7 @@ class Topology:
                         break  # not done with the others: several phases
                 else:
                     return ((0.0, step, tuple(rates)),), (step,) * n
-        key = (paths, sizes, capacities)
+        key = (paths, sizes, capacities, weights)
         found = self.schedules.get(key)
         if found is not None:
             return found
@@ -330,9 +446,14 @@ class Topology:
         now = 0.0
         while active:
             everyone = len(active) == n
-            rates = self.max_min_rates(
-                paths if everyone else tuple([paths[i] for i in active]), capacities
-            )
+            if everyone:
+                rates = self.max_min_rates(paths, capacities, weights)
+            else:
+                rates = self.max_min_rates(
+                    tuple([paths[i] for i in active]),
+                    capacities,
+                    None if weights is None else tuple([weights[i] for i in active]),
+                )
             if everyone and min(rates) > 0:  # the first phase, every flow moving
                 step = min(map(operator.truediv, remaining, rates))
             else:
@@ -486,16 +607,21 @@ class Transfer(simpy.Event):
     stale) when anything else happens meanwhile.
     """
 
-    def __init__(self, network: Network, specs, label: str, category: str):
+    def __init__(self, network: Network, specs, label: str, category: str, blocks=None):
         super().__init__(network.env)
         self.network = network
         self.specs: tuple[tuple[float, tuple[Link, ...]], ...] = specs
+        """Its flows as checked ``(size_B, route)`` pairs; while :attr:`blocks` is set, the
+        :class:`GroupedFlows` it was given, whose blocks :attr:`schedule` follows."""
+        self.blocks: tuple[int, ...] | None = blocks
+        """Planned in blocks (:meth:`Network._plan_blocks`): flows each block stands for;
+        None once (or if never) the specs and schedule are those of single flows."""
         self.label = label
         self.category = category
         self.activity = category
         """What the transfer does (set by its starter; default: the category)."""
         self.start_s = network.env.now
-        self.pending = len(specs)
+        self.pending = len(specs) if blocks is None else sum(blocks)
         """Flows whose last byte has not arrived yet."""
         self.schedule = None
         """While (or since) running alone: the result of :func:`lone_schedule`."""
@@ -581,6 +707,7 @@ class Network:
         _check_capacity(capacity_Bps)
         link = Link(name, capacity_Bps, len(self.topology.nominal))
         self._links[name] = link
+        self.topology.link_set.add(link)
         self.topology.nominal.append(capacity_Bps)
         self._grow()
         return link
@@ -624,6 +751,8 @@ class Network:
         Rates are recomputed once for the whole set, e.g. every PS writing its shard. On an
         idle network the transfer runs on its precomputed schedule; a tuple of flows passed
         again (e.g. a cached full save) then costs O(1), whatever the number of flows.
+        ``flows`` may be a :class:`GroupedFlows`, whose symmetric groups a lone transfer
+        plans as one flow each (:meth:`_plan_blocks`).
         """
         if self._lone is not None or self._active:
             self._materialize()
@@ -1005,7 +1134,7 @@ class Network:
             found = self._spec_cache.get(id(flows))
             if found is not None and found[0] is flows:
                 return found[1:]
-        sizes, routes = _unzip(flows)
+        sizes, routes = _unzip(flows.pairs() if type(flows) is GroupedFlows else flows)
         specs, local = self._check(sizes, routes)
         if isinstance(flows, tuple):
             if len(self._spec_cache) >= _MEMO_SIZE:  # tuples made anew for each transfer
@@ -1036,37 +1165,191 @@ class Network:
 
     def _plan(self, flows) -> tuple:
         """How ``flows`` run alone from now, in this capacity state: (the flows, checked
-        specs, :func:`lone_schedule`, end offset in seconds). A tuple of flows (e.g. the
-        cached full save) has its plan kept in :attr:`Topology.plans`, where
-        :meth:`_transfer_alone` finds it by identity next time; other flows are planned
-        each time (their routes and schedules are memoized, but keeping one plan per list,
-        most of them never seen again, costs more than it saves)."""
-        if type(flows) is tuple:
-            key = (id(flows), self._state)
-            specs, (paths, used), sizes = self._specs(flows)
-        else:
-            key = None
-            sizes, routes = _unzip(flows)
-            specs, (paths, used) = self._check(sizes, routes)
-        self._grow()
-        capacities = self._capacities
-        schedule = self.topology.lone_schedule(
-            paths, sizes, tuple(map(capacities.__getitem__, used))
-        )
-        plan = (flows, specs, schedule, max(schedule[1], default=0.0))
-        if key is not None:
+        specs, :func:`lone_schedule`, end offset in seconds, None), or for a
+        :class:`GroupedFlows` whose groups are symmetric, (the flows, the flows, the
+        schedule of its blocks, end offset, flows per block) (:meth:`_plan_blocks`). A tuple
+        of flows (e.g. the cached full save) has its plan kept in :attr:`Topology.plans`,
+        where :meth:`_transfer_alone` finds it by identity next time; other flows are
+        planned each time (their routes and schedules are memoized, but keeping one plan per
+        list, most of them never seen again, costs more than it saves)."""
+        kept = type(flows) is tuple or type(flows) is GroupedFlows
+        plan = self._plan_blocks(flows) if type(flows) is GroupedFlows else None
+        if plan is None:
+            if kept:
+                specs, (paths, used), sizes = self._specs(flows)
+            else:
+                sizes, routes = _unzip(flows)
+                specs, (paths, used) = self._check(sizes, routes)
+            self._grow()
+            capacities = self._capacities
+            schedule = self.topology.lone_schedule(
+                paths, sizes, tuple(map(capacities.__getitem__, used))
+            )
+            plan = (flows, specs, schedule, max(schedule[1], default=0.0), None)
+        if kept:
             if len(self._plans) >= _MEMO_SIZE:
                 self._plans.clear()
-            self._plans[key] = plan
+            self._plans[id(flows), self._state] = plan
         return plan
+
+    def _plan_blocks(self, flows: GroupedFlows) -> tuple | None:
+        """:meth:`_plan` of grouped flows whose groups are symmetric, each group planned as
+        one flow with weights (:func:`max_min_rates`); None if they are not, or if in this
+        capacity state a column's links have unequal capacities (then the flows are planned
+        one by one).
+
+        Symmetric: each group's columns are links of their own (distinct, not among its
+        shared links); two columns of the transfer are equal (member k of each group crosses
+        its link k: e.g. every survivor sends to each of 4 replacements) or have no link in
+        common; and no pair and no group's shared link crosses a column.
+        Swapping members k and k' of all the groups linked by shared columns (all of one
+        size) then maps the network onto itself, capacities included, so members k and k'
+        have equal max-min rates (the allocation is unique) and ends. A group then moves as
+        one flow over the first link of each column (weight 1: each copy carries one member
+        of each group sharing it) and its shared links (weight: its members), exactly, as
+        long as it runs alone. The weighted arithmetic is that of the members one by one
+        (:func:`_max_min_weighted`): the same floats unless links of a column and others
+        saturate at exactly the same level (then the members freeze in another order and
+        the floats may differ in the last places; tests/test_network_groups.py bounds the
+        difference at 1e-12)."""
+        blocks = self._blocks(flows)
+        if blocks is None:
+            return None
+        paths, used, sizes, weights, members, owned = blocks
+        self._grow()
+        capacities, state = self._capacities, self._state
+        for (_, indices, _, equal), skip in owned:
+            same = equal.get(state)
+            if same is None:
+                if len(equal) >= _MEMO_SIZE:
+                    equal.clear()
+                same = equal[state] = _equal_in(capacities, indices)
+            if not same and not _equal_in(
+                capacities, tuple([i for k, i in enumerate(indices) if k not in skip])
+            ):
+                return None
+        schedule = self.topology.lone_schedule(
+            paths, sizes, tuple(map(capacities.__getitem__, used)), weights
+        )
+        return (flows, flows, schedule, max(schedule[1], default=0.0), members)
+
+    def _blocks(self, flows: GroupedFlows) -> tuple | None:
+        """How :meth:`_plan_blocks` plans ``flows`` (:attr:`Topology.blocks`), worked out
+        once per tuple: its links are checked in bulk (a column as a set, in C), pairs as
+        by :meth:`_check`; O(blocks) in Python."""
+        memo = self.topology.blocks
+        found = memo.get(id(flows))
+        if found is not None and found[0] is flows:
+            return found[1]
+        blocks = self._block_plan(flows)
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[id(flows)] = (flows, blocks)
+        return blocks
+
+    def _block_plan(self, flows: GroupedFlows) -> tuple | None:
+        """:meth:`_blocks`, worked out (None: not symmetric, see :meth:`_plan_blocks`).
+        A column is checked once (:meth:`_column`), so a range whose survivors are every
+        server's NIC but a few skipped costs O(blocks + skipped), not O(survivors)."""
+        columns: dict[int, tuple] = {}  # id of a column → its :meth:`_column`, as used here
+        skips: dict[int, frozenset] = {}  # id of a distinct column → its skipped positions
+        crossed: set[Link] = set()  # links of pairs and shared links of groups
+        sizes, paths, weights, members = [], [], [], []
+        for item in flows:
+            if type(item) is not FlowGroup:
+                size_B, route = item
+                _check_size(size_B)
+                route = self._route(route)
+                crossed.update(route)
+                sizes.append(size_B)
+                paths.append(self._checked.get(route) or _path(route))
+                weights.append(None)
+                members.append(1)
+                continue
+            _check_size(item.size_B)
+            m, skip = len(item), item.skip
+            mine = []
+            for column in item.columns:
+                found = columns.get(id(column))
+                if found is None:
+                    found = columns[id(column)] = self._column(column, columns.values())
+                if found is None or skips.setdefault(id(found), skip) != skip:
+                    return None  # not links of their own, or members of another group's
+                mine.append(found)
+            if m < 2 or len({id(found) for found in mine}) != len(mine):
+                return None  # a member would cross a link twice
+            shared = item.shared
+            if len(set(shared)) != len(shared):
+                return None
+            for link in shared:
+                self._check_link(link)
+            crossed.update(shared)
+            first = min(set(range(len(skip) + 1)) - skip)  # the first member's position
+            sizes.append(item.size_B)
+            paths.append((*[found[1][first] for found in mine], *map(_INDEX, shared)))
+            weights.append((1,) * len(mine) + (m,) * len(shared))
+            members.append(m)
+        distinct = {id(found): found for found in columns.values()}
+        for key, (_, _, positions, _) in distinct.items():
+            skip = skips[key]
+            for link in crossed:  # a pair or shared link on a member's own link
+                position = positions.get(link)
+                if position is not None and position not in skip:
+                    return None
+        if not distinct:
+            return None
+        local, used = _localize(paths)
+        owned = tuple([(found, skips[key]) for key, found in distinct.items()])
+        return local, used, tuple(sizes), tuple(weights), tuple(members), owned
+
+    def _column(self, column: tuple[Link, ...], seen) -> tuple | None:
+        """``column`` as (the column, its link indices, each link's position, its equal
+        capacities by state), worked out once per tuple (:attr:`Topology.columns`), or the
+        entry of an equal column among ``seen``; None if its links are not distinct links of
+        this network, or share a link with a column of ``seen``."""
+        memo = self.topology.columns
+        found = memo.get(id(column))
+        if found is None or found[0] is not column:
+            found = None
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            positions = {link: k for k, link in enumerate(column)}
+            if len(positions) == len(column) and self.topology.link_set.issuperset(positions):
+                found = (column, tuple(map(_INDEX, column)), positions, {})
+            memo[id(column)] = found = found or (column, None, None, None)
+        if found[1] is None:
+            return None
+        for other in seen:
+            if other is not None and other is not found:
+                if other[0][0] is column[0] and other[0] == column:
+                    return other
+                if not found[2].keys().isdisjoint(other[2].keys()):
+                    return None
+        return found
+
+    def _unblock(self, transfer: Transfer) -> None:
+        """A transfer planned in blocks gets its flows' specs and schedule one by one (to
+        build its flows, or hand them to the general model)."""
+        members = transfer.blocks
+        if members is None:
+            return
+        transfer.blocks = None
+        order = transfer.specs.order
+        transfer.specs = self._specs(transfer.specs)[0]
+        phases, ends = transfer.schedule
+        transfer.schedule = (
+            tuple([(s, d, _spread(rates, members, order)) for s, d, rates in phases]),
+            _spread(ends, members, order),
+        )
 
     def _transfer_alone(self, flows, label: str, category: str) -> Transfer:
         """Start ``flows`` on an idle network, on their precomputed schedule (a look-up if
         :meth:`_plan` knows them): one wake-up, when it is done (last byte plus latency)."""
-        plan = self._plans.get((id(flows), self._state)) if type(flows) is tuple else None
+        kept = type(flows) is tuple or type(flows) is GroupedFlows
+        plan = self._plans.get((id(flows), self._state)) if kept else None
         if plan is None or plan[0] is not flows:
             plan = self._plan(flows)
-        transfer = Transfer(self, plan[1], label, category)
+        transfer = Transfer(self, plan[1], label, category, plan[4])
         transfer.schedule = plan[2]
         end_s = plan[3]
         self._updated_s = self.env.now
@@ -1099,6 +1382,7 @@ class Network:
         """All flows of a lone transfer have arrived: record them."""
         transfer.pending = 0
         if self.records is not None:
+            self._unblock(transfer)
             ends = transfer.schedule[1]
             for flow, end_s in zip(transfer.flows, ends, strict=True):
                 if flow.end_s is None:  # the clock's rounding put "now" an ulp short of it
@@ -1111,6 +1395,7 @@ class Network:
         cancel, for one cancelled while alone)."""
         if transfer is self._lone:
             self._materialize()
+        self._unblock(transfer)
         if transfer._entries is not None:
             for flow in [f for f in transfer._entries if f.count > 1]:
                 self._split(flow)
@@ -1145,6 +1430,7 @@ class Network:
         self._lone = None
         self._wake = None
         now = self._updated_s = self.env.now
+        self._unblock(transfer)
         phases, ends = transfer.schedule
         start_s, specs = transfer.start_s, transfer.specs
         elapsed_s = now - start_s
@@ -1289,6 +1575,19 @@ def _equal_capacities(capacities: list[float], specs, a: int, b: int, own: tuple
             if capacities[specs[k][1][p].index] != first:
                 return False
     return True
+
+
+def _equal_in(capacities: list[float], column: tuple[int, ...]) -> bool:
+    """Whether the links ``column`` (link indices) have equal capacities (counted in C:
+    a column may hold thousands of links)."""
+    return list(map(capacities.__getitem__, column)).count(capacities[column[0]]) == len(column)
+
+
+def _spread(values: tuple, members: tuple[int, ...], order: tuple[int, ...] | None) -> tuple:
+    """Each block's value once per flow of the block (``members``: flows per block), in the
+    flows' ``order`` (:class:`GroupedFlows`)."""
+    spread = tuple(itertools.chain.from_iterable(map(itertools.repeat, values, members)))
+    return spread if order is None else tuple(map(spread.__getitem__, order))
 
 
 def _localize(paths: Sequence[tuple[int, ...]]) -> tuple[tuple, tuple[int, ...]]:
