@@ -263,7 +263,7 @@ def main() -> None:
             f"{tr.n_shards} shards, sparse {cfg.optimizer.sparse.kind}"
         )
         steps, parts = measure(tr, batches, args)
-        emb, pattern = tr.embeddings, tr._workspace(cfg.batch_size)[1]
+        emb, pattern = tr.embeddings, tr._lookups(batches[0])[1].pattern
         n_unique = statistics.mean(len(np.unique(b.cat + emb.offsets[:-1])) for b in batches)
         ids = (batches[0].cat + emb.offsets[:-1]).reshape(-1)
         index_s = best_time(lambda: SegmentSum(ids, emb.n_rows, pattern), calls, rate_repeats)

@@ -20,6 +20,17 @@ def _relu_mask_(grad: np.ndarray, act: np.ndarray) -> None:
     np.multiply(grad, act > 0, out=grad)
 
 
+def _times_transposed(a: np.ndarray, w: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``a @ wᵀ`` into ``out``. A product over one term (``a`` of one column, as the gradient
+    of a one-output layer) is not a BLAS call in NumPy: it sets each element to 0 and adds
+    ``a[i, 0] * w[j, 0]``, one rounding per element; the same rounding broadcast, then ``+ 0``
+    (which turns a product of -0 into +0 as that sum does) gives the same bits 2x faster."""
+    if a.shape[1] != 1:
+        return np.matmul(a, w.T, out=out)
+    np.multiply(a, w.T, out=out)
+    return np.add(out, 0, out=out)
+
+
 class MLP:
     """Affine layers ``a_l = relu(a_{l-1} @ W_l + b_l)``; ReLU on the last layer optional.
 
@@ -102,9 +113,9 @@ class MLP:
                 _relu_mask_(dz, acts[layer])
             a_prev = acts[layer - 1] if layer > 0 else self._last_input
             np.matmul(a_prev.T, dz, out=self.grad_weights[layer])
-            np.sum(dz, axis=0, out=self.grad_biases[layer])
+            np.add.reduce(dz, axis=0, out=self.grad_biases[layer])  # np.sum, without its wrapper
             if layer > 0:
-                dz = np.matmul(dz, self.weights[layer].T, out=grads[layer - 1])
+                dz = _times_transposed(dz, self.weights[layer], out=grads[layer - 1])
         return dz
 
 

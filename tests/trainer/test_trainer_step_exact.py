@@ -82,11 +82,14 @@ def mlp_forward(mlp, x: np.ndarray) -> list[np.ndarray]:
 
 
 def mlp_backward(mlp, x: np.ndarray, acts: list[np.ndarray], dz: np.ndarray) -> tuple:
-    """Weight and bias gradients, and the gradient of the first pre-activation."""
+    """Weight and bias gradients, and the gradient of the first pre-activation. ``dz`` is
+    masked in place, keeping its layout: the trainer's bottom MLP takes a strided column of
+    the interaction gradient, and a product with a strided vector (bottom width 1) may round
+    differently in BLAS from one with a contiguous copy."""
     gw, gb = [None] * len(acts), [None] * len(acts)
     for layer in range(len(acts) - 1, -1, -1):
         if mlp.relu_last or layer < len(acts) - 1:
-            dz = dz * (acts[layer] > 0)
+            dz *= acts[layer] > 0
         a_prev = acts[layer - 1] if layer > 0 else x
         gw[layer] = np.matmul(a_prev.T, dz)
         gb[layer] = np.sum(dz, axis=0)
@@ -213,9 +216,11 @@ def test_step_check_catches_segment_sums_accumulated_in_float64(small, monkeypat
     from ftsim.trainer.embeddings import SegmentSum
 
     def float64_sums(self, grad_rows):  # one rounding at the end instead of one per add
-        return (self.matrix.astype(np.float64) @ grad_rows.astype(np.float64)).astype(
-            grad_rows.dtype
-        )
+        indptr = self.pattern.indptr
+        col_of = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        sums = np.zeros((len(self.rows), grad_rows.shape[1]))
+        np.add.at(sums, self.inverse, grad_rows[col_of].astype(np.float64))
+        return sums.astype(grad_rows.dtype)
 
     monkeypatch.setattr(SegmentSum, "__call__", float64_sums)
     cfg = tiny_config(batch=64, dim=3, sizes=[3, 2], hidden=4, dtype="float32", seed=1)
