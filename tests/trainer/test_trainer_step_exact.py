@@ -347,9 +347,86 @@ def test_sample_check_catches_a_walk_that_stops_short():
     rows = PowerLawRows(sizes, [0.3, 0.3], np.random.default_rng(0))
     u = np.random.default_rng(1).random((200, 2))
     u[0] = np.nextafter(1.0, 0.0)  # the last rank of each table
-    lo, hi, size, shift = rows._layout(u.shape)
-    rows._layouts[u.shape] = (lo, hi - 1, size, shift)  # the walk never reaches the last rank
+    rows._last = rows._last - 1  # the walk never reaches the last rank
     assert not sample_matches_searchsorted(rows, sizes, u)
+
+
+def plain_batch(data: SyntheticData, rng: np.random.Generator, n: int) -> tuple:
+    """A batch by the previous formulas, alone: dense features, row uniforms sampled
+    (searchsorted per table), the teacher's probability with one product for the batch,
+    then label uniforms; returns (dense, cat, label, prob)."""
+    dense = rng.standard_normal((n, data.n_dense), dtype=np.float32)
+    u = rng.random((n, len(data.table_sizes)))
+    rows = data.rows
+    cat = np.empty(u.shape, np.int64)
+    for t in range(u.shape[1]):
+        cdf = rows._cdf[rows.offsets[t] : rows.offsets[t + 1]]
+        pos = np.minimum(np.searchsorted(cdf, u[:, t] + t, side="right"), len(cdf) - 1)
+        cat[:, t] = rows._row_of_pos[rows.offsets[t] + pos]
+    teacher = data.teacher
+    g = cat + teacher.offsets[:-1]
+    v = np.take(teacher.vectors, g, axis=0)
+    total = np.einsum("btk->bk", v)
+    pairs = 0.5 * (np.einsum("bk,bk->b", total, total) - np.einsum("btk,btk->b", v, v))
+    raw = dense @ teacher.w_dense + np.take(teacher.first, g).sum(axis=1) + pairs
+    prob = 1.0 / (1.0 + np.exp(-(raw + teacher.bias)))
+    label = (rng.random(n) < prob).astype(np.float32)
+    return dense, cat, label, prob
+
+
+def same_batches(data: SyntheticData, start: int, stop: int) -> bool:
+    """``data.batches(start, stop)`` (generated together) equal the plain formulas, each
+    batch alone, bit for bit."""
+    made = data.batches(start, stop)
+    for index, batch in zip(range(start, stop), made, strict=True):
+        rng = np.random.default_rng([data.cfg.seed, 1, index])
+        expected = plain_batch(data, rng, data.batch_size)
+        got = (batch.dense, batch.cat, batch.label, batch.prob)
+        pairs = zip(got, expected, strict=True)
+        if any(x.dtype != y.dtype or x.tobytes() != y.tobytes() for x, y in pairs):
+            return False
+    return True
+
+
+@SETTINGS
+@given(
+    sizes=st.lists(st.integers(1, 80), min_size=1, max_size=5),
+    batch=st.integers(1, 20),
+    teacher_dim=st.integers(1, 5),
+    start=st.integers(0, 50),
+    count=st.integers(1, 9),
+)
+def test_batches_made_together_equal_each_made_alone(sizes, batch, teacher_dim, start, count):
+    cfg = SyntheticDataConfig(seed=start, n_dense=3, cardinalities=sizes, teacher_dim=teacher_dim)
+    assert same_batches(SyntheticData(cfg, batch), start, start + count)
+
+
+def test_batches_made_together_at_prod50h_shapes():
+    """26 tables of 1000 rows, teacher of dimension 4, 256 samples, in groups as the
+    co-simulation makes them (a shared source's aligned group, cut at ``until``), and the
+    held-out set, one group of its own."""
+    data = SyntheticData(SyntheticDataConfig(seed=7, row_cap=1000), 256)
+    assert same_batches(data, 30, 30 + 9)
+    shared = SharedData(data, until=40)
+    assert shared.batch(33) is shared.batch(33) and sorted(shared._batches) == [*range(32, 40)]
+    assert all(shared.batch(i).cat.tobytes() == data.batch(i).cat.tobytes() for i in (32, 39))
+    held_out = data.eval_set(600)
+    got = (held_out.dense, held_out.cat, held_out.label, held_out.prob)
+    expected = plain_batch(data, np.random.default_rng([7, 2]), 600)
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(got, expected, strict=True))
+
+
+def test_batch_check_catches_label_uniforms_drawn_before_the_rows(monkeypatch):
+    data = SyntheticData(SyntheticDataConfig(seed=2, cardinalities=[30, 9]), 8)
+
+    def labels_first(self, rngs, n):  # the stream consumed in another order
+        for rng in rngs:
+            rng.random(n)
+        return [original(self, [rng], n)[0] for rng in rngs]
+
+    original = SyntheticData._make
+    monkeypatch.setattr(SyntheticData, "_make", labels_first)
+    assert not same_batches(data, 0, 3)
 
 
 # ------------------------------------------------------------------ shared data
