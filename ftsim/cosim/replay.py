@@ -273,7 +273,7 @@ def _shared_run(
     for model in forked:
         model.run_rest(model.divergence + 1)
     for model in own:
-        model.trainer = Trainer(cfg, data)
+        model.trainer = Trainer(cfg, data, base.model.workspace)
         model.follow(model.trainer, own=True)
         model.run_rest(0)
     return base

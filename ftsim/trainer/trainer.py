@@ -23,7 +23,7 @@ from ftsim.trainer.embeddings import (
     SumPattern,
 )
 from ftsim.trainer.metrics import auc, log_loss
-from ftsim.trainer.model import DenseDLRM, bce_with_logits, sigmoid
+from ftsim.trainer.model import DenseDLRM, Workspace, bce_with_logits, sigmoid
 from ftsim.trainer.optim import DenseOptimizer
 from ftsim.trainer.usage import UseCounter
 
@@ -64,10 +64,15 @@ class Trainer:
     """
 
     def __init__(
-        self, cfg: TrainerConfig, data: SyntheticData | CriteoData | SharedData | None = None
+        self,
+        cfg: TrainerConfig,
+        data: SyntheticData | CriteoData | SharedData | None = None,
+        workspace: Workspace | None = None,
     ) -> None:
         """``data``: the batch source, e.g. a :class:`SharedData` that other trainers of
-        the same ``cfg`` use too (read-only); by default this trainer builds its own."""
+        the same ``cfg`` use too (read-only); by default this trainer builds its own.
+        ``workspace``: the model's work arrays, e.g. another trainer's (see
+        :class:`~ftsim.trainer.model.Workspace`); by default its own."""
         self.cfg = cfg
         dtype = np.dtype(cfg.model.dtype)
         self.data = make_data(cfg) if data is None else data
@@ -84,6 +89,7 @@ class Trainer:
             cfg.model.top_mlp,
             rng,
             dtype,
+            workspace,
         )
         self.dense_optimizer = DenseOptimizer(
             cfg.optimizer.dense, self.model.params, packed=self.model.flat_params
@@ -100,8 +106,8 @@ class Trainer:
 
     def clone(self) -> Trainer:
         """A new trainer in this one's state (parameters, optimizer state, step and use
-        counters) that shares its data source (no listeners)."""
-        twin = type(self)(self.cfg, data=self.data)
+        counters) that shares its data source and work arrays (no listeners)."""
+        twin = type(self)(self.cfg, data=self.data, workspace=self.model.workspace)
         twin.restore(self.snapshot())
         if self.mfu is not None:
             twin.mfu.counts[:] = self.mfu.counts

@@ -431,15 +431,23 @@ def test_batch_check_catches_label_uniforms_drawn_before_the_rows(monkeypatch):
 
 # ------------------------------------------------------------------ shared data
 def test_clone_continues_exactly_like_the_original(small):
+    """A clone shares the data and the work arrays: trained and evaluated in turns with
+    its original (each call overwriting the other's work arrays), each equals a trainer
+    trained alone."""
     tr = Trainer(small)
     tr.train(4)
     twin = tr.clone()
     assert twin.data is tr.data and twin.mfu.counts.tobytes() == tr.mfu.counts.tobytes()
-    tr.train(3)
-    twin.train(3)
+    assert twin.model.workspace is tr.model.workspace
+    for _ in range(3):
+        tr.train(1)
+        twin.evaluate()
+        twin.train(1)
+        tr.evaluate()
     alone = Trainer(small)
     alone.train(7)
     assert first_difference(tr, twin) is None and first_difference(tr, alone) is None
+    assert tr.evaluate() == twin.evaluate() == alone.evaluate()
 
 
 def test_trainers_sharing_data_train_as_if_alone(small):
