@@ -49,11 +49,16 @@ class Batch:
         return len(self.label)
 
 
+GUIDE_ENTRIES = 1 << 18
+"""At most this many guide entries (:class:`PowerLawRows`), else one per row: 2 MB."""
+
+
 class PowerLawRows:
     """Draws row ids with ``P(rank k) ∝ k**-exponent`` per table (k = 1..rows).
 
     Ranks map to row ids through a fixed random permutation per table, so hot rows are
-    scattered over the id space (and over shards). Memory: 24 bytes per row (CDF, guide, id).
+    scattered over the id space (and over shards). Memory: 24 bytes per row (CDF, guide, id),
+    plus up to 3 guide entries more per row for small tables (2 MB at most).
     """
 
     def __init__(self, sizes: list[int], exponents: list[float], rng: np.random.Generator):
@@ -66,25 +71,27 @@ class PowerLawRows:
             c[-1] = 1.0
             cdfs.append(c + t)  # shifted by t: one array serves all tables
             perms.append(rng.permutation(n))
-        # every table's CDF in one array between sentinels, -inf and +inf: a walk stops at a
-        # table's first rank (the rank before it, the previous table's last, is t exactly,
-        # t <= t + u) and at the end of the array without bounds of its own
+        # every table's CDF in one array between sentinels, -inf and +inf: a walk down stops
+        # at a table's first rank (the rank before it, the previous table's last, is t
+        # exactly, t <= t + u) and a walk up at the end of the array
         self._padded = np.concatenate([[-np.inf], *cdfs, [np.inf]])
         self._cdf = self._padded[1:-1]
         self._row_of_pos = np.concatenate(perms).astype(np.int64)
         self._sizes = np.asarray(sizes, dtype=np.int64)
         self._shift = np.arange(len(sizes), dtype=np.float64)
-        self._first = self.offsets[:-1] + 1  # padded position of each table's first rank
-        self._last = self.offsets[1:]  # ... and of its last
-        # guide table: bucket b of table t (u in [b/n_t, (b+1)/n_t)) starts its search at
-        # the first padded position whose CDF exceeds t + b/n_t, so a draw needs a few
-        # comparisons
-        table_of = np.repeat(np.arange(len(sizes)), sizes)
-        bucket = np.arange(self.offsets[-1]) - self.offsets[table_of]
+        self._last = self.offsets[1:]  # padded position of each table's last rank
+        # guide table: m buckets per row; bucket b of table t (u in [b/(m n_t),
+        # (b+1)/(m n_t))) starts its search at the first padded position whose CDF exceeds
+        # t + b/(m n_t), so a draw needs a comparison or two (Zipf 1.05, 1000 rows, m = 4)
+        m = int(np.clip(GUIDE_ENTRIES // max(1, self.offsets[-1]), 1, 4))
+        buckets = m * self._sizes
+        self._buckets = buckets.astype(np.float64)
+        self._bucket0 = np.concatenate([[0], np.cumsum(buckets)[:-1]])
+        table_of = np.repeat(np.arange(len(sizes)), buckets)
+        bucket = np.arange(int(buckets.sum())) - self._bucket0[table_of]
         self._guide = np.searchsorted(
-            self._padded, table_of + bucket / self._sizes[table_of], "right"
+            self._padded, table_of + bucket / self._buckets[table_of], "right"
         )
-        self._size_f = self._sizes.astype(np.float64)
 
     def sample(self, u: np.ndarray) -> np.ndarray:
         """Uniforms ``u`` (B, T) in [0, 1) -> local row ids (B, T).
@@ -93,11 +100,12 @@ class PowerLawRows:
         ``searchsorted(cdf_t, u, side="right")``, the last rank if ``t + u`` rounds up to
         ``t + 1``), found from the guide table in a few steps: down while the CDF before
         the position exceeds ``t + u`` (after rounding only), then up while the CDF at it
-        does not; any start reaches that first rank.
+        does not; any start reaches that first rank, and no walk leaves the table but up
+        from its last rank when ``t + u`` rounded up.
         """
         x = (u + self._shift).reshape(-1)
-        start = (u * self._size_f).astype(np.int64)
-        start += self.offsets[:-1]
+        start = (u * self._buckets).astype(np.int64)
+        start += self._bucket0
         pos = np.take(self._guide, start.reshape(-1), mode="clip")
         cdf = self._padded
         sel = np.flatnonzero(np.take(cdf, pos - 1) > x)  # walk down (rounding only)
@@ -109,7 +117,7 @@ class PowerLawRows:
             pos[sel] += 1
             sel = sel[cdf[pos[sel]] <= x[sel]]
         pos = pos.reshape(u.shape)
-        np.clip(pos, self._first, self._last, out=pos)  # t + u rounded up to t + 1
+        np.minimum(pos, self._last, out=pos)  # t + u rounded up to t + 1
         pos -= 1
         return np.take(self._row_of_pos, pos)
 

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import ftsim.trainer.data as data_module
 import ftsim.trainer.optim as optim_module
 from ftsim.trainer import (
     DenseOptimizerConfig,
@@ -331,15 +332,20 @@ def sample_matches_searchsorted(rows: PowerLawRows, sizes: list, u: np.ndarray) 
     exponent=st.floats(0.0, 2.5),
     n=st.integers(1, 50),
     seed=st.integers(0, 100),
+    guide_entries=st.sampled_from([1, 400, data_module.GUIDE_ENTRIES]),  # 1 to 4 per row
 )
-def test_power_law_sample_equals_searchsorted(sizes, exponent, n, seed):
+def test_power_law_sample_equals_searchsorted(sizes, exponent, n, seed, guide_entries):
     rng = np.random.default_rng(seed)
-    rows = PowerLawRows(sizes, [exponent] * len(sizes), rng)
+    default, data_module.GUIDE_ENTRIES = data_module.GUIDE_ENTRIES, guide_entries
+    try:
+        rows = PowerLawRows(sizes, [exponent] * len(sizes), rng)
+    finally:
+        data_module.GUIDE_ENTRIES = default
     u = rng.random((n, len(sizes)))
     u[0] = 0.0
     u[-1] = np.nextafter(1.0, 0.0)  # t + u may round up to t + 1
     assert sample_matches_searchsorted(rows, sizes, u)
-    assert sample_matches_searchsorted(rows, sizes, rng.random((n, len(sizes))))  # cached
+    assert sample_matches_searchsorted(rows, sizes, rng.random((n, len(sizes))))
 
 
 def test_sample_check_catches_a_walk_that_stops_short():
