@@ -217,7 +217,7 @@ class ShardedEmbeddings:
     # ------------------------------------------------------------- training
     def lookup(self, global_ids: np.ndarray, out: np.ndarray) -> None:
         """Gather rows: ``out[b, t] = weights[global_ids[b, t]]``; out is (B, T, d)."""
-        np.take(self.weights, global_ids, axis=0, out=out, mode="clip")
+        self.weights.take(global_ids, axis=0, out=out, mode="clip")
 
     def apply_gradients(
         self, rows: np.ndarray, grad: np.ndarray, record: bool
