@@ -159,6 +159,10 @@ class MLP:
         return dz
 
 
+GRAM_BLOCK = 256
+"""Samples whose Gram matrices :meth:`DotInteraction.forward` computes at a time."""
+
+
 class DotInteraction:
     """Pairwise dot products of F vectors: output ``[z, <f_i, f_j> for i > j]`` (B, d + P).
 
@@ -185,7 +189,7 @@ class DotInteraction:
         pair_of[li, lj] = pair_of[lj, li] = np.arange(len(li))
         self._wsym_rows = (dim + pair_of).reshape(-1)
         self._diagonal = np.arange(n_vectors) * (n_vectors + 1)
-        self._pair_rows: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # by batch size
+        self._pair_rows: dict[tuple[int, int], list] = {}  # by (batch size, first sample)
         self._feat: np.ndarray | None = None  # input of the last forward
 
     def buffers(self, b: int) -> dict[str, np.ndarray]:
@@ -208,31 +212,49 @@ class DotInteraction:
                 "dfeat": vectors.reshape(b, f, d),
             }
             self._buf[b] = buf
-            # row i of the strict lower triangle, gram[:, i, :i], is output columns
-            # d + i(i-1)/2 ... : one strided copy per row, views made once
-            self._pair_rows[b] = [
-                (buf["out"][:, d + i * (i - 1) // 2 : d + i * (i + 1) // 2], buf["gram"][:, i, :i])
-                for i in range(1, f)
-            ]
         return buf
 
     def forward(self, feat: np.ndarray) -> np.ndarray:
-        """(B, F, d) -> (B, d + P). ``feat[:, 0]`` is the bottom-MLP output."""
-        buf = self.buffers(feat.shape[0])
-        # X Xᵀ per sample, with Xᵀ copied contiguous first: with the transposed view as operand
-        # the (27, 8) x (8, 27) products were 5x slower (OpenBLAS 0.3.31 SkylakeX, 1 thread:
-        # 280 µs instead of 50 at B = 256), more than the copy costs (20 µs)
-        feat_t = buf["feat_t"]
-        np.copyto(feat_t, feat.transpose(0, 2, 1))
-        np.matmul(feat, feat_t, out=buf["gram"])
-        out = buf["out"]
+        """(B, F, d) -> (B, d + P). ``feat[:, 0]`` is the bottom-MLP output.
+
+        Each sample's Gram matrix is a product of its own, the same whatever the batch: a
+        larger batch (the held-out set's chunks of 4096) goes through them
+        :data:`GRAM_BLOCK` samples at a time, in that batch size's work arrays (a 12 MB
+        Gram array would not stay in cache until its pairs are copied out).
+        """
+        b = feat.shape[0]
+        out = self.buffers(b)["out"]
         out[:, : self.dim] = feat[:, 0]
-        # the pairs: 26 row copies take 34 µs at prod50h's shapes, one np.take of the 351
-        # columns 53 µs, fancy indexing 30 µs plus a copy into place (OpenBLAS 0.3.31 Haswell)
-        for dst, src in self._pair_rows[len(feat)]:
-            dst[...] = src  # np.copyto, without its dispatcher
+        for start in range(0, b, GRAM_BLOCK):
+            part = feat[start : start + GRAM_BLOCK]
+            work = self.buffers(len(part))
+            # X Xᵀ per sample, with Xᵀ copied contiguous first: with the transposed view as
+            # operand the (27, 8) x (8, 27) products were 5x slower (OpenBLAS 0.3.31
+            # SkylakeX, 1 thread: 280 µs instead of 50 at B = 256), more than the copy (20 µs)
+            np.copyto(work["feat_t"], part.transpose(0, 2, 1))
+            np.matmul(part, work["feat_t"], out=work["gram"])
+            # the pairs: 26 row copies take 34 µs at prod50h's shapes, one np.take of the
+            # 351 columns 53 µs, fancy indexing 30 µs plus a copy into place (OpenBLAS 0.3.31
+            # Haswell)
+            for dst, src in self._pairs(b, start, len(part)):
+                dst[...] = src  # np.copyto, without its dispatcher
         self._feat = feat
         return out
+
+    def _pairs(self, b: int, start: int, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Row ``i`` of the strict lower triangle of the Gram matrices of samples
+        ``start .. start + n - 1`` of a batch of ``b`` (in the work arrays of batch size
+        ``n``), ``gram[:, i, :i]``, goes to output columns ``d + i(i-1)/2 ...`` of those
+        samples: one strided copy per row, views made once."""
+        found = self._pair_rows.get((b, start))
+        if found is None:
+            d, gram = self.dim, self.buffers(n)["gram"]
+            out = self.buffers(b)["out"][start : start + n]
+            found = self._pair_rows[b, start] = [
+                (out[:, d + i * (i - 1) // 2 : d + i * (i + 1) // 2], gram[:, i, :i])
+                for i in range(1, self.n_vectors)
+            ]
+        return found
 
     def backward(self, dz: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """Gradient w.r.t. the input vectors (B, F, d) of a loss that sees the output only

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ftsim.trainer.data as data_module
+import ftsim.trainer.model as model_module
 import ftsim.trainer.optim as optim_module
 from ftsim.trainer import (
     DenseOptimizerConfig,
@@ -184,21 +185,45 @@ def test_step_equals_the_plain_formulas(cfg):
     assert first_difference(*trained_both_ways(cfg)) is None
 
 
+@pytest.mark.parametrize("block", [1, 5])
+def test_step_in_gram_blocks_equals_the_plain_formulas(small, block, monkeypatch):
+    """A batch larger than GRAM_BLOCK (as the held-out set's chunks) goes through the Gram
+    matrices block by block: the same step, and the same predictions."""
+    monkeypatch.setattr(model_module, "GRAM_BLOCK", block)
+    assert first_difference(*trained_both_ways(small)) is None
+    blocked = Trainer(small)
+    blocked.train(2)
+    monkeypatch.setattr(model_module, "GRAM_BLOCK", 10**6)
+    whole = Trainer(small)
+    whole.train(2)
+    assert blocked.predict(whole.eval_set).tobytes() == whole.predict(whole.eval_set).tobytes()
+
+
+def test_gram_block_check_catches_a_block_written_one_sample_off(small, monkeypatch):
+    original = DotInteraction._pairs
+
+    def off_by_one(self, b, start, n):
+        return original(self, b, max(0, start - 1), n)
+
+    monkeypatch.setattr(model_module, "GRAM_BLOCK", 5)
+    monkeypatch.setattr(DotInteraction, "_pairs", off_by_one)
+    assert first_difference(*trained_both_ways(small)) is not None
+
+
 @pytest.fixture
 def small():
     return tiny_config(batch=16, dim=3, sizes=[5, 40, 9, 30], hidden=6, dtype="float32", seed=3)
 
 
 def test_step_check_catches_a_pair_copied_from_the_wrong_column(small, monkeypatch):
-    original = DotInteraction.buffers
+    original = DotInteraction._pairs
 
-    def shifted(self, b):  # the pairs of row 3 taken one column to the right (the diagonal)
-        buf = original(self, b)
-        dst, _ = self._pair_rows[b][2]
-        self._pair_rows[b][2] = (dst, buf["gram"][:, 3, 1:4])
-        return buf
+    def shifted(self, b, start, n):  # the pairs of row 3 taken one column to the right
+        pairs = list(original(self, b, start, n))
+        pairs[2] = (pairs[2][0], self.buffers(n)["gram"][:, 3, 1:4])  # (the diagonal)
+        return pairs
 
-    monkeypatch.setattr(DotInteraction, "buffers", shifted)
+    monkeypatch.setattr(DotInteraction, "_pairs", shifted)
     assert first_difference(*trained_both_ways(small)) is not None
 
 
