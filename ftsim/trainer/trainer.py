@@ -100,8 +100,9 @@ class Trainer:
         self._patterns: dict[int, SumPattern] = {}  # by batch size
         self._dense_grads = self.model.grads
         # what this trainer derives from a batch depends on the table layout: a batch shared
-        # with trainers of another layout keeps one entry per layout
-        self._derived_key = ("lookups", tuple(self.embeddings.offsets.tolist()))
+        # with trainers of another layout keeps one entry per layout (a string: its hash is
+        # kept, a tuple of the offsets would be hashed at every step)
+        self._derived_key = "lookups " + " ".join(map(str, self.embeddings.offsets.tolist()))
         self._eval_set: Batch | None = None
 
     def clone(self) -> Trainer:
