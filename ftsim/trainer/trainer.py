@@ -107,7 +107,8 @@ class Trainer:
 
     def clone(self) -> Trainer:
         """A new trainer in this one's state (parameters, optimizer state, step and use
-        counters) that shares its data source and work arrays (no listeners)."""
+        counters) that shares its data source and work arrays (no listeners; the two are
+        not to train or evaluate at the same time, from two threads)."""
         twin = type(self)(self.cfg, data=self.data, workspace=self.model.workspace)
         twin.restore(self.snapshot())
         if self.mfu is not None:
