@@ -27,7 +27,10 @@ Reported:
   (twice the flops, no scatter; see ``DotInteraction.backward``), so its time / floor shows
   that choice;
 * the step's floor (the parts' floors added up), time / floor, and the FLOP floor at the
-  BLAS's peak (a 1024^3 GEMM), for scale.
+  BLAS's peak (a 1024^3 GEMM), for scale;
+* the time of the BLAS products the step makes, alone (:func:`products_made`): keeping the
+  trained models bit-identical keeps these products, so this is the floor of any faster step
+  with the same results, and the rest of the step is what is left to gain.
 
 Usage: ``python benchmarks/trainer_step.py [--steps 200] [--repeats 15] [--warmup 100]
 [--clock cpu|wall] [--quick]`` (``--quick``: a smoke run of 2 repeats of 5 steps with short
@@ -129,6 +132,24 @@ def gemms(tr: Trainer) -> dict[str, list[tuple[str, tuple, tuple, bool]]]:
         (f"{b} x ({f}x{f}x{d})", (b, f, f), (b, f, d), False),
     ]
     return out
+
+
+def products_made(tr: Trainer) -> list[tuple[tuple, tuple, bool]]:
+    """The BLAS products the step makes, as (A's shape, B's shape, A transposed): those of
+    :func:`gemms` but the interaction's symmetric ``dz @ W_symᵀ`` (b x n x F², see
+    ``DotInteraction.backward``) for ``dz @ W_pairsᵀ``, and without a one-column gradient
+    times a weight row (no BLAS call: a broadcast multiply). Bit-identical results keep
+    exactly these products, so their time alone is the floor of any such step."""
+    f, n_top = tr.model.interaction.n_vectors, tr.model.top.sizes[1]
+    made = []
+    for products in gemms(tr).values():
+        for label, a, bshape, trans_a in products:
+            if label.startswith("dz Wpᵀ"):
+                bshape = (n_top, f * f)
+            if not trans_a and a[-1] == 1:
+                continue
+            made.append((a, bshape, trans_a))
+    return made
 
 
 def gemm_flop(a: tuple, bshape: tuple, trans_a: bool) -> int:
@@ -263,7 +284,7 @@ def main() -> None:
             f"{tr.n_shards} shards, sparse {cfg.optimizer.sparse.kind}"
         )
         steps, parts = measure(tr, batches, args)
-        emb, pattern = tr.embeddings, tr._workspace(cfg.batch_size)[1]
+        emb, pattern = tr.embeddings, tr._lookups(batches[0])[1].pattern
         n_unique = statistics.mean(len(np.unique(b.cat + emb.offsets[:-1])) for b in batches)
         ids = (batches[0].cat + emb.offsets[:-1]).reshape(-1)
         index_s = best_time(lambda: SegmentSum(ids, emb.n_rows, pattern), calls, rate_repeats)
@@ -277,6 +298,7 @@ def main() -> None:
                 gemm_time[part] += s
                 flop[part] += n
                 rows.append((part, label, n, s))
+        made_s = sum(gemm_seconds(*p, m.dtype, calls, rate_repeats) for p in products_made(tr))
         big = 1024
         peak = gemm_flop((big, big), (big, big), False) / gemm_seconds(
             (big, big), (big, big), False, m.dtype, max(1, calls // 50), rate_repeats
@@ -322,6 +344,11 @@ def main() -> None:
         f"step (CPU) / floor = {step_cpu / floor_total:.2f}; "
         f"{total_flop / 1e6:.1f} MFLOP at the peak rate: {1e6 * total_flop / peak:.1f} µs "
         f"(step / that = {step_cpu / (total_flop / peak):.2f})"
+    )
+    print(
+        f"the step's own BLAS products, alone: {1e6 * made_s:.1f} µs (step / that = "
+        f"{step_cpu / made_s:.2f}); the rest, {1e6 * (step_cpu - made_s):.1f} µs, is copies, "
+        f"elementwise work, the sparse update and Python"
     )
     print(
         f"not in the step: the float64 training loss, {1e6 * loss_s:.1f} µs (train(loss=True)); "

@@ -31,8 +31,8 @@ def test_trainers_of_a_finished_replication_are_freed_without_the_cycle_collecto
     created = []
 
     class Tracked(Trainer):
-        def __init__(self, cfg, data=None):
-            super().__init__(cfg, data)
+        def __init__(self, cfg, data=None, workspace=None):
+            super().__init__(cfg, data, workspace)
             created.append(weakref.ref(self))
 
     monkeypatch.setattr(replay, "Trainer", Tracked)

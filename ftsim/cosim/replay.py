@@ -183,7 +183,8 @@ def run_models(scenario: Scenario, sims: list[Simulation]) -> tuple[Trainer, lis
     section: TrainerSection = scenario.trainer
     cfg = trainer_config(scenario, sims[0].rep)
     models = [PolicyModel(sim, cfg, section.steps) for sim in sims]
-    data = SharedData(make_data(cfg))  # batches, held-out set, calibration: built once
+    # batches (asked for up to the last step), held-out set, calibration: built once
+    data = SharedData(make_data(cfg), until=section.steps)
     if section.share_prefix:
         return _shared_run(models, cfg, data, section.steps), models
     base = Trainer(cfg, data)
@@ -272,7 +273,7 @@ def _shared_run(
     for model in forked:
         model.run_rest(model.divergence + 1)
     for model in own:
-        model.trainer = Trainer(cfg, data)
+        model.trainer = Trainer(cfg, data, base.model.workspace)
         model.follow(model.trainer, own=True)
         model.run_rest(0)
     return base

@@ -227,6 +227,10 @@ class CriteoData:
         """The first ``n`` valid samples of the file (held out from training)."""
         return self.samples(0, n)
 
+    def batches(self, start: int, stop: int) -> list[Batch]:
+        """Training batches ``start .. stop - 1`` (:meth:`batch` of each)."""
+        return [self.batch(i) for i in range(start, stop)]
+
     def batch(self, index: int) -> Batch:
         """Training batch ``index``; wraps around at the end of the file."""
         b = self.batch_size

@@ -217,7 +217,7 @@ class ShardedEmbeddings:
     # ------------------------------------------------------------- training
     def lookup(self, global_ids: np.ndarray, out: np.ndarray) -> None:
         """Gather rows: ``out[b, t] = weights[global_ids[b, t]]``; out is (B, T, d)."""
-        np.take(self.weights, global_ids, axis=0, out=out, mode="clip")
+        self.weights.take(global_ids, axis=0, out=out, mode="clip")
 
     def apply_gradients(
         self, rows: np.ndarray, grad: np.ndarray, record: bool
@@ -251,14 +251,22 @@ class SumPattern:
     interaction's (B, T+1, d) gradient).
     """
 
-    def __init__(self, col_of: np.ndarray, n_grad_rows: int, dtype: np.dtype) -> None:
+    def __init__(self, col_of: np.ndarray, n_grad_rows: int) -> None:
         n = len(col_of)
         self.n_lookups = n
         self.n_grad_rows = n_grad_rows
         self.indptr = np.zeros(n_grad_rows + 1, dtype=np.int32)
         self.indptr[np.asarray(col_of) + 1] = 1
         np.cumsum(self.indptr, out=self.indptr)
-        self.ones = np.ones(n, dtype)
+        self._ones: dict[np.dtype, np.ndarray] = {}
+
+    def ones(self, dtype: np.dtype) -> np.ndarray:
+        """The matrix's values, all 1, in ``dtype`` (the gradients'; made once per dtype)."""
+        found = self._ones.get(dtype)
+        if found is None:
+            found = self._ones[dtype] = np.ones(self.n_lookups, dtype)
+            found.flags.writeable = False
+        return found
 
 
 class SegmentSum:
@@ -267,25 +275,27 @@ class SegmentSum:
 
     Everything but the sums depends on the ids only, so it is built once per batch and shared,
     read-only, by every trainer that trains the batch (a replication's baseline and its
-    forks): ``rows``, the sorted unique ids (n_u,); ``counts``, lookups per id (n_u,); and a
-    sparse 0/1 (n_u x M) CSC matrix whose product with a step's gradient rows (M, d) is the
-    sums (n_u, d). In CSC the matrix has one entry per column ``col_of[k]`` (``pattern``) in
-    lookup order, in the row of lookup ``k``'s id; scipy's product adds each id's gradients in
-    lookup order, starting from zero, so the sums are deterministic and the same on every
-    machine.
+    forks): ``rows``, the sorted unique ids (n_u,); ``counts``, lookups per id (n_u,); and the
+    index arrays of a sparse 0/1 (n_u x M) CSC matrix whose product with a step's gradient rows
+    (M, d) is the sums (n_u, d). In CSC the matrix has one entry per column ``col_of[k]``
+    (``pattern``) in lookup order, in the row of lookup ``k``'s id; scipy's product
+    (``csc_matvecs``, called on these arrays directly: building a ``csc_matrix`` would check
+    them again, ~45 µs per batch at prod50h's shapes) adds each id's gradients in lookup
+    order, starting from zero, so the sums are deterministic and the same on every machine.
 
     The unique ids come from a count of the lookups per row when ``n_rows <= 32 n``, else
     from a sort of the ids.
     """
 
     def __init__(self, ids: np.ndarray, n_rows: int, pattern: SumPattern) -> None:
-        from scipy.sparse import csc_matrix  # deferred: keeps `import ftsim.trainer` light
+        from scipy.sparse import _sparsetools  # deferred: keeps `import ftsim.trainer` light
 
+        self._matvecs = _sparsetools.csc_matvecs
         if len(ids) != pattern.n_lookups:
             raise ValueError(f"{len(ids)} ids for a pattern of {pattern.n_lookups} lookups")
         if n_rows <= _COUNT_ROWS_PER_LOOKUP * len(ids):
             per_row = np.bincount(ids, minlength=n_rows)
-            self.rows = np.flatnonzero(per_row)
+            self.rows = np.flatnonzero(per_row > 0)  # 3x faster than on the int64 counts
             self.counts = per_row[self.rows]
             rank = np.empty(n_rows, dtype=np.int32)
             rank[self.rows] = np.arange(len(self.rows), dtype=np.int32)
@@ -294,14 +304,28 @@ class SegmentSum:
             self.rows, inverse, self.counts = np.unique(
                 ids, return_inverse=True, return_counts=True
             )
-        self.matrix = csc_matrix(
-            (pattern.ones, inverse.astype(np.int32, copy=False), pattern.indptr),
-            shape=(len(self.rows), pattern.n_grad_rows),
-        )
+        self.pattern = pattern
+        self.inverse = inverse.astype(np.int32, copy=False)
+        """Row of each lookup's id among ``rows`` (the matrix's row indices, in CSC order)."""
         # shared by every trainer of the batch and handed to their update listeners: read-only
-        for a in (self.rows, self.counts, self.matrix.data, self.matrix.indices):
+        for a in (self.rows, self.counts, self.inverse):
             a.flags.writeable = False
 
     def __call__(self, grad_rows: np.ndarray) -> np.ndarray:
         """Sums (n_u, d) of the gradient rows (M, d), C-contiguous, per id (a new array)."""
-        return self.matrix @ grad_rows
+        p = self.pattern
+        if grad_rows.shape[0] != p.n_grad_rows:
+            raise ValueError(f"{grad_rows.shape[0]} gradient rows for a pattern of {p.n_grad_rows}")
+        width = grad_rows.shape[1]
+        sums = np.zeros((len(self.rows), width), dtype=grad_rows.dtype)
+        self._matvecs(
+            len(self.rows),
+            p.n_grad_rows,
+            width,
+            p.indptr,
+            self.inverse,
+            p.ones(grad_rows.dtype),
+            np.ascontiguousarray(grad_rows).ravel(),
+            sums.ravel(),
+        )
+        return sums

@@ -4,8 +4,9 @@ Shapes: ``B`` batch size, ``T`` embedding tables, ``d`` embedding dim, ``F = T +
 entering the interaction (bottom-MLP output first), ``P = F*(F-1)/2`` pairs.
 
 All work arrays are preallocated per batch size and reused (``out=``), so a training step
-allocates almost nothing. Outputs returned by ``forward``/``backward`` are views of those
-buffers: they stay valid until the next call with the same batch size.
+allocates almost nothing; they come from a :class:`Workspace`, which models can share.
+Outputs returned by ``forward``/``backward`` are views of those buffers: they stay valid
+until the next call with the same batch size on a model of the same workspace.
 """
 
 from __future__ import annotations
@@ -20,6 +21,40 @@ def _relu_mask_(grad: np.ndarray, act: np.ndarray) -> None:
     np.multiply(grad, act > 0, out=grad)
 
 
+def _times_transposed(a: np.ndarray, w: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``a @ wᵀ`` into ``out``. A product over one term (``a`` of one column, as the gradient
+    of a one-output layer) is not a BLAS call in NumPy: it sets each element to 0 and adds
+    ``a[i, 0] * w[j, 0]``, one rounding per element; the same rounding broadcast, then ``+ 0``
+    (which turns a product of -0 into +0 as that sum does) gives the same bits 2x faster."""
+    if a.shape[1] != 1:
+        return np.matmul(a, w.T, out=out)
+    np.multiply(a, w.T, out=out)
+    return np.add(out, 0, out=out)
+
+
+class Workspace:
+    """Work arrays by role and shape, lent to every model that shares this workspace.
+
+    A training step or forward pass writes each work array it uses before reading it, and
+    nothing outlives the call but its returned views, so models that never run at the same
+    time (a replication's trainers, one thread) can share their work arrays. A trainer
+    cloned from another shares its workspace: its first evaluation then finds the held-out
+    set's work arrays (22 MB at prod50h's shapes) mapped already, not fresh pages to fault
+    in (~12 ms a fork).
+    """
+
+    def __init__(self) -> None:
+        self._arrays: dict[tuple, np.ndarray] = {}
+
+    def array(self, role: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """The (uninitialised) work array of ``role``, ``shape`` and ``dtype``."""
+        key = (role, shape, dtype)
+        found = self._arrays.get(key)
+        if found is None:
+            found = self._arrays[key] = np.empty(shape, dtype)
+        return found
+
+
 class MLP:
     """Affine layers ``a_l = relu(a_{l-1} @ W_l + b_l)``; ReLU on the last layer optional.
 
@@ -28,8 +63,18 @@ class MLP:
     """
 
     def __init__(
-        self, sizes: list[int], relu_last: bool, rng: np.random.Generator, dtype: np.dtype
+        self,
+        sizes: list[int],
+        relu_last: bool,
+        rng: np.random.Generator,
+        dtype: np.dtype,
+        workspace: Workspace | None = None,
+        name: str = "mlp",
     ) -> None:
+        """``workspace``: where the work arrays come from (default: a new one), under roles
+        starting with ``name``."""
+        self.workspace = Workspace() if workspace is None else workspace
+        self.name = name
         self.sizes = list(sizes)
         self.relu_last = relu_last
         self.dtype = np.dtype(dtype)
@@ -41,6 +86,7 @@ class MLP:
             self.biases.append(rng.normal(0.0, np.sqrt(1.0 / n_out), size=n_out).astype(self.dtype))
         self.grad_weights = [np.zeros_like(w) for w in self.weights]
         self.grad_biases = [np.zeros_like(b) for b in self.biases]
+        self._relu = [relu_last or i < len(self.weights) - 1 for i in range(len(self.weights))]
         self._acts: dict[int, list[np.ndarray]] = {}
         self._grads: dict[int, list[np.ndarray]] = {}
         self._last_input: np.ndarray | None = None
@@ -61,21 +107,22 @@ class MLP:
         self.weights, self.biases = list(params[0::2]), list(params[1::2])
         self.grad_weights, self.grad_biases = list(grads[0::2]), list(grads[1::2])
 
-    def _relu_at(self, layer: int) -> bool:
-        return self.relu_last or layer < len(self.weights) - 1
-
     def forward(self, x: np.ndarray) -> np.ndarray:
         """(B, sizes[0]) -> (B, sizes[-1]); caches activations for :meth:`backward`."""
         b = x.shape[0]
         acts = self._acts.get(b)
         if acts is None:
-            acts = [np.empty((b, n), self.dtype) for n in self.sizes[1:]]
+            work = self.workspace.array
+            acts = [
+                work(f"{self.name} act {i}", (b, n), self.dtype)
+                for i, n in enumerate(self.sizes[1:])
+            ]
             self._acts[b] = acts
         a = x
-        for layer, (w, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
-            z = np.matmul(a, w, out=acts[layer])
+        for w, bias, relu, z in zip(self.weights, self.biases, self._relu, acts, strict=True):
+            np.matmul(a, w, out=z)
             z += bias
-            if self._relu_at(layer):
+            if relu:
                 np.maximum(z, 0, out=z)
             a = z
         self._last_input = x
@@ -94,18 +141,26 @@ class MLP:
         acts = self._acts[b]
         grads = self._grads.get(b)
         if grads is None:  # grads[l - 1]: gradient w.r.t. the input of layer l >= 1
-            grads = [np.empty((b, n), self.dtype) for n in self.sizes[1:-1]]
+            work = self.workspace.array
+            grads = [
+                work(f"{self.name} grad {i}", (b, n), self.dtype)
+                for i, n in enumerate(self.sizes[1:-1])
+            ]
             self._grads[b] = grads
         dz = grad_out
         for layer in range(len(self.weights) - 1, -1, -1):
-            if self._relu_at(layer):
+            if self._relu[layer]:
                 _relu_mask_(dz, acts[layer])
             a_prev = acts[layer - 1] if layer > 0 else self._last_input
             np.matmul(a_prev.T, dz, out=self.grad_weights[layer])
-            np.sum(dz, axis=0, out=self.grad_biases[layer])
+            np.add.reduce(dz, axis=0, out=self.grad_biases[layer])  # np.sum, without its wrapper
             if layer > 0:
-                dz = np.matmul(dz, self.weights[layer].T, out=grads[layer - 1])
+                dz = _times_transposed(dz, self.weights[layer], out=grads[layer - 1])
         return dz
+
+
+GRAM_BLOCK = 256
+"""Samples whose Gram matrices :meth:`DotInteraction.forward` computes at a time."""
 
 
 class DotInteraction:
@@ -115,7 +170,11 @@ class DotInteraction:
     facebookresearch/dlrm (``arch_interaction_itself=False``).
     """
 
-    def __init__(self, n_vectors: int, dim: int, dtype: np.dtype) -> None:
+    def __init__(
+        self, n_vectors: int, dim: int, dtype: np.dtype, workspace: Workspace | None = None
+    ) -> None:
+        """``workspace``: where the work arrays come from (default: a new one)."""
+        self.workspace = Workspace() if workspace is None else workspace
         self.n_vectors = n_vectors
         self.dim = dim
         self.dtype = np.dtype(dtype)
@@ -130,7 +189,7 @@ class DotInteraction:
         pair_of[li, lj] = pair_of[lj, li] = np.arange(len(li))
         self._wsym_rows = (dim + pair_of).reshape(-1)
         self._diagonal = np.arange(n_vectors) * (n_vectors + 1)
-        self._pair_rows: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # by batch size
+        self._pair_rows: dict[tuple[int, int], list] = {}  # by (batch size, first sample)
         self._feat: np.ndarray | None = None  # input of the last forward
 
     def buffers(self, b: int) -> dict[str, np.ndarray]:
@@ -138,40 +197,64 @@ class DotInteraction:
         buf = self._buf.get(b)
         if buf is None:
             f, d = self.n_vectors, self.dim
+            # the forward's Gram matrices and Xᵀ are not needed after it: the backward's
+            # symmetric pair gradients and input gradients are written over them (1 MB less
+            # to keep in cache at prod50h's shapes)
+            work = self.workspace.array
+            square = work("interaction gram, dsym", (b, f, f), self.dtype)
+            vectors = work("interaction feat_t, dfeat", (b * f * d,), self.dtype)
             buf = {
-                "feat": np.empty((b, f, d), self.dtype),
-                "feat_t": np.empty((b, d, f), self.dtype),
-                "gram": np.empty((b, f, f), self.dtype),
-                "out": np.empty((b, self.out_dim), self.dtype),
-                "dsym": np.empty((b, f, f), self.dtype),
-                "dfeat": np.empty((b, f, d), self.dtype),
+                "feat": work("interaction feat", (b, f, d), self.dtype),
+                "feat_t": vectors.reshape(b, d, f),
+                "gram": square,
+                "out": work("interaction out", (b, self.out_dim), self.dtype),
+                "dsym": square,
+                "dfeat": vectors.reshape(b, f, d),
             }
             self._buf[b] = buf
-            # row i of the strict lower triangle, gram[:, i, :i], is output columns
-            # d + i(i-1)/2 ... : one strided copy per row, views made once
-            self._pair_rows[b] = [
-                (buf["out"][:, d + i * (i - 1) // 2 : d + i * (i + 1) // 2], buf["gram"][:, i, :i])
-                for i in range(1, f)
-            ]
         return buf
 
     def forward(self, feat: np.ndarray) -> np.ndarray:
-        """(B, F, d) -> (B, d + P). ``feat[:, 0]`` is the bottom-MLP output."""
-        buf = self.buffers(feat.shape[0])
-        # X Xᵀ per sample, with Xᵀ copied contiguous first: with the transposed view as operand
-        # the (27, 8) x (8, 27) products were 5x slower (OpenBLAS 0.3.31 SkylakeX, 1 thread:
-        # 280 µs instead of 50 at B = 256), more than the copy costs (20 µs)
-        feat_t = buf["feat_t"]
-        np.copyto(feat_t, feat.transpose(0, 2, 1))
-        np.matmul(feat, feat_t, out=buf["gram"])
-        out = buf["out"]
+        """(B, F, d) -> (B, d + P). ``feat[:, 0]`` is the bottom-MLP output.
+
+        Each sample's Gram matrix is a product of its own, the same whatever the batch: a
+        larger batch (the held-out set's chunks of 4096) goes through them
+        :data:`GRAM_BLOCK` samples at a time, in that batch size's work arrays (a 12 MB
+        Gram array would not stay in cache until its pairs are copied out).
+        """
+        b = feat.shape[0]
+        out = self.buffers(b)["out"]
         out[:, : self.dim] = feat[:, 0]
-        # the pairs: 26 row copies take 34 µs at prod50h's shapes, one np.take of the 351
-        # columns 53 µs, fancy indexing 30 µs plus a copy into place (OpenBLAS 0.3.31 Haswell)
-        for dst, src in self._pair_rows[len(feat)]:
-            np.copyto(dst, src)
+        for start in range(0, b, GRAM_BLOCK):
+            part = feat[start : start + GRAM_BLOCK]
+            work = self.buffers(len(part))
+            # X Xᵀ per sample, with Xᵀ copied contiguous first: with the transposed view as
+            # operand the (27, 8) x (8, 27) products were 5x slower (OpenBLAS 0.3.31
+            # SkylakeX, 1 thread: 280 µs instead of 50 at B = 256), more than the copy (20 µs)
+            np.copyto(work["feat_t"], part.transpose(0, 2, 1))
+            np.matmul(part, work["feat_t"], out=work["gram"])
+            # the pairs: 26 row copies take 34 µs at prod50h's shapes, one np.take of the
+            # 351 columns 53 µs, fancy indexing 30 µs plus a copy into place (OpenBLAS 0.3.31
+            # Haswell)
+            for dst, src in self._pairs(b, start, len(part)):
+                dst[...] = src  # np.copyto, without its dispatcher
         self._feat = feat
         return out
+
+    def _pairs(self, b: int, start: int, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Row ``i`` of the strict lower triangle of the Gram matrices of samples
+        ``start .. start + n - 1`` of a batch of ``b`` (in the work arrays of batch size
+        ``n``), ``gram[:, i, :i]``, goes to output columns ``d + i(i-1)/2 ...`` of those
+        samples: one strided copy per row, views made once."""
+        found = self._pair_rows.get((b, start))
+        if found is None:
+            d, gram = self.dim, self.buffers(n)["gram"]
+            out = self.buffers(b)["out"][start : start + n]
+            found = self._pair_rows[b, start] = [
+                (out[:, d + i * (i - 1) // 2 : d + i * (i + 1) // 2], gram[:, i, :i])
+                for i in range(1, self.n_vectors)
+            ]
+        return found
 
     def backward(self, dz: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """Gradient w.r.t. the input vectors (B, F, d) of a loss that sees the output only
@@ -190,10 +273,11 @@ class DotInteraction:
         buf = self.buffers(b)
         wsym = self._wsym.get(weight.shape[1])
         if wsym is None:
-            wsym = self._wsym[weight.shape[1]] = np.empty(
-                (self.n_vectors**2, weight.shape[1]), self.dtype
+            shape = (self.n_vectors**2, weight.shape[1])
+            wsym = self._wsym[shape[1]] = self.workspace.array(
+                "interaction wsym", shape, self.dtype
             )
-        np.take(weight, self._wsym_rows, axis=0, out=wsym)
+        weight.take(self._wsym_rows, axis=0, out=wsym)
         wsym[self._diagonal] = 0
         dsym = buf["dsym"]
         np.matmul(dz, wsym.T, out=dsym.reshape(b, -1))
@@ -219,13 +303,15 @@ class DenseDLRM:
         top_mlp: list[int],
         rng: np.random.Generator,
         dtype: np.dtype = np.float32,
+        workspace: Workspace | None = None,
     ) -> None:
+        """``workspace``: where the work arrays come from (default: a new one; see
+        :class:`Workspace`)."""
         self.dtype = np.dtype(dtype)
-        self.bottom = MLP([n_dense, *bottom_mlp], relu_last=True, rng=rng, dtype=self.dtype)
-        self.interaction = DotInteraction(n_tables + 1, embedding_dim, self.dtype)
-        self.top = MLP(
-            [self.interaction.out_dim, *top_mlp], relu_last=False, rng=rng, dtype=self.dtype
-        )
+        self.workspace = work = Workspace() if workspace is None else workspace
+        self.bottom = MLP([n_dense, *bottom_mlp], True, rng, self.dtype, work, "bottom")
+        self.interaction = DotInteraction(n_tables + 1, embedding_dim, self.dtype, work)
+        self.top = MLP([self.interaction.out_dim, *top_mlp], False, rng, self.dtype, work, "top")
         # every parameter and every gradient in one buffer each: the dense optimizer updates
         # all of them in one pass (elementwise, so with the same result per element)
         self.flat_params, params = pack(self.bottom.params + self.top.params)
@@ -265,7 +351,7 @@ class DenseDLRM:
         b = logits.shape[0]
         dlogit = self._dlogit.get(b)
         if dlogit is None:
-            dlogit = self._dlogit[b] = np.empty((b, 1), self.dtype)
+            dlogit = self._dlogit[b] = self.workspace.array("dlogit", (b, 1), self.dtype)
         d = dlogit[:, 0]
         sigmoid(logits, out=d)
         d -= labels
@@ -277,12 +363,13 @@ class DenseDLRM:
 
 def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Numerically safe logistic function, elementwise."""
-    out = np.negative(np.abs(x), out=out)
+    negative = x < 0
+    out = np.abs(x, out=out)
+    np.negative(out, out=out)
     np.exp(out, out=out)  # e = exp(-|x|) in (0, 1]
-    pos = x >= 0
     # x >= 0: 1/(1+e);  x < 0: e/(1+e) = 1 - 1/(1+e)
     np.divide(1.0, np.add(out, 1.0, out=out), out=out)
-    np.subtract(1.0, out, out=out, where=~pos)
+    np.subtract(1.0, out, out=out, where=negative)
     return out
 
 

@@ -23,7 +23,7 @@ from ftsim.trainer.embeddings import (
     SumPattern,
 )
 from ftsim.trainer.metrics import auc, log_loss
-from ftsim.trainer.model import DenseDLRM, bce_with_logits, sigmoid
+from ftsim.trainer.model import DenseDLRM, Workspace, bce_with_logits, sigmoid
 from ftsim.trainer.optim import DenseOptimizer
 from ftsim.trainer.usage import UseCounter
 
@@ -64,10 +64,15 @@ class Trainer:
     """
 
     def __init__(
-        self, cfg: TrainerConfig, data: SyntheticData | CriteoData | SharedData | None = None
+        self,
+        cfg: TrainerConfig,
+        data: SyntheticData | CriteoData | SharedData | None = None,
+        workspace: Workspace | None = None,
     ) -> None:
         """``data``: the batch source, e.g. a :class:`SharedData` that other trainers of
-        the same ``cfg`` use too (read-only); by default this trainer builds its own."""
+        the same ``cfg`` use too (read-only); by default this trainer builds its own.
+        ``workspace``: the model's work arrays, e.g. another trainer's (see
+        :class:`~ftsim.trainer.model.Workspace`); by default its own."""
         self.cfg = cfg
         dtype = np.dtype(cfg.model.dtype)
         self.data = make_data(cfg) if data is None else data
@@ -84,6 +89,7 @@ class Trainer:
             cfg.model.top_mlp,
             rng,
             dtype,
+            workspace,
         )
         self.dense_optimizer = DenseOptimizer(
             cfg.optimizer.dense, self.model.params, packed=self.model.flat_params
@@ -91,16 +97,19 @@ class Trainer:
         self.step = 0
         self.mfu = UseCounter(self.embeddings.n_rows) if cfg.hooks.mfu_counters else None
         self._listeners: list[UpdateListener] = []
-        self._work: dict[int, tuple[np.ndarray, SumPattern]] = {}
+        self._patterns: dict[int, SumPattern] = {}  # by batch size
+        self._dense_grads = self.model.grads
         # what this trainer derives from a batch depends on the table layout: a batch shared
-        # with trainers of another layout keeps one entry per layout
-        self._derived_key = ("segment_sum", tuple(self.embeddings.offsets.tolist()))
+        # with trainers of another layout keeps one entry per layout (a string: its hash is
+        # kept, a tuple of the offsets would be hashed at every step)
+        self._derived_key = "lookups " + " ".join(map(str, self.embeddings.offsets.tolist()))
         self._eval_set: Batch | None = None
 
     def clone(self) -> Trainer:
         """A new trainer in this one's state (parameters, optimizer state, step and use
-        counters) that shares its data source (no listeners)."""
-        twin = type(self)(self.cfg, data=self.data)
+        counters) that shares its data source and work arrays (no listeners; the two are
+        not to train or evaluate at the same time, from two threads)."""
+        twin = type(self)(self.cfg, data=self.data, workspace=self.model.workspace)
         twin.restore(self.snapshot())
         if self.mfu is not None:
             twin.mfu.counts[:] = self.mfu.counts
@@ -118,47 +127,48 @@ class Trainer:
     def train_batch(self, batch: Batch, loss: bool = True) -> float | None:
         """One SGD step on ``batch`` (normally ``data.batch(step)``); returns its log loss
         (None with ``loss=False``: the update is the same, the loss is not computed)."""
-        b = len(batch)
-        gids, pattern = self._workspace(b)
-        emb = self.embeddings
-        np.add(batch.cat, emb.offsets[:-1], out=gids)
-        segment_sum = batch.derived.get(self._derived_key)
-        if segment_sum is None:
-            segment_sum = SegmentSum(gids.reshape(-1), emb.n_rows, pattern)
-            batch.derived[self._derived_key] = segment_sum
-        feat = self.model.feature_buffer(b)
-        emb.lookup(gids, out=feat[:, 1:])
-        logits = self.model.forward(batch.dense.astype(self.model.dtype, copy=False))
+        emb, model = self.embeddings, self.model
+        gids, segment_sum = self._lookups(batch)
+        emb.lookup(gids, out=model.feature_buffer(len(gids))[:, 1:])
+        logits = model.forward(batch.dense.astype(model.dtype, copy=False))
         batch_loss = bce_with_logits(logits, batch.label) if loss else None
-        dfeat = self.model.backward(logits, batch.label)
-        self.dense_optimizer.step(self.model.grads, self.model.flat_grads)
-        rows, counts = segment_sum.rows, segment_sum.counts
+        dfeat = model.backward(logits, batch.label)
+        self.dense_optimizer.step(self._dense_grads, model.flat_grads)
+        rows = segment_sum.rows
         grad = segment_sum(dfeat.reshape(-1, emb.dim))
         if self._listeners:
             grad_in = grad.copy()
             old, new = emb.apply_gradients(rows, grad, record=True)
-            update = SparseUpdate(self.step, rows, counts, grad_in, old, new, emb.offsets)
+            update = SparseUpdate(
+                self.step, rows, segment_sum.counts, grad_in, old, new, emb.offsets
+            )
         else:
             emb.apply_gradients(rows, grad, record=False)
         if self.mfu is not None:
-            self.mfu.add(rows, counts)
+            self.mfu.add(rows, segment_sum.counts)
         self.step += 1
         if self._listeners:
             for fn in self._listeners:
                 fn(update)
         return batch_loss
 
-    def _workspace(self, b: int) -> tuple[np.ndarray, SumPattern]:
-        """Global-id buffer (B, T) and where the lookups' gradients are in the (B*(T+1), d)
-        interaction gradient: lookup ``k``'s in row ``k + k // T + 1``."""
-        work = self._work.get(b)
-        if work is None:
+    def _lookups(self, batch: Batch) -> tuple[np.ndarray, SegmentSum]:
+        """The batch's global row ids (B, T) and the backward of its lookups, computed by the
+        first trainer of this table layout that trains the batch and kept with it (read-only)."""
+        found = batch.derived.get(self._derived_key)
+        if found is None:
             emb = self.embeddings
-            t = len(emb.table_sizes)
-            k = np.arange(b * t, dtype=np.int64)
-            work = (np.empty((b, t), np.int64), SumPattern(k + k // t + 1, b * (t + 1), emb.dtype))
-            self._work[b] = work
-        return work
+            b = len(batch)
+            pattern = self._patterns.get(b)
+            if pattern is None:  # lookup k's gradient is row k + k // T + 1 of the
+                t = len(emb.table_sizes)  # (B * (T+1), d) interaction gradient
+                k = np.arange(b * t, dtype=np.int64)
+                pattern = self._patterns[b] = SumPattern(k + k // t + 1, b * (t + 1))
+            gids = batch.cat + emb.offsets[:-1]
+            gids.flags.writeable = False
+            found = (gids, SegmentSum(gids.reshape(-1), emb.n_rows, pattern))
+            batch.derived[self._derived_key] = found
+        return found
 
     # ---------------------------------------------------------------- evaluation
     @property

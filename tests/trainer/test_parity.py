@@ -430,3 +430,91 @@ def test_training_after_recovery_matches_failure_free(make_config, kind):
     clean.train(50)
     assert abs(tr.evaluate()["logloss"] - clean.evaluate()["logloss"]) <= LOSS_TOL
     assert max(code.consistency_error().values()) <= TOL
+
+
+# ------------------------------------------------------- the update, bit for bit
+def plain_update_parity(code: ParityCode, update) -> dict[str, np.ndarray]:
+    """The parity after ``update`` by the previous formulas: stripes by np.unique, a dense
+    (n, k, w) member array, one matrix product per stripe (copies of the arrays)."""
+    rows = update.rows
+    touched, index = np.unique(code.stripe_of(rows), return_inverse=True)
+    changes = {parity.VALUES: update.new.values.astype(np.float64) - update.old.values}
+    for name in code.state:
+        new = update.new.state[name].reshape(len(rows), -1).astype(np.float64)
+        changes[name] = new - update.old.state[name].reshape(len(rows), -1)
+    out = {}
+    for name, (_, par) in code._coded_arrays().items():
+        par = par.copy()
+        members = np.zeros((len(touched), code.k, changes[name].shape[1]))
+        members[index, code.offset_of(rows)] = changes[name]
+        par[touched] = par[touched] + np.matmul(code.coeffs, members)
+        out[name] = par
+    return out
+
+
+def same_parity_updates(make_config, kind: str, k: int, r: int, layout: str) -> bool:
+    """Four training steps folded into the parity as the code does and by the plain
+    formulas, from the same parity each time (some rows and parity values set to ±0 and to
+    values whose sums round), bit for bit."""
+    tr = make_trainer(make_config, kind, n_shards=6)
+    emb = tr.embeddings
+    emb.weights[::7] = -0.0
+    emb.weights[1::7] = 3e-8
+    code = ParityCode(emb, k, r, layout=layout)
+    code.values[::3] = -0.0
+    updates = []
+    tr.add_update_listener(updates.append)
+    for _ in range(4):
+        tr.train(1)
+        expected = plain_update_parity(code, updates[-1])
+        code.on_update(updates[-1])
+        for name, (_, par) in code._coded_arrays().items():
+            if par.tobytes() != expected[name].tobytes():
+                return False
+    return True
+
+
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+@pytest.mark.parametrize(("k", "r", "layout"), [(1, 1, "rotating"), (2, 1, "rotating"),
+    (2, 2, "rotating"), (2, 1, "grouped"), (3, 2, "rotating")])  # fmt: skip
+def test_parity_update_equals_the_per_stripe_product(make_config, kind, k, r, layout):
+    assert same_parity_updates(make_config, kind, k, r, layout)
+
+
+def encode_matches_matmul(code: ParityCode, seed: int) -> bool:
+    """``_encode`` of member rows (random, pairs of -0, sums that round, absent members)
+    equals NumPy's per-stripe product ``coeffs @ members``, bit for bit."""
+    rng = np.random.default_rng(seed)
+    n, w = 40, 3
+    stripe = np.repeat(np.arange(n), code.k)
+    offset = np.tile(np.arange(code.k), n)
+    keep = rng.random(len(stripe)) < 0.7  # some members absent (zero)
+    delta = rng.normal(size=(len(stripe), w)) * 10.0 ** rng.integers(-20, 3, size=(len(stripe), 1))
+    delta[: 4 * code.k] = -0.0  # whole stripes of -0
+    stripe, offset, delta = stripe[keep], offset[keep], delta[keep]
+    members = np.zeros((n, code.k, w))
+    members[stripe, offset] = delta
+    expected = np.matmul(code.coeffs, members)
+    return code._encode(stripe, offset, n, delta).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(("k", "r"), [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (4, 2)])
+def test_encoded_members_equal_the_per_stripe_product(k, r):
+    emb = ShardedEmbeddings([50], 3, ShardingConfig(n_shards=k + r), SparseOptimizerConfig(),
+                            np.random.default_rng(0))  # fmt: skip
+    code = ParityCode(emb, k, r)
+    assert all(encode_matches_matmul(code, seed) for seed in range(5))
+
+
+def test_encode_check_catches_a_negative_zero_kept(monkeypatch):
+    original = ParityCode._encode
+
+    def without_the_added_zero(self, stripe, offset, n, delta):
+        out = original(self, stripe, offset, n, delta)
+        out[out == 0] = -0.0  # as a sum of -0 rows without BLAS's zeroed output
+        return out
+
+    emb = ShardedEmbeddings([50], 3, ShardingConfig(n_shards=3), SparseOptimizerConfig(),
+                            np.random.default_rng(0))  # fmt: skip
+    monkeypatch.setattr(ParityCode, "_encode", without_the_added_zero)
+    assert not encode_matches_matmul(ParityCode(emb, 2, 1), 0)

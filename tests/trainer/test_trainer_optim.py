@@ -72,7 +72,7 @@ def test_segment_sum_adds_in_lookup_order(n_rows):
     SegmentSum serves any number of gradient arrays (every trainer of the batch)."""
     rng = np.random.default_rng(2)
     col_of = np.sort(rng.choice(500, size=300, replace=False))  # strictly increasing
-    pattern = SumPattern(col_of, 500, np.float32)
+    pattern = SumPattern(col_of, 500)
     for _ in range(3):
         ids = rng.integers(0, 40, size=300) * (n_rows // 40)
         summer = SegmentSum(ids, n_rows, pattern)

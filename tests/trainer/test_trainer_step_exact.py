@@ -20,6 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import ftsim.trainer.data as data_module
+import ftsim.trainer.model as model_module
 import ftsim.trainer.optim as optim_module
 from ftsim.trainer import (
     DenseOptimizerConfig,
@@ -82,11 +84,14 @@ def mlp_forward(mlp, x: np.ndarray) -> list[np.ndarray]:
 
 
 def mlp_backward(mlp, x: np.ndarray, acts: list[np.ndarray], dz: np.ndarray) -> tuple:
-    """Weight and bias gradients, and the gradient of the first pre-activation."""
+    """Weight and bias gradients, and the gradient of the first pre-activation. ``dz`` is
+    masked in place, keeping its layout: the trainer's bottom MLP takes a strided column of
+    the interaction gradient, and a product with a strided vector (bottom width 1) may round
+    differently in BLAS from one with a contiguous copy."""
     gw, gb = [None] * len(acts), [None] * len(acts)
     for layer in range(len(acts) - 1, -1, -1):
         if mlp.relu_last or layer < len(acts) - 1:
-            dz = dz * (acts[layer] > 0)
+            dz *= acts[layer] > 0
         a_prev = acts[layer - 1] if layer > 0 else x
         gw[layer] = np.matmul(a_prev.T, dz)
         gb[layer] = np.sum(dz, axis=0)
@@ -180,21 +185,45 @@ def test_step_equals_the_plain_formulas(cfg):
     assert first_difference(*trained_both_ways(cfg)) is None
 
 
+@pytest.mark.parametrize("block", [1, 5])
+def test_step_in_gram_blocks_equals_the_plain_formulas(small, block, monkeypatch):
+    """A batch larger than GRAM_BLOCK (as the held-out set's chunks) goes through the Gram
+    matrices block by block: the same step, and the same predictions."""
+    monkeypatch.setattr(model_module, "GRAM_BLOCK", block)
+    assert first_difference(*trained_both_ways(small)) is None
+    blocked = Trainer(small)
+    blocked.train(2)
+    monkeypatch.setattr(model_module, "GRAM_BLOCK", 10**6)
+    whole = Trainer(small)
+    whole.train(2)
+    assert blocked.predict(whole.eval_set).tobytes() == whole.predict(whole.eval_set).tobytes()
+
+
+def test_gram_block_check_catches_a_block_written_one_sample_off(small, monkeypatch):
+    original = DotInteraction._pairs
+
+    def off_by_one(self, b, start, n):
+        return original(self, b, max(0, start - 1), n)
+
+    monkeypatch.setattr(model_module, "GRAM_BLOCK", 5)
+    monkeypatch.setattr(DotInteraction, "_pairs", off_by_one)
+    assert first_difference(*trained_both_ways(small)) is not None
+
+
 @pytest.fixture
 def small():
     return tiny_config(batch=16, dim=3, sizes=[5, 40, 9, 30], hidden=6, dtype="float32", seed=3)
 
 
 def test_step_check_catches_a_pair_copied_from_the_wrong_column(small, monkeypatch):
-    original = DotInteraction.buffers
+    original = DotInteraction._pairs
 
-    def shifted(self, b):  # the pairs of row 3 taken one column to the right (the diagonal)
-        buf = original(self, b)
-        dst, _ = self._pair_rows[b][2]
-        self._pair_rows[b][2] = (dst, buf["gram"][:, 3, 1:4])
-        return buf
+    def shifted(self, b, start, n):  # the pairs of row 3 taken one column to the right
+        pairs = list(original(self, b, start, n))
+        pairs[2] = (pairs[2][0], self.buffers(n)["gram"][:, 3, 1:4])  # (the diagonal)
+        return pairs
 
-    monkeypatch.setattr(DotInteraction, "buffers", shifted)
+    monkeypatch.setattr(DotInteraction, "_pairs", shifted)
     assert first_difference(*trained_both_ways(small)) is not None
 
 
@@ -213,9 +242,11 @@ def test_step_check_catches_segment_sums_accumulated_in_float64(small, monkeypat
     from ftsim.trainer.embeddings import SegmentSum
 
     def float64_sums(self, grad_rows):  # one rounding at the end instead of one per add
-        return (self.matrix.astype(np.float64) @ grad_rows.astype(np.float64)).astype(
-            grad_rows.dtype
-        )
+        indptr = self.pattern.indptr
+        col_of = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+        sums = np.zeros((len(self.rows), grad_rows.shape[1]))
+        np.add.at(sums, self.inverse, grad_rows[col_of].astype(np.float64))
+        return sums.astype(grad_rows.dtype)
 
     monkeypatch.setattr(SegmentSum, "__call__", float64_sums)
     cfg = tiny_config(batch=64, dim=3, sizes=[3, 2], hidden=4, dtype="float32", seed=1)
@@ -326,15 +357,20 @@ def sample_matches_searchsorted(rows: PowerLawRows, sizes: list, u: np.ndarray) 
     exponent=st.floats(0.0, 2.5),
     n=st.integers(1, 50),
     seed=st.integers(0, 100),
+    guide_entries=st.sampled_from([1, 400, data_module.GUIDE_ENTRIES]),  # 1 to 4 per row
 )
-def test_power_law_sample_equals_searchsorted(sizes, exponent, n, seed):
+def test_power_law_sample_equals_searchsorted(sizes, exponent, n, seed, guide_entries):
     rng = np.random.default_rng(seed)
-    rows = PowerLawRows(sizes, [exponent] * len(sizes), rng)
+    default, data_module.GUIDE_ENTRIES = data_module.GUIDE_ENTRIES, guide_entries
+    try:
+        rows = PowerLawRows(sizes, [exponent] * len(sizes), rng)
+    finally:
+        data_module.GUIDE_ENTRIES = default
     u = rng.random((n, len(sizes)))
     u[0] = 0.0
     u[-1] = np.nextafter(1.0, 0.0)  # t + u may round up to t + 1
     assert sample_matches_searchsorted(rows, sizes, u)
-    assert sample_matches_searchsorted(rows, sizes, rng.random((n, len(sizes))))  # cached
+    assert sample_matches_searchsorted(rows, sizes, rng.random((n, len(sizes))))
 
 
 def test_sample_check_catches_a_walk_that_stops_short():
@@ -342,22 +378,107 @@ def test_sample_check_catches_a_walk_that_stops_short():
     rows = PowerLawRows(sizes, [0.3, 0.3], np.random.default_rng(0))
     u = np.random.default_rng(1).random((200, 2))
     u[0] = np.nextafter(1.0, 0.0)  # the last rank of each table
-    lo, hi, size, shift = rows._layout(u.shape)
-    rows._layouts[u.shape] = (lo, hi - 1, size, shift)  # the walk never reaches the last rank
+    rows._last = rows._last - 1  # the walk never reaches the last rank
     assert not sample_matches_searchsorted(rows, sizes, u)
+
+
+def plain_batch(data: SyntheticData, rng: np.random.Generator, n: int) -> tuple:
+    """A batch by the previous formulas, alone: dense features, row uniforms sampled
+    (searchsorted per table), the teacher's probability with one product for the batch,
+    then label uniforms; returns (dense, cat, label, prob)."""
+    dense = rng.standard_normal((n, data.n_dense), dtype=np.float32)
+    u = rng.random((n, len(data.table_sizes)))
+    rows = data.rows
+    cat = np.empty(u.shape, np.int64)
+    for t in range(u.shape[1]):
+        cdf = rows._cdf[rows.offsets[t] : rows.offsets[t + 1]]
+        pos = np.minimum(np.searchsorted(cdf, u[:, t] + t, side="right"), len(cdf) - 1)
+        cat[:, t] = rows._row_of_pos[rows.offsets[t] + pos]
+    teacher = data.teacher
+    g = cat + teacher.offsets[:-1]
+    v = np.take(teacher.vectors, g, axis=0)
+    total = np.einsum("btk->bk", v)
+    pairs = 0.5 * (np.einsum("bk,bk->b", total, total) - np.einsum("btk,btk->b", v, v))
+    raw = dense @ teacher.w_dense + np.take(teacher.first, g).sum(axis=1) + pairs
+    prob = 1.0 / (1.0 + np.exp(-(raw + teacher.bias)))
+    label = (rng.random(n) < prob).astype(np.float32)
+    return dense, cat, label, prob
+
+
+def same_batches(data: SyntheticData, start: int, stop: int) -> bool:
+    """``data.batches(start, stop)`` (generated together) equal the plain formulas, each
+    batch alone, bit for bit."""
+    made = data.batches(start, stop)
+    for index, batch in zip(range(start, stop), made, strict=True):
+        rng = np.random.default_rng([data.cfg.seed, 1, index])
+        expected = plain_batch(data, rng, data.batch_size)
+        got = (batch.dense, batch.cat, batch.label, batch.prob)
+        pairs = zip(got, expected, strict=True)
+        if any(x.dtype != y.dtype or x.tobytes() != y.tobytes() for x, y in pairs):
+            return False
+    return True
+
+
+@SETTINGS
+@given(
+    sizes=st.lists(st.integers(1, 80), min_size=1, max_size=5),
+    batch=st.integers(1, 20),
+    teacher_dim=st.integers(1, 5),
+    start=st.integers(0, 50),
+    count=st.integers(1, 9),
+)
+def test_batches_made_together_equal_each_made_alone(sizes, batch, teacher_dim, start, count):
+    cfg = SyntheticDataConfig(seed=start, n_dense=3, cardinalities=sizes, teacher_dim=teacher_dim)
+    assert same_batches(SyntheticData(cfg, batch), start, start + count)
+
+
+def test_batches_made_together_at_prod50h_shapes():
+    """26 tables of 1000 rows, teacher of dimension 4, 256 samples, in groups as the
+    co-simulation makes them (a shared source's aligned group, cut at ``until``), and the
+    held-out set, one group of its own."""
+    data = SyntheticData(SyntheticDataConfig(seed=7, row_cap=1000), 256)
+    assert same_batches(data, 30, 30 + 9)
+    shared = SharedData(data, until=40)
+    assert shared.batch(33) is shared.batch(33) and sorted(shared._batches) == [*range(32, 40)]
+    assert all(shared.batch(i).cat.tobytes() == data.batch(i).cat.tobytes() for i in (32, 39))
+    held_out = data.eval_set(600)
+    got = (held_out.dense, held_out.cat, held_out.label, held_out.prob)
+    expected = plain_batch(data, np.random.default_rng([7, 2]), 600)
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(got, expected, strict=True))
+
+
+def test_batch_check_catches_label_uniforms_drawn_before_the_rows(monkeypatch):
+    data = SyntheticData(SyntheticDataConfig(seed=2, cardinalities=[30, 9]), 8)
+
+    def labels_first(self, rngs, n):  # the stream consumed in another order
+        for rng in rngs:
+            rng.random(n)
+        return [original(self, [rng], n)[0] for rng in rngs]
+
+    original = SyntheticData._make
+    monkeypatch.setattr(SyntheticData, "_make", labels_first)
+    assert not same_batches(data, 0, 3)
 
 
 # ------------------------------------------------------------------ shared data
 def test_clone_continues_exactly_like_the_original(small):
+    """A clone shares the data and the work arrays: trained and evaluated in turns with
+    its original (each call overwriting the other's work arrays), each equals a trainer
+    trained alone."""
     tr = Trainer(small)
     tr.train(4)
     twin = tr.clone()
     assert twin.data is tr.data and twin.mfu.counts.tobytes() == tr.mfu.counts.tobytes()
-    tr.train(3)
-    twin.train(3)
+    assert twin.model.workspace is tr.model.workspace
+    for _ in range(3):
+        tr.train(1)
+        twin.evaluate()
+        twin.train(1)
+        tr.evaluate()
     alone = Trainer(small)
     alone.train(7)
     assert first_difference(tr, twin) is None and first_difference(tr, alone) is None
+    assert tr.evaluate() == twin.evaluate() == alone.evaluate()
 
 
 def test_trainers_sharing_data_train_as_if_alone(small):
