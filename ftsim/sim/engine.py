@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 import simpy
+from simpy.events import URGENT
 
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES, PART_CATEGORIES
@@ -41,13 +42,13 @@ from ftsim.sim.cluster import ClusterNetwork, SharedRoutes, StateLayout
 from ftsim.sim.failures import Failure, FailureDraws
 from ftsim.sim.nodes import node_name
 
-_SLOWDOWN_CATEGORIES = ("degraded", "other")
 _PROGRESS_EPS_S = 1e-9
 """Progress within this many seconds of a target counts as reaching it (float rounding)."""
 
 
 class Replan:
-    """Interrupt cause: the training rate changed (a background activity started/ended)."""
+    """Interrupt cause: the training rate changed while the job had just left its compute
+    phase (see :meth:`Simulation.replan`)."""
 
 
 class Phase(NamedTuple):
@@ -133,6 +134,8 @@ class Simulation:
         self._computing: tuple[float, float, float] | None = None
         """While computing: (wall start s, progress at start s, wall seconds per compute s)."""
         self._job: simpy.Process | None = None
+        self._compute_wait: simpy.Timeout | None = None
+        """While computing: the timeout at the planned end of the compute phase."""
         self.completed = False
         """Whether training finished before ``run.max_wall_factor`` × the failure-free time."""
 
@@ -225,9 +228,31 @@ class Simulation:
             self._charge(category, start, detail, part)
 
     def replan(self) -> None:
-        """Tell the job that ``policy.slowdown()`` changed; it re-plans its compute phase."""
+        """Tell the job that ``policy.slowdown()`` changed; it re-plans its compute phase.
+
+        The job hears it where an interrupt would reach it, an urgent event now (after the
+        caller yields, and after any interrupt already due now), but as the plain value of
+        its compute wait, not as an exception thrown through its generators: a re-plan is
+        ECRM's most frequent event. Should the job have left that compute phase by then (a
+        failure interrupted it at this same instant), the re-plan reaches it as an
+        interrupt (:class:`Replan`) as before."""
         if self._computing is not None and self._job is not None and self._job.is_alive:
-            self._job.interrupt(Replan())
+            event = simpy.Event(self.env)
+            event._ok, event._value = True, None
+            event.callbacks.append(self._deliver_replan)
+            self.env.schedule(event, URGENT)
+
+    def _deliver_replan(self, event: simpy.Event) -> None:
+        """Wake the job for a re-plan (:meth:`replan`), as SimPy delivers an interrupt: a
+        finished job is left alone, and the job stops waiting for whatever it waits for."""
+        job = self._job
+        if not job.is_alive:
+            return
+        waited = job._target
+        waited.callbacks.remove(job._resume)
+        if waited is not self._compute_wait:  # no longer that compute phase: interrupt it
+            event._ok, event._value, event._defused = False, simpy.Interrupt(Replan()), True
+        job._resume(event)
 
     def rollback_to(self, progress_s: float, part: str | None = None) -> None:
         """Discard training progress back to ``progress_s`` (it will be re-executed), on
@@ -290,10 +315,11 @@ class Simulation:
         start = env.now
         begin_s = self.progress_s
         self._computing = (start, begin_s, factor)
+        wait = self._compute_wait = env.timeout((target_s - begin_s) * factor)
         try:
-            yield env.timeout((target_s - begin_s) * factor)
+            yield wait
         finally:
-            self._computing = None
+            self._computing = self._compute_wait = None
             now = env.now
             base = (now - start) / factor
             progress = self.progress_s = self.progress_s + base
@@ -322,6 +348,7 @@ class Simulation:
                 timeline.append(_phase((redo_end, now, kind, kind, None, (), "")))
             if progress > reached:
                 self.reached_s = progress
+        return wait.callbacks is not None  # not fired: a re-plan woke the job
 
     def _run_job(self):
         policy = self.policy
@@ -339,8 +366,10 @@ class Simulation:
                     return
                 due = policy.next_action_at()
                 target = work_s if work_s < due else due
-                if self.progress_s < target - _PROGRESS_EPS_S:
+                if self.progress_s < target - _PROGRESS_EPS_S and (
                     yield from self._compute(target)
+                ):
+                    continue  # re-planned: plan the rest of the phase anew
                 if self.progress_s < target:  # float rounding: snap, keeping lost = 0
                     self.computed_s += target - self.progress_s
                     self.progress_s = target
