@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import statistics
@@ -61,8 +62,10 @@ def _engine():
     indices)`` returns a function that runs replication ``rep`` of those policies (as a run
     does: one draw of the replication's failures for all of them, where the checkout shares
     it) and returns the finished simulations. This layout prepares each policy once (as a
-    run or a sweep task does); commits before it (for ``--compare``) build everything per
-    replication."""
+    run or a sweep task does), and records neither timeline nor model events where the
+    checkout can leave them out (as a run does in every replication but the one whose
+    timeline it keeps, when it does not train the model); commits before it (for
+    ``--compare``) build everything per replication."""
     try:
         from ftsim.experiments.prepare import prepare
         from ftsim.scenario.loader import load_scenario
@@ -82,10 +85,15 @@ def _engine():
         policies = [prepare(scenario, index) for index in indices]
         if FailureDraws is None:
             return lambda rep: [policy.replicate(rep).run() for policy in policies]
+        records = {}
+        if "timeline" in inspect.signature(policies[0].replicate).parameters:
+            records = {"timeline": False, "model_events": False}  # as a run's replications
 
         def replication(rep):
             failures = FailureDraws(scenario, rep)
-            return [policy.replicate(rep, failures=failures).run() for policy in policies]
+            return [
+                policy.replicate(rep, failures=failures, **records).run() for policy in policies
+            ]
 
         return replication
 

@@ -27,15 +27,24 @@ def simulate(
     return prepare(scenario, policy_index).replicate(rep, record_flows).run()
 
 
-def simulate_replication(prepared: list[Prepared], rep: int) -> list:
+def simulate_replication(prepared: list[Prepared], rep: int, timeline: bool = True) -> list:
     """(simulation, row) of replication ``rep`` for each prepared policy (of one scenario),
     with the model columns when the replication trains the embedded model (the policies
-    share one failure-free trainer). They read one draw of the replication's failures."""
-    failures = FailureDraws(prepared[0].scenario, rep) if prepared else None
-    sims = [policy.replicate(rep, failures=failures).run() for policy in prepared]
+    share one failure-free trainer). They read one draw of the replication's failures.
+    ``timeline``: record the simulations' timelines; their model events are recorded when
+    the replication trains the model (what uses them)."""
+    if not prepared:
+        return []
+    scenario = prepared[0].scenario
+    failures = FailureDraws(scenario, rep)
+    trains = scenario.trains_model(rep)
+    sims = [
+        policy.replicate(rep, failures=failures, timeline=timeline, model_events=trains).run()
+        for policy in prepared
+    ]
     rows = [sim.row() for sim in sims]
-    if sims and sims[0].scenario.trains_model(rep):
-        train(sims[0].scenario, sims, rows)
+    if trains:
+        train(scenario, sims, rows)
     return list(zip(sims, rows, strict=True))
 
 
@@ -61,9 +70,8 @@ def simulate_reps(
     rows: list[list[dict]] = [[] for _ in policy_indices]
     timelines: list[list[dict]] = [[] for _ in policy_indices]
     for rep in reps:
-        for mine, timeline, (sim, row) in zip(
-            rows, timelines, simulate_replication(prepared, rep), strict=True
-        ):
+        done = simulate_replication(prepared, rep, timeline=rep == timeline_rep)
+        for mine, timeline, (sim, row) in zip(rows, timelines, done, strict=True):
             mine.append(row)
             if rep == timeline_rep:
                 timeline += sim.timeline_rows()

@@ -93,6 +93,8 @@ class Simulation:
         routes: SharedRoutes | None = None,
         record_flows: bool = False,
         failures: FailureDraws | None = None,
+        timeline: bool = True,
+        model_events: bool = True,
     ):
         """``policy``: the policy's runtime for this replication (a
         :class:`ftsim.policies.base.Policy`, given by the runner: the engine knows no policy
@@ -101,7 +103,10 @@ class Simulation:
         None). ``record_flows``: keep every finished flow in ``sim.net.net.records`` (for
         trace export, ``ftsim trace``); it changes no result, only costs memory.
         ``failures``: the replication's failure draws, shared with the other policies
-        simulated on it (drawn here if None)."""
+        simulated on it (drawn here if None). ``timeline``, ``model_events``: record the
+        phases (for ``timeline.csv``, traces, plots) and what the policy did to the model
+        (for the co-simulation); a run asks for them only in the replications that use
+        them (they change nothing else: no result depends on them)."""
         self.scenario = scenario
         self.rep = rep
         self.failures = failures or FailureDraws(scenario, rep)
@@ -126,10 +131,12 @@ class Simulation:
             part: dict.fromkeys(PART_CATEGORIES, 0.0) for part in self.policy.part_names
         }
         """Seconds per category charged to each part of a composed policy."""
-        self.timeline: list[Phase] = []
+        self.timeline: list[Phase] | None = [] if timeline else None
+        """The phases in the order they ended (None: not recorded)."""
         self.failures_seen: list[Failure] = []
-        self.model_events: list = []
-        """What the policy did to the model (:mod:`ftsim.policies.events`), in order."""
+        self.model_events: list | None = [] if model_events else None
+        """What the policy did to the model (:mod:`ftsim.policies.events`), in order (None:
+        not recorded)."""
         self._unrecovered: list[Failure] = []
         self._computing: tuple[float, float, float] | None = None
         """While computing: (wall start s, progress at start s, wall seconds per compute s)."""
@@ -273,7 +280,8 @@ class Simulation:
     def model_event(self, event_type: type, **fields) -> None:
         """Record what the policy does to the model now, at the current training progress
         (an event of :mod:`ftsim.policies.events` or a policy's own subclass)."""
-        self.model_events.append(event_type(self.progress_now_s(), **fields))
+        if self.model_events is not None:
+            self.model_events.append(event_type(self.progress_now_s(), **fields))
 
     def record(
         self,
@@ -285,7 +293,8 @@ class Simulation:
         nodes: tuple[int, ...] = (),
     ) -> None:
         """Add an interval to the timeline (for background activities, on ``nodes``)."""
-        self.timeline.append(Phase(start_s, end_s, category, category, part, nodes, detail))
+        if self.timeline is not None:
+            self.timeline.append(Phase(start_s, end_s, category, category, part, nodes, detail))
 
     # -- the job -----------------------------------------------------------------------
 
@@ -302,7 +311,7 @@ class Simulation:
         self.charged[category] += elapsed
         if part is not None:
             self.charged_parts[part][category] += elapsed
-        if elapsed > 0:
+        if elapsed > 0 and self.timeline is not None:
             self.timeline.append(
                 _phase((start, now, category, activity or category, part, (), detail))
             )
@@ -334,21 +343,29 @@ class Simulation:
                     for category, extra in part_extras.items():
                         charged[category] += base * extra
             reached = self.reached_s
-            # min, max as the builtins pick (the first of equals: -0.0 stays -0.0)
-            redo_end = start + ((reached if reached < progress else progress) - begin_s) * factor
-            if start > redo_end:
-                redo_end = start
-            if now < redo_end:
-                redo_end = now
-            timeline = self.timeline
-            if redo_end > start:  # re-executing work that a rollback discarded
-                timeline.append(_phase((start, redo_end, "redo", "redo", None, (), "")))
-            if now > redo_end:
-                kind = "degraded" if extras and extras.get("degraded") else "compute"
-                timeline.append(_phase((redo_end, now, kind, kind, None, (), "")))
+            if self.timeline is not None:
+                self._record_compute(start, now, begin_s, progress, reached, factor, extras)
             if progress > reached:
                 self.reached_s = progress
         return wait.callbacks is not None  # not fired: a re-plan woke the job
+
+    def _record_compute(self, start, now, begin_s, progress, reached, factor, extras) -> None:
+        """The timeline of a compute phase [start, now) that took progress from ``begin_s``
+        to ``progress`` at ``factor`` wall seconds per compute second: work below
+        ``reached`` (done before a rollback) is ``redo``, the rest ``compute`` (or
+        ``degraded`` while degraded reads slow it)."""
+        # min, max as the builtins pick (the first of equals: -0.0 stays -0.0)
+        redo_end = start + ((reached if reached < progress else progress) - begin_s) * factor
+        if start > redo_end:
+            redo_end = start
+        if now < redo_end:
+            redo_end = now
+        timeline = self.timeline
+        if redo_end > start:  # re-executing work that a rollback discarded
+            timeline.append(_phase((start, redo_end, "redo", "redo", None, (), "")))
+        if now > redo_end:
+            kind = "degraded" if extras and extras.get("degraded") else "compute"
+            timeline.append(_phase((redo_end, now, kind, kind, None, (), "")))
 
     def _run_job(self):
         policy = self.policy
@@ -442,6 +459,9 @@ class Simulation:
         return row
 
     def timeline_rows(self) -> list[dict]:
+        """The rows of ``timeline.csv`` (phases and failures, by start and end)."""
+        if self.timeline is None:
+            raise ValueError(f"replication {self.rep} was simulated without its timeline")
         rows = [
             {
                 "rep": self.rep,

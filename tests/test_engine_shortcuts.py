@@ -1,9 +1,12 @@
-"""The job's re-plan (``Simulation.replan``) is exact: it gives what an interrupt of the job
-gives (the way the engine re-planned before), event for event, without the exception."""
+"""The engine's shortcuts are exact: a re-plan (``Simulation.replan``) gives what an
+interrupt of the job gives (the way the engine re-planned before), event for event, without
+the exception; a replication that records neither its timeline nor its model events gives
+the same result row."""
 
 import pytest
 
-from ftsim.experiments.prepare import prepare
+from ftsim.experiments.prepare import prepare, prepare_all
+from ftsim.experiments.runner import simulate_reps
 from ftsim.sim.engine import Replan, Simulation
 from ftsim.sim.failures import Failure, FailureDraws
 from tests.conftest import scenario
@@ -103,3 +106,44 @@ def test_the_replan_check_fails_when_a_replanned_phase_counts_as_done(monkeypatc
     s = scenario("prod50h", "trainer.enabled=false")
     new, old = replicate(Simulation, s, 4, 0), replicate(ReplanByInterrupt, s, 4, 0)
     assert outcome(new) != outcome(old)
+
+
+def rows_unrecorded(s, reps: range) -> list[tuple[dict, dict]]:
+    """(row recording everything, row recording neither timeline nor model events) of each
+    policy of ``s`` in replications ``reps``."""
+    pairs = []
+    for policy in prepare_all(s, list(range(len(s.policies)))):
+        for rep in reps:
+            whole = policy.replicate(rep).run()
+            bare = policy.replicate(rep, timeline=False, model_events=False).run()
+            assert bare.timeline is None and bare.model_events is None
+            assert whole.timeline and whole.model_events
+            pairs.append((whole.row(), bare.row()))
+    return pairs
+
+
+@pytest.mark.parametrize("name", ["composed", "checknrun", "smoke", "swift_logging"])
+def test_a_replication_without_its_records_gives_the_same_row(name):
+    for whole, bare in rows_unrecorded(scenario(name, "trainer.enabled=false"), range(3)):
+        assert bare == whole
+
+
+def test_the_row_check_fails_when_an_unrecorded_phase_is_not_charged(monkeypatch):
+    charge = Simulation._charge
+
+    def recorded_only(self, category, start, *args):  # the bug: charging tied to recording
+        if self.timeline is not None:
+            charge(self, category, start, *args)
+
+    monkeypatch.setattr(Simulation, "_charge", recorded_only)
+    pairs = rows_unrecorded(scenario("smoke", "trainer.enabled=false"), range(1))
+    assert any(bare != whole for whole, bare in pairs)
+
+
+def test_a_run_records_the_timeline_of_its_timeline_replication_only():
+    s = scenario("smoke", "trainer.enabled=false")
+    rows, timelines = simulate_reps(s, [0, 2], range(3), timeline_rep=1)
+    assert all(timeline and {r["rep"] for r in timeline} == {1} for timeline in timelines)
+    sim = prepare(s, 0).replicate(1, timeline=False).run()
+    with pytest.raises(ValueError, match="replication 1 was simulated without its timeline"):
+        sim.timeline_rows()
