@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from heapq import heappush
 from typing import Any, NamedTuple
 
 import simpy
-from simpy.events import URGENT
+from simpy.events import NORMAL, URGENT
 
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES, PART_CATEGORIES
@@ -79,6 +80,25 @@ class Phase(NamedTuple):
 _phase = partial(tuple.__new__, Phase)
 """A :class:`Phase` from a tuple of all its fields (no defaults, no keyword handling: the
 timeline gets several per checkpoint)."""
+
+
+_new = object.__new__
+
+
+def _timeout(env: simpy.Environment, delay_s: float) -> simpy.Timeout:
+    """``env.timeout(delay_s)`` in one call: the fields and the place in the event queue
+    (time, priority, event id) that SimPy's constructor gives it through two more calls.
+    The engine makes one for every phase."""
+    if delay_s < 0:
+        raise ValueError(f"Negative delay {delay_s}")
+    timeout = _new(simpy.Timeout)
+    timeout.env = env
+    timeout.callbacks = []
+    timeout._value = None
+    timeout._delay = delay_s
+    timeout._ok = True
+    heappush(env._queue, (env._now + delay_s, NORMAL, next(env._eid), timeout))
+    return timeout
 
 
 class Simulation:
@@ -138,8 +158,9 @@ class Simulation:
         """What the policy did to the model (:mod:`ftsim.policies.events`), in order (None:
         not recorded)."""
         self._unrecovered: list[Failure] = []
-        self._computing: tuple[float, float, float] | None = None
-        """While computing: (wall start s, progress at start s, wall seconds per compute s)."""
+        self._computing: tuple | None = None
+        """While computing: (wall start s, progress at start s, wall seconds per compute s,
+        the policy's slowdowns, and per part)."""
         self._job: simpy.Process | None = None
         self._compute_wait: simpy.Timeout | None = None
         """While computing: the timeout at the planned end of the compute phase."""
@@ -151,7 +172,7 @@ class Simulation:
     @property
     def now(self) -> float:
         """Wall-clock seconds since the job started."""
-        return self.env.now
+        return self.env._now
 
     def background(self, activity) -> simpy.Process:
         """Run the generator ``activity`` beside the job (a persist, a rebuild); it may be
@@ -165,7 +186,7 @@ class Simulation:
     def timeout(self, delay_s: float) -> simpy.Timeout:
         """An event ``delay_s`` from now (for background activities: the job's own time is
         charged through phases)."""
-        return self.env.timeout(delay_s)
+        return _timeout(self.env, delay_s)
 
     def is_active(self, process: simpy.Process | None) -> bool:
         """Whether ``process`` is the one running now (a background activity ending)."""
@@ -185,10 +206,10 @@ class Simulation:
 
         If a failure interrupts it, the time already spent is still charged.
         """
-        start = self.env.now
+        start = self.env._now
         try:
             if duration_s > 0:
-                yield self.env.timeout(duration_s)
+                yield _timeout(self.env, duration_s)
         finally:
             self._charge(category, start, detail, part, activity)
 
@@ -207,7 +228,7 @@ class Simulation:
         the time already spent stays charged. ``at_least_s``: work that overlaps the bytes
         (e.g. applying a log while reading it) and makes the phase last at least that long.
         ``activity``: what the phase and its flows do (default: the category)."""
-        start = self.env.now
+        start = self.env._now
         transfer = self.net.start(flows, category, detail, activity)
         at_least = self.env.timeout(at_least_s) if at_least_s > 0 else None
         try:
@@ -224,11 +245,11 @@ class Simulation:
         """Reschedule phase: until the last failed node's replacement is ready (each failure's
         nodes are replaced ``reschedule_s`` after it)."""
         ready_s = max(f.time_s + f.reschedule_s for f in failures)
-        yield from self.phase("reschedule", ready_s - self.env.now, "replace failed nodes")
+        yield from self.phase("reschedule", ready_s - self.env._now, "replace failed nodes")
 
     def wait(self, category: str, event: simpy.Event, detail: str = "", part: str | None = None):
         """Stall until ``event`` (e.g. a background transfer) completes, charged to ``category``."""
-        start = self.env.now
+        start = self.env._now
         try:
             yield event
         finally:
@@ -244,10 +265,11 @@ class Simulation:
         failure interrupted it at this same instant), the re-plan reaches it as an
         interrupt (:class:`Replan`) as before."""
         if self._computing is not None and self._job is not None and self._job.is_alive:
-            event = simpy.Event(self.env)
+            env = self.env
+            event = _new(simpy.Event)
+            event.env, event.callbacks = env, [self._deliver_replan]
             event._ok, event._value = True, None
-            event.callbacks.append(self._deliver_replan)
-            self.env.schedule(event, URGENT)
+            heappush(env._queue, (env._now, URGENT, next(env._eid), event))
 
     def _deliver_replan(self, event: simpy.Event) -> None:
         """Wake the job for a re-plan (:meth:`replan`), as SimPy delivers an interrupt: a
@@ -274,8 +296,8 @@ class Simulation:
         commits, acts in the middle of one)."""
         if self._computing is None:
             return self.progress_s
-        start, progress, factor = self._computing
-        return progress + (self.env.now - start) / factor
+        start, progress, factor, _, _ = self._computing
+        return progress + (self.env._now - start) / factor
 
     def model_event(self, event_type: type, **fields) -> None:
         """Record what the policy does to the model now, at the current training progress
@@ -306,7 +328,7 @@ class Simulation:
         part: str | None = None,
         activity: str | None = None,
     ) -> None:
-        now = self.env.now
+        now = self.env._now
         elapsed = now - start
         self.charged[category] += elapsed
         if part is not None:
@@ -316,38 +338,42 @@ class Simulation:
                 _phase((start, now, category, activity or category, part, (), detail))
             )
 
-    def _compute(self, target_s: float):
+    def _start_compute(self, target_s: float) -> simpy.Timeout:
+        """Begin a compute phase toward progress ``target_s`` at the policy's current
+        slowdown; returns the timeout at its planned end (the job waits for it, then calls
+        :meth:`_end_compute` however the wait ends)."""
         policy, env = self.policy, self.env
         extras = policy.slowdown()
         by_part = policy.slowdown_by_part() if self.charged_parts else None
         factor = 1.0 + sum(extras.values())
-        start = env.now
         begin_s = self.progress_s
-        self._computing = (start, begin_s, factor)
-        wait = self._compute_wait = env.timeout((target_s - begin_s) * factor)
-        try:
-            yield wait
-        finally:
-            self._computing = self._compute_wait = None
-            now = env.now
-            base = (now - start) / factor
-            progress = self.progress_s = self.progress_s + base
-            self.computed_s += base
-            if extras:
-                charged = self.charged
-                for category, extra in extras.items():
+        self._computing = (env._now, begin_s, factor, extras, by_part)
+        wait = self._compute_wait = _timeout(env, (target_s - begin_s) * factor)
+        return wait
+
+    def _end_compute(self) -> None:
+        """End the compute phase now (reached, re-planned or interrupted): the progress it
+        made, its slowdowns charged, its timeline."""
+        start, begin_s, factor, extras, by_part = self._computing
+        self._computing = self._compute_wait = None
+        now = self.env._now
+        base = (now - start) / factor
+        progress = self.progress_s = self.progress_s + base
+        self.computed_s += base
+        if extras:
+            charged = self.charged
+            for category, extra in extras.items():
+                charged[category] += base * extra
+        if by_part:
+            for part, part_extras in by_part.items():
+                charged = self.charged_parts[part]
+                for category, extra in part_extras.items():
                     charged[category] += base * extra
-            if by_part:
-                for part, part_extras in by_part.items():
-                    charged = self.charged_parts[part]
-                    for category, extra in part_extras.items():
-                        charged[category] += base * extra
-            reached = self.reached_s
-            if self.timeline is not None:
-                self._record_compute(start, now, begin_s, progress, reached, factor, extras)
-            if progress > reached:
-                self.reached_s = progress
-        return wait.callbacks is not None  # not fired: a re-plan woke the job
+        reached = self.reached_s
+        if self.timeline is not None:
+            self._record_compute(start, now, begin_s, progress, reached, factor, extras)
+        if progress > reached:
+            self.reached_s = progress
 
     def _record_compute(self, start, now, begin_s, progress, reached, factor, extras) -> None:
         """The timeline of a compute phase [start, now) that took progress from ``begin_s``
@@ -383,10 +409,14 @@ class Simulation:
                     return
                 due = policy.next_action_at()
                 target = work_s if work_s < due else due
-                if self.progress_s < target - _PROGRESS_EPS_S and (
-                    yield from self._compute(target)
-                ):
-                    continue  # re-planned: plan the rest of the phase anew
+                if self.progress_s < target - _PROGRESS_EPS_S:
+                    wait = self._start_compute(target)
+                    try:
+                        yield wait
+                    finally:
+                        self._end_compute()
+                    if wait.callbacks is not None:  # not fired: a re-plan woke the job
+                        continue  # plan the rest of the phase anew
                 if self.progress_s < target:  # float rounding: snap, keeping lost = 0
                     self.computed_s += target - self.progress_s
                     self.progress_s = target
