@@ -230,7 +230,7 @@ class Simulation:
         ``activity``: what the phase and its flows do (default: the category)."""
         start = self.env._now
         transfer = self.net.start(flows, category, detail, activity)
-        at_least = self.env.timeout(at_least_s) if at_least_s > 0 else None
+        at_least = _timeout(self.env, at_least_s) if at_least_s > 0 else None
         try:
             yield transfer
             if at_least is not None and not at_least.processed:
@@ -434,8 +434,8 @@ class Simulation:
         index = 0
         while (failure := draws.get(index)) is not None:
             index += 1
-            if failure.time_s > env.now:
-                yield env.timeout(failure.time_s - env.now)
+            if failure.time_s > env._now:
+                yield _timeout(env, failure.time_s - env._now)
             if not job.is_alive:
                 return
             job.interrupt(failure)
