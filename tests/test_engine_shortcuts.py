@@ -1,12 +1,15 @@
 """The engine's shortcuts are exact: a re-plan (``Simulation.replan``) gives what an
 interrupt of the job gives (the way the engine re-planned before), event for event, without
 the exception; a replication that records neither its timeline nor its model events gives
-the same result row."""
+the same result row; the garbage collector's setting for a loop of replications is undone
+after it."""
+
+import gc
 
 import pytest
 
 from ftsim.experiments.prepare import prepare, prepare_all
-from ftsim.experiments.runner import simulate_reps
+from ftsim.experiments.runner import YOUNG_COLLECTION, replication_gc, simulate_reps
 from ftsim.sim.engine import Replan, Simulation
 from ftsim.sim.failures import Failure, FailureDraws
 from tests.conftest import scenario
@@ -141,3 +144,32 @@ def test_a_run_records_the_timeline_of_its_timeline_replication_only():
     sim = prepare(s, 0).replicate(1, timeline=False).run()
     with pytest.raises(ValueError, match="replication 1 was simulated without its timeline"):
         sim.timeline_rows()
+
+
+def collector_state() -> tuple:
+    return gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()
+
+
+def test_the_collector_is_tuned_while_replications_run_and_restored_after():
+    before = collector_state()
+    with replication_gc():
+        assert gc.get_threshold()[0] == YOUNG_COLLECTION and gc.get_freeze_count() > 0
+        with replication_gc():  # nested (or another thread's): one setting
+            assert gc.get_threshold()[0] == YOUNG_COLLECTION
+        assert gc.get_threshold()[0] == YOUNG_COLLECTION
+    assert collector_state() == before
+    with pytest.raises(KeyError), replication_gc():
+        raise KeyError("a failing replication")
+    assert collector_state() == before
+
+
+def test_the_collector_check_fails_when_the_frozen_objects_stay_frozen(monkeypatch):
+    before = collector_state()
+    monkeypatch.setattr(gc, "unfreeze", lambda: None)  # the bug: never given back
+    with replication_gc():
+        pass
+    try:
+        assert collector_state() != before
+    finally:
+        monkeypatch.undo()
+        gc.unfreeze()
