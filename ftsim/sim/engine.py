@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from heapq import heappush
 from typing import Any, NamedTuple
 
 import simpy
-from simpy.events import NORMAL, URGENT
 
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.accounting import CATEGORIES, PART_CATEGORIES
@@ -48,8 +46,7 @@ _PROGRESS_EPS_S = 1e-9
 
 
 class Replan:
-    """Interrupt cause: the training rate changed while the job had just left its compute
-    phase (see :meth:`Simulation.replan`)."""
+    """Interrupt cause: the training rate changed (a background activity started/ended)."""
 
 
 class Phase(NamedTuple):
@@ -80,25 +77,6 @@ class Phase(NamedTuple):
 _phase = partial(tuple.__new__, Phase)
 """A :class:`Phase` from a tuple of all its fields (no defaults, no keyword handling: the
 timeline gets several per checkpoint)."""
-
-
-_new = object.__new__
-
-
-def _timeout(env: simpy.Environment, delay_s: float) -> simpy.Timeout:
-    """``env.timeout(delay_s)`` in one call: the fields and the place in the event queue
-    (time, priority, event id) that SimPy's constructor gives it through two more calls.
-    The engine makes one for every phase."""
-    if delay_s < 0:
-        raise ValueError(f"Negative delay {delay_s}")
-    timeout = _new(simpy.Timeout)
-    timeout.env = env
-    timeout.callbacks = []
-    timeout._value = None
-    timeout._delay = delay_s
-    timeout._ok = True
-    heappush(env._queue, (env._now + delay_s, NORMAL, next(env._eid), timeout))
-    return timeout
 
 
 class Simulation:
@@ -162,8 +140,6 @@ class Simulation:
         """While computing: (wall start s, progress at start s, wall seconds per compute s,
         the policy's slowdowns, and per part)."""
         self._job: simpy.Process | None = None
-        self._compute_wait: simpy.Timeout | None = None
-        """While computing: the timeout at the planned end of the compute phase."""
         self.completed = False
         """Whether training finished before ``run.max_wall_factor`` × the failure-free time."""
 
@@ -172,7 +148,7 @@ class Simulation:
     @property
     def now(self) -> float:
         """Wall-clock seconds since the job started."""
-        return self.env._now
+        return self.env.now
 
     def background(self, activity) -> simpy.Process:
         """Run the generator ``activity`` beside the job (a persist, a rebuild); it may be
@@ -186,7 +162,7 @@ class Simulation:
     def timeout(self, delay_s: float) -> simpy.Timeout:
         """An event ``delay_s`` from now (for background activities: the job's own time is
         charged through phases)."""
-        return _timeout(self.env, delay_s)
+        return self.env.timeout(delay_s)
 
     def is_active(self, process: simpy.Process | None) -> bool:
         """Whether ``process`` is the one running now (a background activity ending)."""
@@ -206,10 +182,10 @@ class Simulation:
 
         If a failure interrupts it, the time already spent is still charged.
         """
-        start = self.env._now
+        start = self.env.now
         try:
             if duration_s > 0:
-                yield _timeout(self.env, duration_s)
+                yield self.env.timeout(duration_s)
         finally:
             self._charge(category, start, detail, part, activity)
 
@@ -228,9 +204,9 @@ class Simulation:
         the time already spent stays charged. ``at_least_s``: work that overlaps the bytes
         (e.g. applying a log while reading it) and makes the phase last at least that long.
         ``activity``: what the phase and its flows do (default: the category)."""
-        start = self.env._now
+        start = self.env.now
         transfer = self.net.start(flows, category, detail, activity)
-        at_least = _timeout(self.env, at_least_s) if at_least_s > 0 else None
+        at_least = self.env.timeout(at_least_s) if at_least_s > 0 else None
         try:
             yield transfer
             if at_least is not None and not at_least.processed:
@@ -245,43 +221,20 @@ class Simulation:
         """Reschedule phase: until the last failed node's replacement is ready (each failure's
         nodes are replaced ``reschedule_s`` after it)."""
         ready_s = max(f.time_s + f.reschedule_s for f in failures)
-        yield from self.phase("reschedule", ready_s - self.env._now, "replace failed nodes")
+        yield from self.phase("reschedule", ready_s - self.env.now, "replace failed nodes")
 
     def wait(self, category: str, event: simpy.Event, detail: str = "", part: str | None = None):
         """Stall until ``event`` (e.g. a background transfer) completes, charged to ``category``."""
-        start = self.env._now
+        start = self.env.now
         try:
             yield event
         finally:
             self._charge(category, start, detail, part)
 
     def replan(self) -> None:
-        """Tell the job that ``policy.slowdown()`` changed; it re-plans its compute phase.
-
-        The job hears it where an interrupt would reach it, an urgent event now (after the
-        caller yields, and after any interrupt already due now), but as the plain value of
-        its compute wait, not as an exception thrown through its generators: a re-plan is
-        ECRM's most frequent event. Should the job have left that compute phase by then (a
-        failure interrupted it at this same instant), the re-plan reaches it as an
-        interrupt (:class:`Replan`) as before."""
+        """Tell the job that ``policy.slowdown()`` changed; it re-plans its compute phase."""
         if self._computing is not None and self._job is not None and self._job.is_alive:
-            env = self.env
-            event = _new(simpy.Event)
-            event.env, event.callbacks = env, [self._deliver_replan]
-            event._ok, event._value = True, None
-            heappush(env._queue, (env._now, URGENT, next(env._eid), event))
-
-    def _deliver_replan(self, event: simpy.Event) -> None:
-        """Wake the job for a re-plan (:meth:`replan`), as SimPy delivers an interrupt: a
-        finished job is left alone, and the job stops waiting for whatever it waits for."""
-        job = self._job
-        if not job.is_alive:
-            return
-        waited = job._target
-        waited.callbacks.remove(job._resume)
-        if waited is not self._compute_wait:  # no longer that compute phase: interrupt it
-            event._ok, event._value, event._defused = False, simpy.Interrupt(Replan()), True
-        job._resume(event)
+            self._job.interrupt(Replan())
 
     def rollback_to(self, progress_s: float, part: str | None = None) -> None:
         """Discard training progress back to ``progress_s`` (it will be re-executed), on
@@ -297,7 +250,7 @@ class Simulation:
         if self._computing is None:
             return self.progress_s
         start, progress, factor, _, _ = self._computing
-        return progress + (self.env._now - start) / factor
+        return progress + (self.env.now - start) / factor
 
     def model_event(self, event_type: type, **fields) -> None:
         """Record what the policy does to the model now, at the current training progress
@@ -328,7 +281,7 @@ class Simulation:
         part: str | None = None,
         activity: str | None = None,
     ) -> None:
-        now = self.env._now
+        now = self.env.now
         elapsed = now - start
         self.charged[category] += elapsed
         if part is not None:
@@ -347,16 +300,16 @@ class Simulation:
         by_part = policy.slowdown_by_part() if self.charged_parts else None
         factor = 1.0 + sum(extras.values())
         begin_s = self.progress_s
-        self._computing = (env._now, begin_s, factor, extras, by_part)
-        wait = self._compute_wait = _timeout(env, (target_s - begin_s) * factor)
+        self._computing = (env.now, begin_s, factor, extras, by_part)
+        wait = env.timeout((target_s - begin_s) * factor)
         return wait
 
     def _end_compute(self) -> None:
         """End the compute phase now (reached, re-planned or interrupted): the progress it
         made, its slowdowns charged, its timeline."""
         start, begin_s, factor, extras, by_part = self._computing
-        self._computing = self._compute_wait = None
-        now = self.env._now
+        self._computing = None
+        now = self.env.now
         base = (now - start) / factor
         progress = self.progress_s = self.progress_s + base
         self.computed_s += base
@@ -415,8 +368,6 @@ class Simulation:
                         yield wait
                     finally:
                         self._end_compute()
-                    if wait.callbacks is not None:  # not fired: a re-plan woke the job
-                        continue  # plan the rest of the phase anew
                 if self.progress_s < target:  # float rounding: snap, keeping lost = 0
                     self.computed_s += target - self.progress_s
                     self.progress_s = target
@@ -434,8 +385,8 @@ class Simulation:
         index = 0
         while (failure := draws.get(index)) is not None:
             index += 1
-            if failure.time_s > env._now:
-                yield _timeout(env, failure.time_s - env._now)
+            if failure.time_s > env.now:
+                yield env.timeout(failure.time_s - env.now)
             if not job.is_alive:
                 return
             job.interrupt(failure)
