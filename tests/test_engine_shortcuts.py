@@ -70,6 +70,17 @@ def test_the_collector_is_tuned_while_replications_run_and_restored_after():
     assert collector_state() == before
 
 
+def test_a_callers_frozen_objects_stay_frozen():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with replication_gc():
+            assert gc.get_threshold()[0] == YOUNG_COLLECTION
+        assert gc.get_freeze_count() >= frozen > 0  # not given back by the loop
+    finally:
+        gc.unfreeze()
+
+
 def test_the_collector_check_fails_when_the_frozen_objects_stay_frozen(monkeypatch):
     before = collector_state()
     monkeypatch.setattr(gc, "unfreeze", lambda: None)  # the bug: never given back

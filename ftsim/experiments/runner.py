@@ -31,6 +31,7 @@ generation while replications run (CPython's default: 700)."""
 _gc_lock = threading.Lock()
 _gc_users = 0
 _gc_thresholds: tuple[int, int, int] = (0, 0, 0)
+_gc_froze = False
 
 
 @contextmanager
@@ -43,12 +44,16 @@ def replication_gc() -> Iterator[None]:
     few that live on (rows, the memos of the flow model); with CPython's defaults the
     collections, each oldest one rescanning everything, took a fifth of a replication's
     time. It changes when memory is reclaimed, never a result. Nested and concurrent uses
-    (threads) share one setting, restored when the last ends."""
-    global _gc_users, _gc_thresholds
+    (threads) share one setting, restored when the last ends. Objects someone else froze
+    (a pool's worker forked from a frozen parent, :mod:`ftsim.experiments.pool`) are left
+    to them: then nothing more is frozen, nor unfrozen after."""
+    global _gc_users, _gc_thresholds, _gc_froze
     with _gc_lock:
         if _gc_users == 0:
             _gc_thresholds = gc.get_threshold()
-            gc.freeze()
+            _gc_froze = not gc.get_freeze_count()
+            if _gc_froze:
+                gc.freeze()
             gc.set_threshold(YOUNG_COLLECTION, *_gc_thresholds[1:])
         _gc_users += 1
     try:
@@ -58,7 +63,8 @@ def replication_gc() -> Iterator[None]:
             _gc_users -= 1
             if _gc_users == 0:
                 gc.set_threshold(*_gc_thresholds)
-                gc.unfreeze()
+                if _gc_froze:
+                    gc.unfreeze()
 
 
 def simulate(
