@@ -73,10 +73,9 @@ def test_the_collector_is_tuned_while_replications_run_and_restored_after():
 def test_a_callers_frozen_objects_stay_frozen():
     gc.freeze()
     try:
-        frozen = gc.get_freeze_count()
         with replication_gc():
             assert gc.get_threshold()[0] == YOUNG_COLLECTION
-        assert gc.get_freeze_count() >= frozen > 0  # not given back by the loop
+        assert gc.get_freeze_count() > 0  # not given back by the loop (frozen ones may die)
     finally:
         gc.unfreeze()
 
