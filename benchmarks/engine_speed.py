@@ -23,7 +23,12 @@ milliseconds apart, on the same machine; likewise scaled / 1×. Figures and rati
 medians over batches (``--cycles`` per policy and round, ``--rounds`` pairs of fresh
 workers, both pinned to processor ``--cpu`` with ``taskset``); the BLAS library the
 workers use is printed (threadpoolctl). CPU time, one processor, medians and pairs keep
-the figures steady on a shared machine.
+the figures steady on a shared machine. Each checkout's replications are made as its runs
+make them: without the records a run leaves out (timeline, model events) and under the
+garbage collector's setting of its runs, where it has them. The table gives SimPy events
+per replication (the same in both checkouts when a change keeps every result) and µs per
+event, with SimPy's own timeout loop as the floor; (5) splits each policy's replication
+into drawing its failures, building and running it.
 
     python benchmarks/engine_speed.py
     python benchmarks/engine_speed.py --table-only --compare /tmp/before
@@ -34,7 +39,9 @@ the figures steady on a shared machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import inspect
 import json
 import os
 import statistics
@@ -64,8 +71,10 @@ def _engine():
     indices)`` returns a function that runs replication ``rep`` of those policies (as a run
     does: one draw of the replication's failures for all of them, where the checkout shares
     it) and returns the finished simulations. This layout prepares each policy once (as a
-    run or a sweep task does); commits before it (for ``--compare``) build everything per
-    replication."""
+    run or a sweep task does), and records neither timeline nor model events where the
+    checkout can leave them out (as a run does in every replication but the one whose
+    timeline it keeps, when it does not train the model); commits before it (for
+    ``--compare``) build everything per replication."""
     try:
         from ftsim.experiments.prepare import prepare
         from ftsim.scenario.loader import load_scenario
@@ -85,14 +94,29 @@ def _engine():
         policies = [prepare(scenario, index) for index in indices]
         if FailureDraws is None:
             return lambda rep: [policy.replicate(rep).run() for policy in policies]
+        records = {}
+        if "timeline" in inspect.signature(policies[0].replicate).parameters:
+            records = {"timeline": False, "model_events": False}  # as a run's replications
 
         def replication(rep):
             failures = FailureDraws(scenario, rep)
-            return [policy.replicate(rep, failures=failures).run() for policy in policies]
+            return [
+                policy.replicate(rep, failures=failures, **records).run() for policy in policies
+            ]
 
         return replication
 
     return load_scenario, prepared
+
+
+def _collector():
+    """The garbage collector's setting of the checkout's runs while they simulate
+    (``replication_gc``; Python's defaults before it), entered around each batch."""
+    try:
+        from ftsim.experiments.runner import replication_gc
+    except ImportError:
+        return contextlib.nullcontext()
+    return replication_gc()
 
 
 def events_of(sim) -> int:
@@ -170,8 +194,9 @@ def per_replication_ms(overrides: list[str], reps: int = 1000) -> tuple[float, i
     batches = []
     for batch in range(5):
         start = time.perf_counter()
-        for rep in range(reps // 5):
-            (sim,) = simulate(batch * reps + rep)
+        with _collector():
+            for rep in range(reps // 5):
+                (sim,) = simulate(batch * reps + rep)
         batches.append((time.perf_counter() - start) / (reps // 5) * 1e3)
     return statistics.median(batches), events_of(sim)
 
@@ -212,7 +237,8 @@ def worker(root: Path, big: bool) -> None:
         else:
             simulate = runs[f"{scale} {label}"]
             start = time.process_time()
-            events = sum(events_of(sim) for rep in reps for sim in simulate(rep))
+            with _collector():
+                events = sum(events_of(sim) for rep in reps for sim in simulate(rep))
         cpu_ms = (time.process_time() - start) * 1e3
         print(cpu_ms / len(reps), events / len(reps), flush=True)
 
@@ -346,6 +372,50 @@ def policy_table(
     return medians
 
 
+def setup_split(reps: int) -> dict[str, tuple[float, float, float]]:
+    """CPU µs per replication of each prod50h policy of this checkout in three parts, as a
+    run makes it: drawing the replication's failures (a run draws them once per replication
+    for all its policies; each per-policy row of the table above includes them), building
+    the simulation, running it (medians over ``reps`` replications, after a warm-up).
+    Returns them by policy and prints them."""
+    from ftsim.experiments.prepare import prepare
+    from ftsim.scenario.loader import load_scenario
+
+    scenario = load_scenario(PROD, ["trainer.enabled=false"])
+    print(f"{'policy':10s} {'draws us':>8s} {'build us':>8s} {'run us':>8s}  (CPU, this checkout)")
+    split = {}
+    for index, params in enumerate(scenario.policies):
+        with _collector():
+            split[params.label] = _split(scenario, prepare(scenario, index), reps)
+        print(f"{params.label:10s} " + " ".join(f"{us:8.1f}" for us in split[params.label]))
+    return split
+
+
+def _split(scenario, policy, reps: int) -> tuple[float, float, float]:
+    """:func:`setup_split` of one prepared policy: the medians of its three parts, µs."""
+    from ftsim.sim.failures import FailureDraws
+
+    horizon_s = scenario.job.work_s * scenario.run.max_wall_factor
+    clock = time.process_time
+    parts: tuple[list, list, list] = ([], [], [])
+    for rep in range(WARM_UP + reps):
+        start = clock()
+        failures = FailureDraws(scenario, rep)
+        drawn = 0  # every failure the run could reach (it would draw them as it goes)
+        while (failure := failures.get(drawn)) is not None and failure.time_s <= horizon_s:
+            drawn += 1
+        drew = clock()
+        sim = policy.replicate(rep, failures=failures, timeline=False, model_events=False)
+        built = clock()
+        sim.run()
+        ran = clock()
+        if rep >= WARM_UP:
+            times = (drew - start, built - drew, ran - built)
+            for part, seconds in zip(parts, times, strict=True):
+                part.append(seconds * 1e6)
+    return tuple(statistics.median(part) for part in parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--compare", type=Path, help="another ftsim checkout to compare with")
@@ -388,6 +458,7 @@ def main() -> None:
                 f"ratio to 100 ms: {ms / base_ms:.2f}"
             )
     policy_table(args.compare, args.rounds, args.reps, args.cycles, args.cpu, args.scale)
+    setup_split(2 if args.quick else 200)
 
 
 if __name__ == "__main__":

@@ -34,14 +34,28 @@ class Prepared:
     memoized over them: filled by the replications as they need them."""
 
     def replicate(
-        self, rep: int, record_flows: bool = False, failures: FailureDraws | None = None
+        self,
+        rep: int,
+        record_flows: bool = False,
+        failures: FailureDraws | None = None,
+        timeline: bool = True,
+        model_events: bool = True,
     ) -> Simulation:
-        """Replication ``rep``, built and not yet run (``record_flows``: see
-        :class:`~ftsim.sim.engine.Simulation`; ``failures``: its failure draws, when the
-        other policies of the replication share them)."""
+        """Replication ``rep``, built and not yet run (``record_flows``, ``timeline``,
+        ``model_events``: what it records, see :class:`~ftsim.sim.engine.Simulation`;
+        ``failures``: its failure draws, when the other policies of the replication share
+        them)."""
         plan = self.plan
         return Simulation(
-            self.scenario, rep, plan.runtime(), plan.layout, self.routes, record_flows, failures
+            self.scenario,
+            rep,
+            plan.runtime(),
+            plan.layout,
+            self.routes,
+            record_flows,
+            failures,
+            timeline,
+            model_events,
         )
 
 

@@ -423,6 +423,8 @@ class PartSimulation:
         self._sim.record(start_s, end_s, category, detail, self._scope.name, nodes)
 
     def model_event(self, event_type, **fields) -> None:
+        if self._sim.model_events is None:  # not recorded in this replication
+            return
         if "shards" in fields:
             fields["shards"] = tuple(self._scope.shards[s] for s in fields["shards"])
         progress = self._sim.progress_now_s()

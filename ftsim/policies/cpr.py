@@ -246,12 +246,11 @@ class Cpr(Policy):
             if self.next_partial_s <= self.next_full_s:
                 self.next_partial_s = progress + plan.saving.period_s
         else:
-            fraction = self.params.fraction
             yield from sim.phase("save", plan.saving.select_s, "choose the rows to save")
             flows = sim.net.shard_writes(range(plan.n_shards), plan.partial_bytes)
-            yield from sim.transfer("save", flows, f"partial save r={fraction}")
+            yield from sim.transfer("save", flows, plan.partial_detail)
             self.partial_saved_s = progress
-            sim.model_event(PartialSave, fraction=fraction)
+            sim.model_event(PartialSave, fraction=self.params.fraction)
             self.n_partial_saves += 1
             self.next_partial_s = progress + plan.saving.period_s
 
@@ -259,16 +258,19 @@ class Cpr(Policy):
         """The full checkpoint of the state at ``progress_s`` is in storage."""
         self.committed_s = progress_s
         self.n_checkpoints += 1
-        self.exposed_since = [max(s, progress_s) for s in self.exposed_since]
+        self.exposed_since = [s if s >= progress_s else progress_s for s in self.exposed_since]
         self.partial_saved_s = max(self.partial_saved_s, progress_s)
 
     def slowdown(self) -> dict[str, float]:
         """Tracking row use (MFU's counters, SSU's sampling) while partial saves run, and a
         CheckFreq persist's interference."""
-        out = dict(self.writer.slowdown())
-        plan = self.plan
-        if plan.partial and plan.saving and plan.saving.slowdown:
-            out["other"] = out.get("other", 0.0) + plan.saving.slowdown
+        persist = self.writer.slowdown()
+        tracking = self.plan.tracking_slowdown
+        if not persist:
+            return tracking
+        out = dict(persist)
+        for category, extra in tracking.items():
+            out[category] = out.get(category, 0.0) + extra
         return out
 
     # -- failures ----------------------------------------------------------------------
@@ -373,6 +375,12 @@ class CprPlan(Plan):
         self.partial = self.predicted["partial"] <= self.predicted["full"] or not params.fallback
         if not self.partial:
             self.interval_s = daly_interval_s(self.stall_s, self.mtbf_s)
+        tracking = self.partial and self.saving and self.saving.slowdown
+        self.tracking_slowdown = {"other": self.saving.slowdown} if tracking else {}
+        """Training slowdown of tracking row use while partial saves run (by category; the
+        dict every replication returns while no persist runs beside it: read only)."""
+        self.partial_detail = f"partial save r={params.fraction}" if self.saving else ""
+        """The timeline's name of a partial save."""
 
     def _partial_saving(self) -> PartialSaving | None:
         """Prioritized partial saves (none for vanilla CPR)."""

@@ -41,7 +41,6 @@ from ftsim.sim.cluster import ClusterNetwork, SharedRoutes, StateLayout
 from ftsim.sim.failures import Failure, FailureDraws
 from ftsim.sim.nodes import node_name
 
-_SLOWDOWN_CATEGORIES = ("degraded", "other")
 _PROGRESS_EPS_S = 1e-9
 """Progress within this many seconds of a target counts as reaching it (float rounding)."""
 
@@ -92,6 +91,8 @@ class Simulation:
         routes: SharedRoutes | None = None,
         record_flows: bool = False,
         failures: FailureDraws | None = None,
+        timeline: bool = True,
+        model_events: bool = True,
     ):
         """``policy``: the policy's runtime for this replication (a
         :class:`ftsim.policies.base.Policy`, given by the runner: the engine knows no policy
@@ -100,7 +101,10 @@ class Simulation:
         None). ``record_flows``: keep every finished flow in ``sim.net.net.records`` (for
         trace export, ``ftsim trace``); it changes no result, only costs memory.
         ``failures``: the replication's failure draws, shared with the other policies
-        simulated on it (drawn here if None)."""
+        simulated on it (drawn here if None). ``timeline``, ``model_events``: record the
+        phases (for ``timeline.csv``, traces, plots) and what the policy did to the model
+        (for the co-simulation); a run asks for them only in the replications that use
+        them (they change nothing else: no result depends on them)."""
         self.scenario = scenario
         self.rep = rep
         self.failures = failures or FailureDraws(scenario, rep)
@@ -125,13 +129,16 @@ class Simulation:
             part: dict.fromkeys(PART_CATEGORIES, 0.0) for part in self.policy.part_names
         }
         """Seconds per category charged to each part of a composed policy."""
-        self.timeline: list[Phase] = []
+        self.timeline: list[Phase] | None = [] if timeline else None
+        """The phases in the order they ended (None: not recorded)."""
         self.failures_seen: list[Failure] = []
-        self.model_events: list = []
-        """What the policy did to the model (:mod:`ftsim.policies.events`), in order."""
+        self.model_events: list | None = [] if model_events else None
+        """What the policy did to the model (:mod:`ftsim.policies.events`), in order (None:
+        not recorded)."""
         self._unrecovered: list[Failure] = []
-        self._computing: tuple[float, float, float] | None = None
-        """While computing: (wall start s, progress at start s, wall seconds per compute s)."""
+        self._computing: tuple | None = None
+        """While computing: (wall start s, progress at start s, wall seconds per compute s,
+        the policy's slowdowns, and per part)."""
         self._job: simpy.Process | None = None
         self.completed = False
         """Whether training finished before ``run.max_wall_factor`` × the failure-free time."""
@@ -242,13 +249,14 @@ class Simulation:
         commits, acts in the middle of one)."""
         if self._computing is None:
             return self.progress_s
-        start, progress, factor = self._computing
+        start, progress, factor, _, _ = self._computing
         return progress + (self.env.now - start) / factor
 
     def model_event(self, event_type: type, **fields) -> None:
         """Record what the policy does to the model now, at the current training progress
         (an event of :mod:`ftsim.policies.events` or a policy's own subclass)."""
-        self.model_events.append(event_type(self.progress_now_s(), **fields))
+        if self.model_events is not None:
+            self.model_events.append(event_type(self.progress_now_s(), **fields))
 
     def record(
         self,
@@ -260,7 +268,8 @@ class Simulation:
         nodes: tuple[int, ...] = (),
     ) -> None:
         """Add an interval to the timeline (for background activities, on ``nodes``)."""
-        self.timeline.append(Phase(start_s, end_s, category, category, part, nodes, detail))
+        if self.timeline is not None:
+            self.timeline.append(Phase(start_s, end_s, category, category, part, nodes, detail))
 
     # -- the job -----------------------------------------------------------------------
 
@@ -277,51 +286,65 @@ class Simulation:
         self.charged[category] += elapsed
         if part is not None:
             self.charged_parts[part][category] += elapsed
-        if elapsed > 0:
+        if elapsed > 0 and self.timeline is not None:
             self.timeline.append(
                 _phase((start, now, category, activity or category, part, (), detail))
             )
 
-    def _compute(self, target_s: float):
+    def _start_compute(self, target_s: float) -> simpy.Timeout:
+        """Begin a compute phase toward progress ``target_s`` at the policy's current
+        slowdown; returns the timeout at its planned end (the job waits for it, then calls
+        :meth:`_end_compute` however the wait ends)."""
         policy, env = self.policy, self.env
         extras = policy.slowdown()
         by_part = policy.slowdown_by_part() if self.charged_parts else None
         factor = 1.0 + sum(extras.values())
-        start = env.now
         begin_s = self.progress_s
-        self._computing = (start, begin_s, factor)
-        try:
-            yield env.timeout((target_s - begin_s) * factor)
-        finally:
-            self._computing = None
-            now = env.now
-            base = (now - start) / factor
-            progress = self.progress_s = self.progress_s + base
-            self.computed_s += base
-            if extras:
-                charged = self.charged
-                for category, extra in extras.items():
+        self._computing = (env.now, begin_s, factor, extras, by_part)
+        wait = env.timeout((target_s - begin_s) * factor)
+        return wait
+
+    def _end_compute(self) -> None:
+        """End the compute phase now (reached, re-planned or interrupted): the progress it
+        made, its slowdowns charged, its timeline."""
+        start, begin_s, factor, extras, by_part = self._computing
+        self._computing = None
+        now = self.env.now
+        base = (now - start) / factor
+        progress = self.progress_s = self.progress_s + base
+        self.computed_s += base
+        if extras:
+            charged = self.charged
+            for category, extra in extras.items():
+                charged[category] += base * extra
+        if by_part:
+            for part, part_extras in by_part.items():
+                charged = self.charged_parts[part]
+                for category, extra in part_extras.items():
                     charged[category] += base * extra
-            if by_part:
-                for part, part_extras in by_part.items():
-                    charged = self.charged_parts[part]
-                    for category, extra in part_extras.items():
-                        charged[category] += base * extra
-            reached = self.reached_s
-            # min, max as the builtins pick (the first of equals: -0.0 stays -0.0)
-            redo_end = start + ((reached if reached < progress else progress) - begin_s) * factor
-            if start > redo_end:
-                redo_end = start
-            if now < redo_end:
-                redo_end = now
-            timeline = self.timeline
-            if redo_end > start:  # re-executing work that a rollback discarded
-                timeline.append(_phase((start, redo_end, "redo", "redo", None, (), "")))
-            if now > redo_end:
-                kind = "degraded" if extras and extras.get("degraded") else "compute"
-                timeline.append(_phase((redo_end, now, kind, kind, None, (), "")))
-            if progress > reached:
-                self.reached_s = progress
+        reached = self.reached_s
+        if self.timeline is not None:
+            self._record_compute(start, now, begin_s, progress, reached, factor, extras)
+        if progress > reached:
+            self.reached_s = progress
+
+    def _record_compute(self, start, now, begin_s, progress, reached, factor, extras) -> None:
+        """The timeline of a compute phase [start, now) that took progress from ``begin_s``
+        to ``progress`` at ``factor`` wall seconds per compute second: work below
+        ``reached`` (done before a rollback) is ``redo``, the rest ``compute`` (or
+        ``degraded`` while degraded reads slow it)."""
+        # min, max as the builtins pick (the first of equals: -0.0 stays -0.0)
+        redo_end = start + ((reached if reached < progress else progress) - begin_s) * factor
+        if start > redo_end:
+            redo_end = start
+        if now < redo_end:
+            redo_end = now
+        timeline = self.timeline
+        if redo_end > start:  # re-executing work that a rollback discarded
+            timeline.append(_phase((start, redo_end, "redo", "redo", None, (), "")))
+        if now > redo_end:
+            kind = "degraded" if extras and extras.get("degraded") else "compute"
+            timeline.append(_phase((redo_end, now, kind, kind, None, (), "")))
 
     def _run_job(self):
         policy = self.policy
@@ -340,7 +363,11 @@ class Simulation:
                 due = policy.next_action_at()
                 target = work_s if work_s < due else due
                 if self.progress_s < target - _PROGRESS_EPS_S:
-                    yield from self._compute(target)
+                    wait = self._start_compute(target)
+                    try:
+                        yield wait
+                    finally:
+                        self._end_compute()
                 if self.progress_s < target:  # float rounding: snap, keeping lost = 0
                     self.computed_s += target - self.progress_s
                     self.progress_s = target
@@ -413,6 +440,9 @@ class Simulation:
         return row
 
     def timeline_rows(self) -> list[dict]:
+        """The rows of ``timeline.csv`` (phases and failures, by start and end)."""
+        if self.timeline is None:
+            raise ValueError(f"replication {self.rep} was simulated without its timeline")
         rows = [
             {
                 "rep": self.rep,

@@ -350,16 +350,16 @@ class ScheduledFailures(_Source):
         elif self.spacing == "even":
             step = (end - self.start) / (self.count + 1)
             times = [self.start + step * (i + 1) for i in range(self.count)]
-        else:
-            times = list(self.start + (end - self.start) * rng.random(self.count))
-        order = sorted(range(len(times)), key=lambda i: times[i])
-        for i in order:
+        else:  # as Python floats (the same values): sorted and yielded without conversion
+            times = (self.start + (end - self.start) * rng.random(self.count)).tolist()
+        kind, size, per_failure = self.kind, len(pool), self.nodes_per_failure
+        for i in sorted(range(len(times)), key=times.__getitem__):
             if self.nodes is not None:
                 victims = tuple(sorted(parse_node(c.trainers, c.emb_ps, n) for n in self.nodes[i]))
             else:
-                picks = rng.choice(len(pool), self.nodes_per_failure, replace=False)
-                victims = tuple(sorted(pool[int(p)] for p in picks))
-            yield Failure(float(times[i]), victims, self.kind)
+                picks = rng.choice(size, per_failure, replace=False).tolist()
+                victims = tuple(sorted([pool[p] for p in picks]))
+            yield Failure(float(times[i]), victims, kind)
 
 
 def user_file(value: str, info: ValidationInfo, what: str) -> Path:
