@@ -657,10 +657,14 @@ def _groups(plan: Plan, tasks: list[TaskKey]) -> list[list[TaskKey]]:
 
 
 def _submit(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, tuple]]:
-    """Submit ``tasks`` to ``pool`` now (without one, or for a single unit of work: run
-    them in this process as they are iterated); (key, result) of every task, as they
-    finish."""
+    """Submit ``tasks`` to ``pool`` now, those that train the model first (seconds to
+    minutes each, where a batch of timing replications takes milliseconds: started last,
+    one would keep a worker busy long after the others ran out of tasks); without a pool,
+    or for a single unit of work, they run in this process as they are iterated. (key,
+    result) of every task, as they finish."""
     groups = _groups(plan, tasks)
+    if pool is not None:
+        groups.sort(key=lambda group: not _trains(plan, group[0]))  # stable: plan order
     args = []
     for group in groups:
         point = plan.points[group[0].point]
