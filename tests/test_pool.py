@@ -36,6 +36,17 @@ def test_workers_start_with_the_parents_objects_frozen_and_the_parent_is_unfroze
     assert not multiprocessing.active_children()
 
 
+def test_a_callers_own_frozen_objects_stay_frozen():
+    gc.freeze()  # as a program that manages its own frozen objects may have done
+    try:
+        frozen = gc.get_freeze_count()
+        with process_pool(2) as pool:
+            assert pool.submit(_frozen_objects).result() >= frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
 def _linger_at_exit() -> None:
     """Make this worker take 0.5 s to exit once it is let go."""
     Finalize(None, time.sleep, args=(0.5,), exitpriority=0)

@@ -102,18 +102,22 @@ class _Pool(ProcessPoolExecutor):
     def start(self) -> None:
         """Fork the workers now (a fork pool otherwise forks them at its first ``submit``)
         by submitting a task that does nothing, with the parent's objects frozen out of the
-        garbage collector meanwhile (see :data:`START_METHOD`).
+        garbage collector meanwhile (see :data:`START_METHOD`; unless the caller has frozen
+        objects itself: its freeze is left as it is).
 
         No signal cuts the forks: the parent's handler raising inside the interpreter's
         fork hooks (logging's lock release) printed "Exception ignored ... Traceback"
         instead of interrupting the command. A signal received meanwhile is raised as the
         workers are started."""
-        gc.freeze()
+        mine = not gc.get_freeze_count()  # else the caller manages the frozen objects
+        if mine:
+            gc.freeze()
         try:
             with interrupts.deferred():
                 self.submit(_nothing)
         finally:
-            gc.unfreeze()
+            if mine:
+                gc.unfreeze()
             self.workers = tuple((self._processes or {}).values())  # no public API (< 3.14)
 
 

@@ -474,7 +474,9 @@ def compute(
     process imports what :func:`finish` needs (:data:`MERGE_MODULES`); after the last, a
     local pool is shut down without waiting, its workers exiting while the caller merges
     the results."""
-    round_ = first or start(plan, pool, batch, store.covered())
+    round_ = first if first is not None else start(plan, pool, batch, store.covered())
+    if pool is not None and round_.tasks:
+        _import(MERGE_MODULES)
     planned = _targets(plan)
     computed = reused = 0
     while round_ is not None:
@@ -482,8 +484,6 @@ def compute(
         if progress is not None:
             reps = sum(len(key.reps) for key in round_.tasks)
             progress.planned(len(round_.tasks), reps, round_.reused)
-        if pool is not None and round_.tasks and computed == 0:
-            _import(MERGE_MODULES)
         for key, (rows_csv, timeline_csv) in round_.results:
             store.write_shard(key, rows_csv, timeline_csv)
             computed += len(key.reps)
@@ -677,6 +677,7 @@ def _submit(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, t
 
 
 def _serial(groups: list[list[TaskKey]], args: list[tuple]) -> Iterator[tuple[TaskKey, tuple]]:
+    """(key, result) of each task, run in this process as they are asked for."""
     for group, arg in zip(groups, args, strict=True):
         yield from zip(group, run_task(*arg), strict=True)
 
