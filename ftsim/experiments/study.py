@@ -172,18 +172,18 @@ def execute(
         jobs, note = sweep.local_workers(plan, jobs, batch)
         if note:
             say(f"ftsim: {note}")
-    # the workers start, and compute the first tasks of a new folder, while the folder is
-    # prepared (its manifest, the resolved scenario); one that cannot be used ends them
+    # the workers start before the folder is prepared (a folder that cannot be used ends
+    # them), and compute a new sweep's first round while its manifest (with the git commit
+    # and the packages' versions) and resolved scenario are written
     with (
         locked_folder(out, create=not resume),  # removed again if new and left empty
         sweep.workers(executor, jobs or default_jobs(), dask_address) as pool,
     ):
-        first = None if resume else sweep.start(plan, pool, batch)
-        work = functools.partial(
-            sweep.compute, pool=pool, batch=batch, progress=progress, first=first
-        )
+        work = functools.partial(sweep.compute, pool=pool, batch=batch, progress=progress)
         if plan.command == "run":
             return _run_into(out, plan, force, started, argv, work)
+        if not resume:
+            work = functools.partial(work, first=sweep.start(plan, pool, batch))
         return _sweep_into(out, plan, force, resume, started, argv, work, batch, say)
 
 
