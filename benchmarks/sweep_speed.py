@@ -100,9 +100,9 @@ def main() -> None:
     n = len(intervals.split(","))
     print(
         f"{len(POLICIES)} policies x {n} intervals x {reps} replications = "
-        f"{len(POLICIES) * n * reps} replications; {rounds} round(s) of "
-        + ", ".join(f"{name} ({root})" for name, root in trees.items())
+        f"{len(POLICIES) * n * reps} replications"
     )
+    print("checkouts: " + ", ".join(f"{name} {root}" for name, root in trees.items()))
     if sys.flags.dont_write_bytecode:
         print("PYTHONDONTWRITEBYTECODE is set: each run compiles the modules it imports")
     times: dict[tuple[str, int], list[tuple[float, float]]] = {}
@@ -119,7 +119,7 @@ def main() -> None:
                     wall, cpu = time_sweep(scenario, out, jobs, intervals, reps, root)
                     times.setdefault((name, jobs), []).append((wall, cpu))
                     runs.add((out / "runs.csv").read_bytes())
-                    cells.append(f"{name} jobs {jobs} {wall:.2f} s ({cpu:.2f} s CPU)")
+                    cells.append(f"{name} --jobs {jobs} {wall:.2f} s ({cpu:.2f} s CPU)")
             print(
                 f"round {round_ + 1}, load {load:.1f} on {os.cpu_count()} CPUs: " + ", ".join(cells)
             )
@@ -128,11 +128,12 @@ def main() -> None:
         walls = {j: statistics.median(w for w, _ in times[name, j]) for j in args.jobs}
         for jobs in args.jobs:
             cpu = statistics.median(c for _, c in times[name, jobs])
-            speedup = walls[args.jobs[0]] / walls[jobs]
-            print(
-                f"  {name} --jobs {jobs}: {walls[jobs]:.2f} s wall, {cpu:.2f} s CPU, "
-                f"{speedup:.2f}x the speed of --jobs {args.jobs[0]}"
-            )
+            line = f"{name} --jobs {jobs}: {walls[jobs]:.2f} s wall, {cpu:.2f} s CPU"
+            if jobs != args.jobs[0]:
+                line += (
+                    f", {walls[args.jobs[0]] / walls[jobs]:.2f}x the speed of --jobs {args.jobs[0]}"
+                )
+            print(line)
     print(f"runs.csv identical across job counts and checkouts: {len(runs) == 1}")
     if len(runs) != 1:
         raise SystemExit(1)
