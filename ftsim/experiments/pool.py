@@ -32,30 +32,31 @@ START_METHOD = "fork"
 """How workers start, chosen here rather than left to Python's default (``forkserver`` from
 Python 3.14 on Linux).
 
-``fork``: a worker is a copy of the parent made when the pool starts, after the study is
+``fork``: a worker is a copy of the parent made when the pool starts, once the study is
 planned, so it starts with every module the parent imported (the scenario schema, the
-simulator, numpy: 0.3 s of imports) and nothing to do but its tasks (measured on the
-600-run sweep of ``benchmarks/sweep_speed.py``: its first task begins within
-milliseconds of the pool's start). The parent's objects are frozen out of the cyclic
+simulator, numpy: about 0.3 s of imports) and nothing to do but its tasks: on the 600-run
+sweep of ``benchmarks/sweep_speed.py`` its first task begins some 20 ms after the fork
+(its set-up, :func:`_init_worker`). The parent's objects are frozen out of the cyclic
 garbage collector while it forks (:func:`gc.freeze`, undone in the parent right after):
 the workers' collections then never walk the parent's objects, which would copy every
-memory page holding one into each worker (0.2 s of CPU on that sweep with two workers).
+memory page holding one into each worker (on that sweep with two workers: 0.15-0.2 s
+less CPU in all, the first task of a worker 1,300 page faults instead of 3,900).
 
 Forking a process that runs other threads is unsafe in general: a lock one of them holds
 at the fork stays held in the child. ftsim starts its own threads (a progress bar's
-monitor, the Parquet writer, :func:`ftsim.experiments.sweep.compute`'s import of what
-the merge needs) only once the workers are forked, and OpenBLAS, whose threads exist from
-numpy's import on, stops them around a fork (its own ``pthread_atfork`` handlers); a
-program that embeds ftsim and runs threads of its own when it starts a pool takes that
-risk, as with any ``multiprocessing`` pool on Python before 3.14.
+monitor, the Parquet writer) only once the workers are forked, and OpenBLAS, whose threads
+exist from numpy's import on, stops them around a fork (its own ``pthread_atfork``
+handlers); a program that embeds ftsim and runs threads of its own when it starts a pool
+takes that risk, as with any ``multiprocessing`` pool on Python before 3.14.
 
-Not ``forkserver`` (a server process imports ftsim once and forks the workers from it:
-safe with threads) nor ``spawn`` (each worker a new interpreter importing ftsim): a
-worker would need the server's or its own 0.3 s of imports before its first task, the
-server's started when the command starts and importing beside the parent's planning
-still made the first tasks begin later than forked workers do (the 600-run sweep:
-1.40-1.47 s against 1.16-1.24 s with two workers, on a loaded machine), and the server
-with its resource tracker are two more processes to account for."""
+The alternatives, measured on that sweep with two workers (medians of 7 alternating runs,
+load average 0.7 to 1.2 on 2 CPUs): these forked workers 1.08 s; ``forkserver`` (a server
+started as the command starts imports ftsim beside the parent's planning, then forks the
+workers: safe with threads) 1.23 s, with the server and its resource tracker two more
+processes; a fork pool started as the command starts, its workers importing ftsim
+themselves beside the parent, 1.33 s (and 0.6 s more CPU: three processes import the same
+modules on two processors). ``spawn`` (a new interpreter per worker) imports ftsim in each
+worker after the pool starts."""
 
 
 def default_jobs() -> int:

@@ -543,8 +543,8 @@ def _round(
 
 
 MERGE_MODULES = ("pyarrow", "pyarrow.csv", "pyarrow.parquet")
-"""What :func:`finish` imports that a study has not imported before (0.04 s): imported
-while the workers compute their first tasks, instead of after the last one."""
+"""What :func:`finish` imports that a study has not imported before (pyarrow: some 0.035 s
+of CPU): imported while the workers compute their first tasks, not after the last one."""
 
 
 def _import(modules: Sequence[str]) -> None:
