@@ -4,10 +4,11 @@ import csv
 import os
 import subprocess
 import sys
+from concurrent.futures import Future
 
 from ftsim.cli import main
 from ftsim.experiments.store import RunStore, TaskKey
-from ftsim.experiments.sweep import _groups, finish, plan_sweep, run_sweep
+from ftsim.experiments.sweep import _groups, _planned_tasks, _submit, finish, plan_sweep, run_sweep
 from tests.conftest import SCENARIOS
 from tests.test_cosim import SMALL_TRAINER
 
@@ -63,6 +64,29 @@ def test_a_sweep_point_trains_one_baseline_per_replication_for_all_policies():
     assert [(g[0].point, g[0].start) for g in groups] == [(0, 0), (1, 0), (0, 1)]
     timing_only = [TaskKey(1, q, 2, 3) for q in range(6)]
     assert _groups(plan, timing_only) == [[k] for k in timing_only]
+
+
+class _Recorder:
+    """An executor that records the tasks submitted to it and runs none."""
+
+    def __init__(self):
+        self.groups = []
+
+    def submit(self, fn, *args):
+        self.groups.append(args[-1])
+        return Future()
+
+
+def test_a_pool_gets_the_trained_tasks_first_then_the_rest_in_plan_order():
+    """A trained replication takes seconds where a timing batch takes milliseconds: one
+    submitted last would keep a worker busy long after the other ran out of tasks."""
+    plan = _plan()
+    pool = _Recorder()
+    _submit(plan, _planned_tasks(plan, 10), pool)
+    order = [(g[0].point, g[0].start, len(g)) for g in pool.groups]
+    trained = [(p, rep, 6) for p in (0, 1) for rep in (0, 1)]  # all policies together
+    timing = [(p, 2, 1) for p in (0, 1) for _ in range(6)]  # a task per policy
+    assert order == trained + timing
 
 
 def test_sweep_rows_do_not_depend_on_batching_or_workers_and_are_those_of_run(tmp_path):

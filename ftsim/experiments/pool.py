@@ -1,16 +1,21 @@
 """Local process pools whose workers never outlive the command that started them.
 
-Used by ``sweep`` (tasks of points × policies × replications) and by ``run --jobs`` (trained
-replications). Workers ignore Ctrl-C and SIGHUP (a terminal sends them to the whole process
-group; the parent handles them, see :mod:`ftsim.experiments.interrupts`) and die of SIGTERM
-(not the parent's handler, which a forked worker would inherit), exit on their own if the
-parent is killed (:func:`_watch_parent`), and run BLAS on one thread (as
+Used by ``sweep`` (tasks of points × policies × replications), by ``run --jobs`` (trained
+replications) and by ``advise``. Workers ignore Ctrl-C and SIGHUP (a terminal sends them to
+the whole process group; the parent handles them, see :mod:`ftsim.experiments.interrupts`)
+and die of SIGTERM (not the parent's handler, which a forked worker would inherit), exit on
+their own if the parent is killed (:func:`_watch_parent`), and run BLAS on one thread (as
 :func:`ftsim.cosim.replay.cosimulate` does for the trainer), so that they share the cores
 instead of oversubscribing them.
+
+The workers are forked (:data:`START_METHOD`), all of them as soon as the pool is made
+(:meth:`_Pool.start`), so that they are ready by the time the caller has its tasks.
 """
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import os
 import signal
 import threading
@@ -23,6 +28,36 @@ from ftsim.experiments import interrupts
 WATCHDOG_PERIOD_S = 0.5
 """How often a pool worker checks that the process that started it is still alive."""
 
+START_METHOD = "fork"
+"""How workers start, chosen here rather than left to Python's default (``forkserver`` from
+Python 3.14 on Linux).
+
+``fork``: a worker is a copy of the parent made when the pool starts, once the study is
+planned, so it starts with every module the parent imported (the scenario schema, the
+simulator, numpy: about 0.3 s of imports) and nothing to do but its tasks: on the 600-run
+sweep of ``benchmarks/sweep_speed.py`` its first task begins some 20 ms after the fork
+(its set-up, :func:`_init_worker`). The parent's objects are frozen out of the cyclic
+garbage collector while it forks (:func:`gc.freeze`, undone in the parent right after):
+the workers' collections then never walk the parent's objects, which would copy every
+memory page holding one into each worker (on that sweep with two workers: 0.15-0.2 s
+less CPU in all, the first task of a worker 1,300 page faults instead of 3,900).
+
+Forking a process that runs other threads is unsafe in general: a lock one of them holds
+at the fork stays held in the child. ftsim starts its own threads (a progress bar's
+monitor, the Parquet writer) only once the workers are forked, and OpenBLAS, whose threads
+exist from numpy's import on, stops them around a fork (its own ``pthread_atfork``
+handlers); a program that embeds ftsim and runs threads of its own when it starts a pool
+takes that risk, as with any ``multiprocessing`` pool on Python before 3.14.
+
+The alternatives, measured on that sweep with two workers (medians of 7 alternating runs,
+load average 0.7 to 1.2 on 2 CPUs): these forked workers 1.08 s; ``forkserver`` (a server
+started as the command starts imports ftsim beside the parent's planning, then forks the
+workers: safe with threads) 1.23 s, with the server and its resource tracker two more
+processes; a fork pool started as the command starts, its workers importing ftsim
+themselves beside the parent, 1.33 s (and 0.6 s more CPU: three processes import the same
+modules on two processors). ``spawn`` (a new interpreter per worker) imports ftsim in each
+worker after the pool starts."""
+
 
 def default_jobs() -> int:
     """CPUs this process may use."""
@@ -31,34 +66,64 @@ def default_jobs() -> int:
 
 @contextmanager
 def process_pool(jobs: int):
-    """A local pool of ``jobs`` worker processes.
+    """A local pool of ``jobs`` worker processes, started at once (:meth:`_Pool.start`).
 
-    If the parent stops early for any reason (an error, Ctrl-C), tasks in flight are
-    abandoned and the workers terminated at once instead of being waited for.
+    When the block ends, the workers are waited for (the block may have let them go on
+    their way already: ``shutdown(wait=False)``). If the parent stops early for any reason
+    (an error, Ctrl-C), tasks in flight are abandoned and the workers terminated at once
+    instead of being waited for.
     """
-    pool = _Pool(max_workers=jobs, initializer=_init_worker, initargs=(os.getpid(),))
+    pool = _Pool(
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context(START_METHOD),
+        initializer=_init_worker,
+        initargs=(os.getpid(),),
+    )
     try:
+        pool.start()
         yield pool
     except BaseException:
-        workers = list((pool._processes or {}).values())  # no public API before Python 3.14
         pool.shutdown(wait=False, cancel_futures=True)
-        for worker in workers:
+        for worker in pool.workers:
             worker.terminate()
-        for worker in workers:
+        for worker in pool.workers:
             worker.join(timeout=5)
         raise
     pool.shutdown()
+    for worker in pool.workers:
+        worker.join()
 
 
 class _Pool(ProcessPoolExecutor):
-    """A pool whose ``submit`` (which forks the workers) is never cut by a signal: the
-    parent's handler raising inside the interpreter's fork hooks (logging's lock release)
-    printed "Exception ignored ... Traceback" instead of interrupting the command. A
-    signal received meanwhile is raised as the submit returns."""
+    """A process pool that forks all its workers when :meth:`start` is called."""
 
-    def submit(self, *args, **kwargs):
-        with interrupts.deferred():
-            return super().submit(*args, **kwargs)
+    workers: tuple = ()
+    """The worker processes (kept here: a shut-down pool forgets them)."""
+
+    def start(self) -> None:
+        """Fork the workers now (a fork pool otherwise forks them at its first ``submit``)
+        by submitting a task that does nothing, with the parent's objects frozen out of the
+        garbage collector meanwhile (see :data:`START_METHOD`; unless the caller has frozen
+        objects itself: its freeze is left as it is).
+
+        No signal cuts the forks: the parent's handler raising inside the interpreter's
+        fork hooks (logging's lock release) printed "Exception ignored ... Traceback"
+        instead of interrupting the command. A signal received meanwhile is raised as the
+        workers are started."""
+        mine = not gc.get_freeze_count()  # else the caller manages the frozen objects
+        if mine:
+            gc.freeze()
+        try:
+            with interrupts.deferred():
+                self.submit(_nothing)
+        finally:
+            if mine:
+                gc.unfreeze()
+            self.workers = tuple((self._processes or {}).values())  # no public API (< 3.14)
+
+
+def _nothing() -> None:
+    """The task that starts a pool's workers."""
 
 
 def _init_worker(parent_pid: int) -> None:

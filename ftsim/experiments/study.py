@@ -18,6 +18,7 @@ This module imports nothing heavy until a study is planned.
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -155,6 +156,7 @@ def execute(
     """
     from ftsim.experiments import sweep
     from ftsim.experiments.lock import locked_folder
+    from ftsim.experiments.pool import default_jobs
     from ftsim.sim.failures import source_notes
 
     say = say or (lambda line: None)
@@ -170,16 +172,25 @@ def execute(
         jobs, note = sweep.local_workers(plan, jobs, batch)
         if note:
             say(f"ftsim: {note}")
-    options = dict(executor=executor, jobs=jobs, dask_address=dask_address, batch=batch)
-    with locked_folder(out, create=not resume):  # removed again if new and left empty
+    # the workers start before the folder is prepared (a folder that cannot be used ends
+    # them), and compute a new sweep's first round while its manifest (with the git commit
+    # and the packages' versions) and resolved scenario are written
+    with (
+        locked_folder(out, create=not resume),  # removed again if new and left empty
+        sweep.workers(executor, jobs or default_jobs(), dask_address) as pool,
+    ):
+        work = functools.partial(sweep.compute, pool=pool, batch=batch, progress=progress)
         if plan.command == "run":
-            return _run_into(out, plan, force, started, argv, progress, options)
-        return _sweep_into(out, plan, force, resume, started, argv, progress, options, say)
+            return _run_into(out, plan, force, started, argv, work)
+        if not resume:
+            work = functools.partial(work, first=sweep.start(plan, pool, batch))
+        return _sweep_into(out, plan, force, resume, started, argv, work, batch, say)
 
 
-def _run_into(out: Path, plan, force, started, argv, progress, options) -> Outcome:
+def _run_into(out: Path, plan, force, started, argv, work) -> Outcome:
     """A run into ``out``: its tasks' shards and results staged inside it and moved into
-    place at the end, the manifest last, or nothing at all (an error, Ctrl-C)."""
+    place at the end, the manifest last, or nothing at all (an error, Ctrl-C). ``work``
+    computes the tasks (:func:`ftsim.experiments.sweep.compute`)."""
     from ftsim.experiments import sweep
     from ftsim.experiments.folders import prepare_output
     from ftsim.experiments.output import StagedFolder
@@ -191,7 +202,7 @@ def _run_into(out: Path, plan, force, started, argv, progress, options) -> Outco
         with results as staging:
             store = RunStore(staging, durable=False)  # removed whole if it fails
             store.shards.mkdir()
-            computed, reused = sweep.run_sweep(plan, store, progress=progress, **options)
+            computed, reused = work(plan, store)
             summary = sweep.finish(plan, store)
             store.discard_shards()  # a run cannot be resumed: its folder holds the results
             _finish_folder(plan, store, started, argv, computed, reused)
@@ -200,9 +211,10 @@ def _run_into(out: Path, plan, force, started, argv, progress, options) -> Outco
     return Outcome(plan, out, summary, computed, reused)
 
 
-def _sweep_into(out: Path, plan, force, resume, started, argv, progress, options, say):
+def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say):
     """A sweep into ``out``: created (or resumed) at once, each task's shard kept as it
-    finishes, then the merged results and the manifest's session."""
+    finishes (``work``: :func:`ftsim.experiments.sweep.compute`), then the merged results
+    and the manifest's session."""
     from ftsim.experiments import sweep
     from ftsim.experiments.output import OutputError
     from ftsim.experiments.store import RunStore
@@ -219,13 +231,13 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, progress, options
         store = RunStore.create(out, sweep.manifest(plan, argv, started.isoformat()), force)
     try:
         _write_resolved(store.root / "scenario.yaml", plan.base)
-        computed, reused = sweep.run_sweep(plan, store, progress=progress, **options)
+        computed, reused = work(plan, store)
         summary = sweep.finish(plan, store)
         for line in sweep.short_of_target(plan, summary):
             say(f"ftsim: {line}")
         _finish_folder(plan, store, started, argv, computed, reused)
     except KeyboardInterrupt:  # while computing or merging: the shards are kept
-        raise _interrupted(plan, store, options["batch"]) from None
+        raise _interrupted(plan, store, batch) from None
     except OutputError as exc:
         note = f"the finished tasks are kept: continue with --resume {store.root}"
         raise OutputError(exc.reason, exc.path, note) from None

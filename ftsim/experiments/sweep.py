@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import itertools
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import as_completed
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -452,32 +453,107 @@ def run_sweep(
     batch: int = 10,
     progress: Progress | None = None,
 ) -> tuple[int, int]:
-    """Run the replications not yet in ``store``; returns (computed, reused) replications."""
-    targets = {
-        (p.index, q): p.scenario.run.replications for p in plan.points for q in plan.policies
-    }
-    planned = dict.fromkeys(targets, 0)
+    """Run the replications not yet in ``store`` on the ``executor`` (:func:`workers`);
+    returns (computed, reused) replications."""
+    with workers(executor, jobs or default_jobs(), dask_address) as pool:
+        return compute(plan, store, pool, batch, progress)
+
+
+def compute(
+    plan: Plan,
+    store: RunStore,
+    pool=None,
+    batch: int = 10,
+    progress: Progress | None = None,
+    first: Round | None = None,
+) -> tuple[int, int]:
+    """Run the replications not yet in ``store`` on ``pool`` (from :func:`workers`; None:
+    in this process), storing each task as it finishes; returns (computed, reused)
+    replications. ``first``: the first round, already started (:func:`start`) for a
+    ``store`` that holds nothing yet. While the workers compute the first round, this
+    process imports what :func:`finish` needs (:data:`MERGE_MODULES`); after the last, a
+    local pool is shut down without waiting, its workers exiting while the caller merges
+    the results."""
+    round_ = first if first is not None else start(plan, pool, batch, store.covered())
+    if pool is not None and round_.tasks:
+        _import(MERGE_MODULES)
+    planned = _targets(plan)
     computed = reused = 0
-    with _executor(executor, jobs or default_jobs(), dask_address) as pool:
-        while targets:
-            covered = store.covered()
-            tasks, found = [], 0
-            for pair, stop in targets.items():
-                have = covered.get(pair, set())
-                wanted = range(planned[pair], stop)
-                found += sum(1 for r in wanted if r in have)
-                tasks += _tasks(plan, pair, [r for r in wanted if r not in have], batch)
-                planned[pair] = stop
-            reused += found
+    while round_ is not None:
+        reused += round_.reused
+        if progress is not None:
+            reps = sum(len(key.reps) for key in round_.tasks)
+            progress.planned(len(round_.tasks), reps, round_.reused)
+        for key, (rows_csv, timeline_csv) in round_.results:
+            store.write_shard(key, rows_csv, timeline_csv)
+            computed += len(key.reps)
             if progress is not None:
-                progress.planned(len(tasks), sum(len(k.reps) for k in tasks), found)
-            for key, (rows_csv, timeline_csv) in _results(plan, tasks, pool):
-                store.write_shard(key, rows_csv, timeline_csv)
-                computed += len(key.reps)
-                if progress is not None:
-                    progress.finished(len(key.reps), _trains(plan, key))
-            targets = _more_replications(plan, store, planned, batch)
+                progress.finished(len(key.reps), _trains(plan, key))
+        targets = _more_replications(plan, store, planned, batch)
+        round_ = _round(plan, store.covered(), targets, planned, pool, batch) if targets else None
+    if isinstance(pool, ProcessPoolExecutor):
+        pool.shutdown(wait=False)  # no task follows: its workers exit while the results merge
     return computed, reused
+
+
+@dataclass
+class Round:
+    """A round of tasks (:func:`start`), submitted to the executor when it was made."""
+
+    tasks: list[TaskKey]
+    reused: int
+    """Replications of the round found stored, not computed again (a resumed sweep)."""
+    results: Iterator[tuple[TaskKey, tuple[str, str]]]
+    """(key, shard texts) of each task as it finishes (:func:`run_task`)."""
+
+
+def start(plan: Plan, pool, batch: int = 10, covered: Mapping | None = None) -> Round:
+    """The first round of ``plan``: each planned replication not in ``covered`` (finished
+    replications per (point, policy index), as :meth:`RunStore.covered` gives them), in
+    tasks submitted to ``pool`` at once, so that the workers compute while the caller
+    prepares where the results go (:func:`compute` collects them)."""
+    return _round(plan, covered or {}, _targets(plan), {}, pool, batch)
+
+
+def _targets(plan: Plan) -> dict[tuple[int, int], int]:
+    """Replications to run per (point, policy index) before any added for a target
+    half-width."""
+    return {(p.index, q): p.scenario.run.replications for p in plan.points for q in plan.policies}
+
+
+def _round(
+    plan: Plan,
+    covered: Mapping,
+    targets: dict[tuple[int, int], int],
+    planned: dict[tuple[int, int], int],
+    pool,
+    batch: int,
+) -> Round:
+    """The tasks of replications from ``planned`` (0 if absent) up to ``targets`` per (point,
+    policy) that are not in ``covered``, submitted to ``pool``; ``planned`` is moved on to
+    the targets."""
+    tasks, found = [], 0
+    for pair, stop in targets.items():
+        have = covered.get(pair, set())
+        wanted = range(planned.get(pair, 0), stop)
+        found += sum(1 for r in wanted if r in have)
+        tasks += _tasks(plan, pair, [r for r in wanted if r not in have], batch)
+        planned[pair] = stop
+    return Round(tasks, found, _submit(plan, tasks, pool))
+
+
+MERGE_MODULES = ("pyarrow", "pyarrow.csv", "pyarrow.parquet")
+"""What :func:`finish` imports that a study has not imported before (pyarrow: some 0.035 s
+of CPU): imported while the workers compute their first tasks, not after the last one."""
+
+
+def _import(modules: Sequence[str]) -> None:
+    """Import ``modules`` now; one that fails is left for its user to report."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return
 
 
 def n_tasks(plan: Plan, batch: int) -> int:
@@ -580,19 +656,35 @@ def _groups(plan: Plan, tasks: list[TaskKey]) -> list[list[TaskKey]]:
     return groups
 
 
-def _results(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, tuple]]:
-    """(key, result) of every task, as tasks finish."""
+def _submit(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, tuple]]:
+    """Submit ``tasks`` to ``pool`` now, those that train the model first (seconds to
+    minutes each, where a batch of timing replications takes milliseconds: started last,
+    one would keep a worker busy long after the others ran out of tasks); without a pool,
+    or for a single unit of work, they run in this process as they are iterated. (key,
+    result) of every task, as they finish."""
     groups = _groups(plan, tasks)
+    if pool is not None:
+        groups.sort(key=lambda group: not _trains(plan, group[0]))  # stable: plan order
     args = []
     for group in groups:
         point = plan.points[group[0].point]
         cells = [plan.row_cells(point, key.policy) for key in group]
         args.append((point.scenario, cells, plan.timeline_cells(point), group))
     if pool is None or len(groups) < 2:
-        for group, arg in zip(groups, args, strict=True):
-            yield from zip(group, run_task(*arg), strict=True)
-        return
+        return _serial(groups, args)
     futures = {pool.submit(run_task, *arg): g for g, arg in zip(groups, args, strict=True)}
+    return _finished(futures)
+
+
+def _serial(groups: list[list[TaskKey]], args: list[tuple]) -> Iterator[tuple[TaskKey, tuple]]:
+    """(key, result) of each task, run in this process as they are asked for."""
+    for group, arg in zip(groups, args, strict=True):
+        yield from zip(group, run_task(*arg), strict=True)
+
+
+def _finished(futures: dict) -> Iterator[tuple[TaskKey, tuple]]:
+    """(key, result) of each task of the ``futures`` (future → its group of keys), as they
+    finish; the tasks not yet started are cancelled if the caller stops early."""
     try:
         for future in as_completed(futures):
             yield from zip(futures[future], future.result(), strict=True)
@@ -602,8 +694,10 @@ def _results(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, 
 
 
 @contextmanager
-def _executor(kind: str, jobs: int, dask_address: str | None):
-    """None for serial execution, else a concurrent.futures-style executor."""
+def workers(kind: str, jobs: int, dask_address: str | None):
+    """Where a study's tasks run: None (in this process) when ``kind`` is "process" and
+    ``jobs`` is 1, else a concurrent.futures-style executor: a local process pool (its
+    workers started at once, see :mod:`ftsim.experiments.pool`) or a Dask cluster's."""
     if kind == "dask":
         with _dask_executor(jobs, dask_address) as pool:
             yield pool

@@ -1,0 +1,109 @@
+"""Local process pools: workers forked at once with the parent's objects frozen out of the
+collector, and never left behind, whether the study ends, fails in a worker, or cannot use
+its folder."""
+
+import gc
+import multiprocessing
+import time
+from multiprocessing.util import Finalize
+
+import pytest
+
+from ftsim.experiments import study, sweep
+from ftsim.experiments.folders import FolderError
+from ftsim.experiments.pool import process_pool
+from tests.conftest import SCENARIOS
+
+SMOKE = SCENARIOS / "smoke.yaml"
+
+
+def _plan():
+    """A timing sweep of 2 points x 3 policies x 2 replications: 6 tasks of batch 2."""
+    return study.plan(SMOKE, ["run.replications=2"], ["policies.*.interval=10 min,30 min"])
+
+
+def _frozen_objects() -> int:
+    return gc.get_freeze_count()
+
+
+def test_workers_start_with_the_parents_objects_frozen_and_the_parent_is_unfrozen_after():
+    assert gc.get_freeze_count() == 0
+    with process_pool(2) as pool:
+        assert len(pool.workers) == 2 and all(w.is_alive() for w in pool.workers)
+        frozen = [pool.submit(_frozen_objects).result() for _ in range(4)]
+        assert gc.get_freeze_count() == 0  # the parent collects its objects as before
+    assert min(frozen) > 1000  # every object the parent had when it forked
+    assert not multiprocessing.active_children()
+
+
+def test_a_callers_own_frozen_objects_stay_frozen():
+    gc.freeze()  # as a program that manages its own frozen objects may have done
+    try:
+        frozen = gc.get_freeze_count()
+        with process_pool(2) as pool:
+            pool.submit(abs, 1).result()
+        assert gc.get_freeze_count() > 0.9 * frozen  # some may have been freed since
+    finally:
+        gc.unfreeze()
+
+
+def _linger_at_exit() -> None:
+    """Make this worker take 0.5 s to exit once it is let go."""
+    Finalize(None, time.sleep, args=(0.5,), exitpriority=0)
+
+
+def test_workers_let_go_early_are_waited_for_when_the_pool_block_ends():
+    with process_pool(2) as pool:
+        pool.submit(_linger_at_exit).result()
+        pool.shutdown(wait=False)  # as a study does after its last task
+    assert not [worker for worker in pool.workers if worker.is_alive()]
+
+
+def test_a_study_leaves_no_worker_behind(tmp_path):
+    outcome = study.execute(_plan(), tmp_path / "s", jobs=2, batch=2, say=None)
+    assert outcome.computed == 12
+    assert not multiprocessing.active_children()  # joined, though let go before the merge
+
+
+def test_workers_compute_the_first_tasks_while_the_folder_is_prepared(tmp_path, monkeypatch):
+    started = tmp_path / "a task started"
+    simulate, manifest = sweep.simulate_reps, sweep.manifest
+
+    def simulate_reps(*args, **kwargs):
+        started.touch()
+        return simulate(*args, **kwargs)
+
+    def manifest_once_a_task_started(*args, **kwargs):
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert time.monotonic() < deadline, "no task started before the folder's manifest"
+            time.sleep(0.01)
+        return manifest(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate_reps", simulate_reps)
+    monkeypatch.setattr(sweep, "manifest", manifest_once_a_task_started)
+    outcome = study.execute(_plan(), tmp_path / "s", jobs=2, batch=2, say=None)
+    assert outcome.computed == 12
+
+
+def test_a_failing_task_in_a_worker_stops_the_study_and_its_workers(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected failure in a worker")
+
+    monkeypatch.setattr(sweep, "simulate_reps", broken)  # the forked workers inherit it
+    with pytest.raises(RuntimeError, match="injected failure in a worker"):
+        study.execute(_plan(), tmp_path / "s", jobs=2, batch=2, say=None)
+    assert not multiprocessing.active_children()
+    assert not list((tmp_path / "s" / "shards").iterdir())
+
+
+def test_a_folder_that_cannot_be_used_stops_the_workers_started_for_it(tmp_path):
+    """The workers start, and compute the first tasks, before the folder is prepared: a
+    folder refused then (another study's files, without --force) ends them."""
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(FolderError):
+        study.execute(_plan(), out, jobs=2, batch=2, say=None)
+    assert not multiprocessing.active_children()
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
