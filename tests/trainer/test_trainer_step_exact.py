@@ -339,16 +339,21 @@ def test_put_rows_check_catches_first_write_winning():
     assert not put_rows_matches_assignment(first_wins, 4, [1, 2, 1], 3, seed=0)
 
 
-def sample_matches_searchsorted(rows: PowerLawRows, sizes: list, u: np.ndarray) -> bool:
-    """Each draw is the first rank whose CDF exceeds the uniform (the table's CDF and the
-    uniform shifted by the table index, as built)."""
-    got = rows.sample(u)
-    for t, n in enumerate(sizes):
+def searchsorted_sample(rows: PowerLawRows, u: np.ndarray) -> np.ndarray:
+    """The rows drawn by the plain formula: per table, the first rank whose CDF exceeds the
+    uniform (the table's CDF and the uniform shifted by the table index, as built)."""
+    cat = np.empty(u.shape, np.int64)
+    for t in range(u.shape[1]):
         cdf = rows._cdf[rows.offsets[t] : rows.offsets[t + 1]]
-        pos = np.minimum(np.searchsorted(cdf, u[:, t] + t, side="right"), n - 1)
-        if not np.array_equal(got[:, t], rows._row_of_pos[rows.offsets[t] + pos]):
-            return False
-    return True
+        pos = np.minimum(np.searchsorted(cdf, u[:, t] + t, side="right"), len(cdf) - 1)
+        cat[:, t] = rows._row_of_pos[rows.offsets[t] + pos]
+    return cat
+
+
+def sample_matches_searchsorted(rows: PowerLawRows, sizes: list, u: np.ndarray) -> bool:
+    """Each draw is the one :func:`searchsorted_sample` gives."""
+    assert len(sizes) == u.shape[1]
+    return np.array_equal(rows.sample(u), searchsorted_sample(rows, u))
 
 
 @SETTINGS
@@ -387,13 +392,7 @@ def plain_batch(data: SyntheticData, rng: np.random.Generator, n: int) -> tuple:
     (searchsorted per table), the teacher's probability with one product for the batch,
     then label uniforms; returns (dense, cat, label, prob)."""
     dense = rng.standard_normal((n, data.n_dense), dtype=np.float32)
-    u = rng.random((n, len(data.table_sizes)))
-    rows = data.rows
-    cat = np.empty(u.shape, np.int64)
-    for t in range(u.shape[1]):
-        cdf = rows._cdf[rows.offsets[t] : rows.offsets[t + 1]]
-        pos = np.minimum(np.searchsorted(cdf, u[:, t] + t, side="right"), len(cdf) - 1)
-        cat[:, t] = rows._row_of_pos[rows.offsets[t] + pos]
+    cat = searchsorted_sample(data.rows, rng.random((n, len(data.table_sizes))))
     teacher = data.teacher
     g = cat + teacher.offsets[:-1]
     v = np.take(teacher.vectors, g, axis=0)
