@@ -301,8 +301,7 @@ class Simulation:
         factor = 1.0 + sum(extras.values())
         begin_s = self.progress_s
         self._computing = (env.now, begin_s, factor, extras, by_part)
-        wait = env.timeout((target_s - begin_s) * factor)
-        return wait
+        return env.timeout((target_s - begin_s) * factor)
 
     def _end_compute(self) -> None:
         """End the compute phase now (reached, re-planned or interrupted): the progress it
