@@ -90,8 +90,7 @@ def process_pool(jobs: int):
             worker.join(timeout=5)
         raise
     pool.shutdown()
-    for worker in pool.workers:
-        worker.join()
+    pool.join()
 
 
 class _Pool(ProcessPoolExecutor):
@@ -99,6 +98,17 @@ class _Pool(ProcessPoolExecutor):
 
     workers: tuple = ()
     """The worker processes (kept here: a shut-down pool forgets them)."""
+    manager: threading.Thread | None = None
+    """The pool's manager thread, which reaps the workers once the pool is shut down."""
+
+    def join(self) -> None:
+        """Wait until every worker has exited, also after ``shutdown(wait=False)``: for the
+        manager thread first, which reaps them, then for each (two threads waiting for one
+        process race: the loser's wait returns at once, the process not yet reaped)."""
+        if self.manager is not None:
+            self.manager.join()
+        for worker in self.workers:
+            worker.join()
 
     def start(self) -> None:
         """Fork the workers now (a fork pool otherwise forks them at its first ``submit``)
@@ -120,6 +130,7 @@ class _Pool(ProcessPoolExecutor):
             if mine:
                 gc.unfreeze()
             self.workers = tuple((self._processes or {}).values())  # no public API (< 3.14)
+            self.manager = self._executor_manager_thread
 
 
 def _nothing() -> None:
