@@ -89,6 +89,10 @@ QUICK_MEMCPY_BLOCK_B = 2**30
 """ECRec's ``QuickMemcpy`` (``common/thread_pool.h:50-73``) copies below two blocks in one
 ``memcpy`` call, else in blocks of this size (the last between one and two) on its pool."""
 
+_MEMO_SIZE = 4096
+"""Entries a plan's memo of slowdowns keeps (emptied when full: a run at 100× nodes meets
+thousands of sets of degraded shards)."""
+
 REMOVED_FIELDS = {
     "rebuild_share": "the rebuild's rate now follows from the cluster (docs/model.md, ECRM)"
 }
@@ -422,6 +426,8 @@ class _Switch:
 
     generation: int
     shards: tuple[int, ...]
+    j: int
+    """Which switch of the rebuild: before range ``j``, or closing the last (j = ranges)."""
     left_s: float
     done: simpy.Event
 
@@ -444,8 +450,9 @@ class Ecrm(Policy):
         """Generation → its rebuild, while it owns some shard."""
         self._transfers: dict[int, object] = {}
         """Generation → the range its rebuild moves now."""
-        self._sending: dict[int, np.ndarray] = {}
-        """Generation whose range is moving → each server's NIC share it takes."""
+        self._sending: dict[int, tuple[int, ...]] = {}
+        """Generation whose range is moving → the shards it rebuilds (their NIC shares:
+        :meth:`EcrmPlan.sending_slowdown`)."""
         self._switches: list[_Switch] = []
         """Range switches waiting for the job, in order of request."""
         self._slowdown = {"other": plan.parity_slowdown} if plan.parity_slowdown else {}
@@ -490,6 +497,8 @@ class Ecrm(Policy):
             finally:
                 switch.left_s -= sim.now - start
             self._switches.remove(switch)
+            if switch.j < self.params.rebuild_ranges:
+                self._send(sim, switch.generation, self._owned(switch.generation, switch.shards))
             switch.done.succeed()
 
     def _committed(self, progress_s: float) -> None:
@@ -509,7 +518,7 @@ class Ecrm(Policy):
         out = {"other": self.plan.parity_slowdown} if self.plan.parity_slowdown else {}
         if self.degraded:
             reads = self.plan.reads_slowdown(self.degraded.items())
-            out["degraded"] = reads + self.plan.interference(self._sending.values())
+            out["degraded"] = reads + self.plan.sending_slowdown(tuple(self._sending.values()))
         if out != self._slowdown:
             self._slowdown = out
             sim.replan()
@@ -607,8 +616,7 @@ class Ecrm(Policy):
                 mine = self._owned(generation, shares)
             if not mine:
                 return
-            self._sending[generation] = sum(self.plan.rebuild(x).busy for x in mine)
-            self._update(sim)
+            self._send(sim, generation, mine)
             flows = self._range_flows(sim, mine, shares)
             self._transfers[generation] = sim.net.start(flows, "rebuild", "rebuild")
             try:
@@ -633,11 +641,22 @@ class Ecrm(Policy):
         del self._processes[generation]
         self._update(sim)
 
+    def _send(self, sim, generation: int, mine: list[int]) -> None:
+        """The range of ``generation``'s rebuild of the shards ``mine`` (those it owns) starts
+        moving: their NIC shares slow the survivors' training traffic. Called by the job as
+        it ends the range's switch, before it trains again (so that its compute starts at
+        the new slowdown, not re-planned at once: two events and a resumption of the job
+        fewer per range), and by the rebuild as it starts the range (nothing new then,
+        unless a failure at that instant took over some shard, or without ``freeze``)."""
+        if mine and self._sending.get(generation) != (key := tuple(mine)):
+            self._sending[generation] = key
+            self._update(sim)
+
     def _switch(self, sim, generation: int, shards: list[int], j: int):
         """Ask the job to stop training for switch ``j`` of the ``shards``' rebuilds (one
         after the other: each replacement's switch stops every survivor); wait until done."""
         pause_s = sum(self.plan.rebuild(x).pauses_s[j] for x in shards)
-        switch = _Switch(generation, tuple(shards), pause_s, sim.event())
+        switch = _Switch(generation, tuple(shards), j, pause_s, sim.event())
         self._switches.append(switch)
         sim.replan()
         yield switch.done
@@ -827,6 +846,8 @@ class EcrmPlan(Plan):
         """Degraded (shard, share) pairs → :meth:`reads_slowdown`."""
         self._common: dict[int, tuple[float, np.ndarray]] = {}
         """Shard → :meth:`common_part`."""
+        self._sending: dict[tuple, float] = {}
+        """Shards whose ranges move, per rebuild → :meth:`sending_slowdown`."""
 
     def rebuild(self, shard: int) -> RebuildPlan:
         """The rebuild of ``shard`` alone (planned on first need, for every replication)."""
@@ -882,6 +903,19 @@ class EcrmPlan(Plan):
             return 0.0
         busy = min(float(np.sum(shares, axis=0).max()), self.busy_limit)
         return interference_slowdown(self.traffic_frac, busy)
+
+    def sending_slowdown(self, sending: tuple[tuple[int, ...], ...]) -> float:
+        """:meth:`interference` while the ranges of rebuilds of the shards ``sending`` (one
+        tuple per rebuild, in order) move, each taking the sum of its shards' NIC shares
+        (``busy``); worked out once per such tuple for every replication."""
+        found = self._sending.get(sending)
+        if found is None:
+            rebuild = self.rebuild
+            shares = [sum(rebuild(x).busy for x in shards) for shards in sending]
+            if len(self._sending) >= _MEMO_SIZE:
+                self._sending.clear()
+            found = self._sending[sending] = self.interference(shares)
+        return found
 
     def _busiest(self, shares) -> float:
         """Rows the busiest survivor reads per lookup of a lost row: the largest entry of
