@@ -492,7 +492,7 @@ class Ecrm(Policy):
             switch = self._switches[0]
             start = sim.now
             try:
-                detail = "range switch " + " ".join(f"emb_ps{x}" for x in switch.shards)
+                detail = self.plan.switch_detail(switch.shards)
                 yield from sim.phase("degraded", switch.left_s, detail, activity="range switch")
             finally:
                 switch.left_s -= sim.now - start
@@ -577,8 +577,10 @@ class Ecrm(Policy):
         self._update(sim)
 
     def _owned(self, generation: int, shards) -> list[int]:
-        """The ``shards`` whose rebuild is still the one of ``generation``, in order."""
-        return sorted(s for s in shards if self._owner.get(s) == generation)
+        """Those of the ``shards`` (in order) whose rebuild is still the one of
+        ``generation`` (a shard a rebuild no longer owns is never its own again)."""
+        owner = self._owner
+        return [s for s in shards if owner.get(s) == generation]
 
     def _retire(self, sim) -> None:
         """Stop the rebuilds that own nothing any more: a range on its way is cancelled (its
@@ -608,28 +610,32 @@ class Ecrm(Policy):
             yield sim.timeout(ready - sim.now)
         if after is not None and not after.processed:
             yield after
-        mine = self._owned(generation, shares)
+        order = sorted(shares)
+        mine = self._owned(generation, order)
         start = sim.now
-        for j in range(self.params.rebuild_ranges):
-            if mine and self.params.freeze:
+        ranges, freeze = self.params.rebuild_ranges, self.params.freeze
+        moving = None  # the shards of the last range planned, its flows and its gap
+        for j in range(ranges):
+            if mine and freeze:
                 yield from self._switch(sim, generation, mine, j)
-                mine = self._owned(generation, shares)
+                mine = self._owned(generation, mine)
             if not mine:
                 return
             self._send(sim, generation, mine)
-            flows = self._range_flows(sim, mine, shares)
-            self._transfers[generation] = sim.net.start(flows, "rebuild", "rebuild")
+            if moving is None or moving[0] != mine:
+                moving = (mine, *self._range(sim, mine, shares))
+            self._transfers[generation] = sim.net.start(moving[1], "rebuild", "rebuild")
             try:
                 yield self._transfers[generation]
             except simpy.Interrupt:
                 return  # taken over: _retire cancelled the range
             del self._transfers[generation], self._sending[generation]
             self._update(sim)
-            yield sim.timeout(max(shares[x] * self.plan.rebuild(x).gap_s for x in mine))
-            mine = self._owned(generation, shares)
-        if mine and self.params.freeze:
-            yield from self._switch(sim, generation, mine, self.params.rebuild_ranges)
-            mine = self._owned(generation, shares)
+            yield sim.timeout(moving[2])
+            mine = self._owned(generation, mine)
+        if mine and freeze:
+            yield from self._switch(sim, generation, mine, ranges)
+            mine = self._owned(generation, mine)
         if not mine:
             return
         detail = " ".join(f"emb_ps{s}" for s in mine)
@@ -660,6 +666,12 @@ class Ecrm(Policy):
         self._switches.append(switch)
         sim.replan()
         yield switch.done
+
+    def _range(self, sim, shards: list[int], shares: dict[int, float]) -> tuple:
+        """A range of the rebuild of ``shards``: its flows (:meth:`_range_flows`) and the
+        seconds after them (the slowest shard's batch latencies and decoding)."""
+        gap_s = max(shares[x] * self.plan.rebuild(x).gap_s for x in shards)
+        return self._range_flows(sim, shards, shares), gap_s
 
     def _range_flows(self, sim, shards: list[int], shares: dict[int, float]) -> tuple:
         """One range's flows for each of ``shards``: from each survivor its part of the
@@ -846,6 +858,8 @@ class EcrmPlan(Plan):
         """Degraded (shard, share) pairs → :meth:`reads_slowdown`."""
         self._common: dict[int, tuple[float, np.ndarray]] = {}
         """Shard → :meth:`common_part`."""
+        self._details: dict[tuple, str] = {}
+        """Shards → :meth:`switch_detail`."""
         self._sending: dict[tuple, float] = {}
         """Shards whose ranges move, per rebuild → :meth:`sending_slowdown`."""
 
@@ -903,6 +917,18 @@ class EcrmPlan(Plan):
             return 0.0
         busy = min(float(np.sum(shares, axis=0).max()), self.busy_limit)
         return interference_slowdown(self.traffic_frac, busy)
+
+    def switch_detail(self, shards: tuple[int, ...]) -> str:
+        """The timeline's detail of a range switch of the rebuild of ``shards`` (made once
+        per set: a replication has ten or so per failure)."""
+        found = self._details.get(shards)
+        if found is None:
+            if len(self._details) >= _MEMO_SIZE:
+                self._details.clear()
+            found = self._details[shards] = "range switch " + " ".join(
+                f"emb_ps{x}" for x in shards
+            )
+        return found
 
     def sending_slowdown(self, sending: tuple[tuple[int, ...], ...]) -> float:
         """:meth:`interference` while the ranges of rebuilds of the shards ``sending`` (one
