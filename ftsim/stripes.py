@@ -30,20 +30,102 @@ pattern counted once), in O(failed² · k · r) time whatever N (a rotating peri
 stripes; it is never materialised), memoised per failed set. :meth:`StripeLayout.reads`
 gives which survivors serve the decoding reads of a lone failed shard, and
 :meth:`StripeLayout.rebuild_reads` which serve the rebuild of all its rows, data and parity
-(both O(N), memoised).
+(both O(N); the first memoised per shard in O(exceptions) memory).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
 LayoutKind = Literal["rotating", "grouped"]
 _MEMO_SIZE = 4096
 """Failed sets a layout remembers the loss of before it starts afresh."""
+RECENT_SIZE = 64
+"""Per-shard arrays a memo keeps whole (the most recently used; :class:`ShardArrays`): more
+than a replication's failed shards, fewer than a large cluster's shards."""
+
+
+class CompactArray(NamedTuple):
+    """A float array that is one value but at a few positions (a shard's reads or rebuild
+    bytes from each of N servers: the same from all but its stripe partners), kept in
+    O(exceptions) memory; :meth:`array` gives it back bit for bit (positions are told apart
+    by bit pattern, so -0.0 and NaN come back as they were)."""
+
+    size: int
+    common: float
+    """The most frequent entry (by bit pattern; the first of the most frequent)."""
+    positions: np.ndarray
+    """Where the array differs from ``common`` (increasing)."""
+    values: np.ndarray
+    """Its entries there."""
+
+    @classmethod
+    def of(cls, array: np.ndarray) -> CompactArray:
+        floats = np.array(array, dtype=np.float64).ravel()
+        bits = floats.view(np.int64)
+        if not len(bits):
+            return cls(0, 0.0, np.flatnonzero(bits), floats)
+        kinds, first, counts = np.unique(bits, return_index=True, return_counts=True)
+        top = np.flatnonzero(counts == counts.max())
+        common = kinds[top[np.argmin(first[top])]]
+        positions = np.flatnonzero(bits != common)
+        return cls(len(bits), float(floats[first[top].min()]), positions, floats[positions])
+
+    def array(self) -> np.ndarray:
+        """The array, a new read-only one."""
+        out = np.full(self.size, self.common)
+        out[self.positions] = self.values
+        out.flags.writeable = False
+        return out
+
+
+class Recent(dict):
+    """A memo that keeps its ``size`` most recently used entries (:meth:`get` and
+    :meth:`put` use one; the least recently used goes when a new one does not fit)."""
+
+    def __init__(self, size: int = RECENT_SIZE):
+        super().__init__()
+        self.size = size
+
+    def get(self, key, default=None):
+        found = self.pop(key, default)
+        if found is not default:
+            self[key] = found
+        return found
+
+    def put(self, key, value):
+        if len(self) >= self.size:
+            del self[next(iter(self))]
+        self[key] = value
+        return value
+
+
+class ShardArrays:
+    """Per-shard read-only (N,) arrays made by ``make(shard)``, memoised in O(N · exceptions)
+    memory, not O(N²): each one compact (:class:`CompactArray`), the :data:`RECENT_SIZE`
+    most recently used also whole (a replication asks for a few shards again and again)."""
+
+    def __init__(self, make):
+        self._make = make
+        self._compact: dict[int, CompactArray] = {}
+        self._whole = Recent()
+
+    def __call__(self, shard: int) -> np.ndarray:
+        found = self._whole.get(shard)
+        if found is None:
+            compact = self._compact.get(shard)
+            if compact is None:
+                found = np.array(self._make(shard), dtype=np.float64)
+                found.flags.writeable = False
+                self._compact[shard] = CompactArray.of(found)
+            else:
+                found = compact.array()
+            self._whole.put(shard, found)
+        return found
 
 
 class LayoutError(ValueError):
@@ -83,12 +165,11 @@ class StripeLayout:
     group_size: int | None = None
     _losses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     """Failed set → :class:`Loss` (memo of :meth:`loss`)."""
-    _reads: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _read_memo: ShardArrays | None = field(default=None, init=False, repr=False, compare=False)
     """Shard → its lone failure's reads (memo of :meth:`reads`)."""
-    _rebuild_reads: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    """Shard → the reads rebuilding all its rows (memo of :meth:`rebuild_reads`)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_read_memo", ShardArrays(lambda shard: _reads(self, shard)))
         n, k, r = self.n_shards, self.k, self.r
         if k < 1 or r < 1:
             raise LayoutError("k" if k < 1 else "r", f"need k >= 1 and r >= 1; got k={k}, r={r}")
@@ -186,22 +267,18 @@ class StripeLayout:
     def reads(self, shard: int) -> np.ndarray:
         """(N,) rows read from each shard per decoded row of ``shard`` when it fails alone,
         averaged over one period: decoding a row reads the k − 1 other data rows of its
-        stripe and its first parity row (sums to k; memoised per shard)."""
-        found = self._reads.get(shard)
-        if found is None:
-            found = self._reads[shard] = _reads(self, shard)
-        return found
+        stripe and its first parity row (sums to k; memoised per shard, compactly:
+        :class:`ShardArrays`)."""
+        return self._read_memo(shard)
 
     def rebuild_reads(self, shard: int) -> np.ndarray:
         """(N,) rows read from each shard per data row of ``shard`` to rebuild all the rows it
         held, when it failed alone, averaged over one period: each data row reads as in
         :meth:`reads` (k rows) and each of its parity rows (r/k per data row when the layout
-        is balanced) reads the k data rows of its stripe (sums to k + r; memoised)."""
-        found = self._rebuild_reads.get(shard)
-        if found is None:
-            found = _parity_reads(self, shard) + self.reads(shard)
-            found.flags.writeable = False
-            self._rebuild_reads[shard] = found
+        is balanced) reads the k data rows of its stripe (sums to k + r; worked out each
+        time: its user, ECRM's plan, keeps what it makes of it)."""
+        found = _parity_reads(self, shard) + self.reads(shard)
+        found.flags.writeable = False
         return found
 
     def _period(self) -> tuple[int, int, int]:

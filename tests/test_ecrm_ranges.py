@@ -70,5 +70,5 @@ def test_grouped_rebuild_ranges_run_as_one_flow_per_survivor(extra, record, monk
 def test_racks_keep_one_flow_per_survivor():
     """With racks a survivor's route depends on its rack: no groups."""
     sim = simulate(scenario("prod50h", *BUSY, "cluster.racks={size: 8}"), 0, 0)
-    ranges = [v for k, v in sim.net._full.items() if k[0] == "ecrm range"]
+    ranges = [v for k, v in sim.net._repeated.items() if k[0] == "ecrm range"]
     assert ranges and not any(isinstance(r, GroupedFlows) for r in ranges)

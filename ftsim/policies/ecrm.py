@@ -64,6 +64,7 @@ worked out by pure functions of the parameters, the job, the cluster and the lay
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Iterable
@@ -83,7 +84,7 @@ from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.cluster import lone_transfer_s
 from ftsim.sim.network import FlowGroup, GroupedFlows
 from ftsim.sim.nodes import any_trainer, failed_shards
-from ftsim.stripes import LayoutError, StripeLayout
+from ftsim.stripes import CompactArray, LayoutError, Recent, StripeLayout
 
 QUICK_MEMCPY_BLOCK_B = 2**30
 """ECRec's ``QuickMemcpy`` (``common/thread_pool.h:50-73``) copies below two blocks in one
@@ -791,16 +792,11 @@ class Ecrm(Policy):
 
     def result_columns(self):
         plan, recovery = self.plan, self.recovery_s
-        alone = plan.rebuild(0)
-        reads = plan.parity_slowdown + plan.reads_slowdown([(0, 1.0)])
-        throughput = rebuild_throughput_frac(
-            alone, reads, plan.interference([alone.busy]), plan.parity_slowdown
-        )
         return {
             "interval_h": plan.interval_s / 3600.0,
             "parity_mem_frac": self.params.r / self.params.k,
             "recovery_s": sum(recovery) / len(recovery) if recovery else math.nan,
-            "degraded_throughput_frac": throughput,
+            "degraded_throughput_frac": plan.degraded_throughput_frac,
             "parity_slowdown_frac": self.plan.parity_slowdown,
             "n_fallbacks": self.n_fallbacks,
             "undecodable_frac": (
@@ -852,45 +848,90 @@ class EcrmPlan(Plan):
         self.save_s = layout.full_save_s()
         self.snapshot_bytes = max(layout.shard_bytes, layout.dense_bytes)
         self.interval_s = params.interval
-        self._rebuilds: dict[int, RebuildPlan] = {}
-        """Shard → its rebuild alone (:meth:`rebuild`)."""
+        self._rebuilds: Recent = Recent()
+        """Shard → its rebuild alone (:meth:`rebuild`), the most recently used."""
+        self._kept: dict[int, tuple] = {}
+        """Shard → the fields of its rebuild alone, its two arrays compact
+        (:class:`CompactArray`): every shard's, in O(exceptions) memory (whole, at 100×
+        nodes, 1,800 of them took ~50 MB)."""
         self._reads: dict[tuple, float] = {}
         """Degraded (shard, share) pairs → :meth:`reads_slowdown`."""
-        self._common: dict[int, tuple[float, np.ndarray]] = {}
-        """Shard → :meth:`common_part`."""
+        self._common: Recent = Recent()
+        """Shard → :meth:`common_part`, the most recently used."""
         self._details: dict[tuple, str] = {}
         """Shards → :meth:`switch_detail`."""
         self._sending: dict[tuple, float] = {}
         """Shards whose ranges move, per rebuild → :meth:`sending_slowdown`."""
 
+    @functools.cached_property
+    def degraded_throughput_frac(self) -> float:
+        """Training throughput while shard 0 is rebuilt alone, over the failure-free one
+        (:func:`rebuild_throughput_frac`; a result column, the same in every replication)."""
+        alone = self.rebuild(0)
+        reads = self.parity_slowdown + self.reads_slowdown([(0, 1.0)])
+        return rebuild_throughput_frac(
+            alone, reads, self.interference([alone.busy]), self.parity_slowdown
+        )
+
     def rebuild(self, shard: int) -> RebuildPlan:
-        """The rebuild of ``shard`` alone (planned on first need, for every replication)."""
+        """The rebuild of ``shard`` alone (planned on first need, for every replication; its
+        arrays are read-only)."""
         found = self._rebuilds.get(shard)
         if found is None:
-            reads = self.stripes.rebuild_reads(shard)
-            inputs = self.inputs
-            found = plan_rebuild(
-                self.params,
-                inputs.job,
-                inputs.cluster,
-                self.layout.shard_bytes,
-                reads,
-                self.parity_Bps,
-            )
-            self._rebuilds[shard] = found
+            kept = self._kept.get(shard)
+            if kept is None:
+                found = self._plan_rebuild(shard)
+                found.range_B.flags.writeable = found.busy.flags.writeable = False
+                self._kept[shard] = (
+                    found.ranges,
+                    CompactArray.of(found.range_B),
+                    found.transfer_s,
+                    found.gap_s,
+                    found.pauses_s,
+                    CompactArray.of(found.busy),
+                )
+            else:
+                ranges, range_B, transfer_s, gap_s, pauses_s, busy = kept
+                found = RebuildPlan(
+                    ranges, range_B.array(), transfer_s, gap_s, pauses_s, busy.array()
+                )
+            self._rebuilds.put(shard, found)
         return found
+
+    def _plan_rebuild(self, shard: int) -> RebuildPlan:
+        inputs = self.inputs
+        return plan_rebuild(
+            self.params,
+            inputs.job,
+            inputs.cluster,
+            self.layout.shard_bytes,
+            self.stripes.rebuild_reads(shard),
+            self.parity_Bps,
+        )
 
     def common_part(self, shard: int) -> tuple[float, np.ndarray]:
         """The bytes most survivors send ``shard``'s replacement per range (all but a few,
         e.g. a rotating layout's data partners), and the servers that send another part
-        or none (found on first need, for every replication)."""
+        or none (found on first need, for every replication). When one positive value
+        fills more than half the servers it is the compact array's common value, and the
+        others are its positions (:meth:`_common_part` otherwise)."""
         found = self._common.get(shard)
         if found is None:
-            sent = self.rebuild(shard).range_B
-            parts, counts = np.unique(sent[sent > 0], return_counts=True)
-            part = float(parts[np.argmax(counts)]) if len(parts) else 0.0
-            found = self._common[shard] = (part, np.flatnonzero(sent != part))
+            self.rebuild(shard)
+            sent = self._kept[shard][1]
+            if sent.common > 0 and sent.size - len(sent.positions) > len(sent.positions):
+                found = (sent.common, sent.positions)
+            else:
+                found = self._common_part(shard)
+            self._common.put(shard, found)
         return found
+
+    def _common_part(self, shard: int) -> tuple[float, np.ndarray]:
+        """:meth:`common_part`, worked out from the whole array."""
+        sent = self.rebuild(shard).range_B
+        parts, counts = np.unique(sent[sent > 0], return_counts=True)
+        part = float(parts[np.argmax(counts)]) if len(parts) else 0.0
+        return part, np.flatnonzero(sent != part)
 
     def reads_slowdown(self, degraded: Iterable[tuple[int, float]]) -> float:
         """Extra seconds per compute second of degraded reads while ``degraded`` (shard →
@@ -905,6 +946,8 @@ class EcrmPlan(Plan):
             lost = sum(share for _, share in pairs)
             served = self._busiest(pairs) * self.read_slowdown
             found = max(served, lost * self.worker_read_slowdown) + lost * self.decode_slowdown
+            if len(self._reads) >= _MEMO_SIZE:
+                self._reads.clear()
             self._reads[pairs] = found
         return found
 

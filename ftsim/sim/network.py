@@ -63,6 +63,10 @@ _INDEX = operator.attrgetter("index")
 
 _MEMO_SIZE = 4096
 """Entries a memo table of a :class:`Topology` keeps before it starts afresh."""
+_CHECKED_SIZE = 65536
+"""Routes a :class:`Topology` remembers as checked before it starts afresh (a run at 100×
+nodes meets a new route for every survivor of every rebuilt shard: ~33,000 after 200
+replications, and more)."""
 _STATES_SIZE = 65536
 """Capacity states a :class:`Topology` remembers before it starts afresh."""
 
@@ -347,7 +351,7 @@ class Topology:
         self.nominal: list[float] = []
         self.checked: dict[tuple[Link, ...], tuple[int, ...]] = {}
         """Route tuples already checked (links of this topology, no repeats) → their link
-        indices."""
+        indices (at most :data:`_CHECKED_SIZE`)."""
         self.specs: dict[int, tuple] = {}
         """id of a flows tuple → (the tuple, checked specs, local paths, sizes)."""
         self.local: dict[tuple, tuple] = {}
@@ -1121,6 +1125,8 @@ class Network:
         for link in links:
             self._check_link(link)
         if isinstance(route, tuple) and links == route:
+            if len(self._checked) >= _CHECKED_SIZE:
+                self._checked.clear()
             self._checked[route] = _path(route)
         return links
 
