@@ -87,9 +87,9 @@ class Recent(dict):
     """A memo that keeps its ``size`` most recently used entries (:meth:`get` and
     :meth:`put` use one; the least recently used goes when a new one does not fit)."""
 
-    def __init__(self, size: int = RECENT_SIZE):
+    def __init__(self, size: int | None = None):
         super().__init__()
-        self.size = size
+        self.size = RECENT_SIZE if size is None else size
 
     def get(self, key, default=None):
         found = self.pop(key, default)

@@ -403,6 +403,24 @@ def plan_rebuild(
     return RebuildPlan(ranges, range_B, transfer_s, gap_s, pauses, busy)
 
 
+def common_part(sent: np.ndarray) -> tuple[float, np.ndarray]:
+    """The most frequent positive entry of ``sent`` (the smallest of equally frequent ones;
+    0 if none) and the positions of the others."""
+    parts, counts = np.unique(sent[sent > 0], return_counts=True)
+    part = float(parts[np.argmax(counts)]) if len(parts) else 0.0
+    return part, np.flatnonzero(sent != part)
+
+
+def compact_common_part(sent: CompactArray) -> tuple[float, np.ndarray] | None:
+    """:func:`common_part` of the array ``sent`` holds compactly, when its common value is
+    positive and fills more than half of it (then no other value is as frequent, and the
+    other positions are those it keeps); None otherwise."""
+    others = len(sent.positions)
+    if sent.common > 0 and sent.size - others > others:
+        return sent.common, sent.positions
+    return None
+
+
 def rebuild_throughput_frac(
     plan: RebuildPlan, reads: float, interference: float, baseline: float
 ) -> float:
@@ -912,26 +930,16 @@ class EcrmPlan(Plan):
     def common_part(self, shard: int) -> tuple[float, np.ndarray]:
         """The bytes most survivors send ``shard``'s replacement per range (all but a few,
         e.g. a rotating layout's data partners), and the servers that send another part
-        or none (found on first need, for every replication). When one positive value
-        fills more than half the servers it is the compact array's common value, and the
-        others are its positions (:meth:`_common_part` otherwise)."""
+        or none (:func:`common_part`; found on first need, for every replication, from the
+        compact array when it can: :func:`compact_common_part`)."""
         found = self._common.get(shard)
         if found is None:
             self.rebuild(shard)
-            sent = self._kept[shard][1]
-            if sent.common > 0 and sent.size - len(sent.positions) > len(sent.positions):
-                found = (sent.common, sent.positions)
-            else:
-                found = self._common_part(shard)
+            found = compact_common_part(self._kept[shard][1])
+            if found is None:
+                found = common_part(self.rebuild(shard).range_B)
             self._common.put(shard, found)
         return found
-
-    def _common_part(self, shard: int) -> tuple[float, np.ndarray]:
-        """:meth:`common_part`, worked out from the whole array."""
-        sent = self.rebuild(shard).range_B
-        parts, counts = np.unique(sent[sent > 0], return_counts=True)
-        part = float(parts[np.argmax(counts)]) if len(parts) else 0.0
-        return part, np.flatnonzero(sent != part)
 
     def reads_slowdown(self, degraded: Iterable[tuple[int, float]]) -> float:
         """Extra seconds per compute second of degraded reads while ``degraded`` (shard →
@@ -968,9 +976,7 @@ class EcrmPlan(Plan):
         if found is None:
             if len(self._details) >= _MEMO_SIZE:
                 self._details.clear()
-            found = self._details[shards] = "range switch " + " ".join(
-                f"emb_ps{x}" for x in shards
-            )
+            found = self._details[shards] = "range switch " + " ".join(f"emb_ps{x}" for x in shards)
         return found
 
     def sending_slowdown(self, sending: tuple[tuple[int, ...], ...]) -> float:
