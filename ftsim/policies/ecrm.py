@@ -465,6 +465,9 @@ class Ecrm(Policy):
         self._owner: dict[int, int] = {}
         """Degraded shard → generation of the rebuild in charge of it (the latest failure)."""
         self._generation = 0
+        self._takeovers = 0
+        """Changes of a shard's rebuild to a later one (or to none, by a rollback): until
+        the next, every rebuild owns the shards it owned."""
         self._processes: dict[int, simpy.Process] = {}
         """Generation → its rebuild, while it owns some shard."""
         self._transfers: dict[int, object] = {}
@@ -558,6 +561,7 @@ class Ecrm(Policy):
         self.undecodable.append(sum(loss.undecodable.values()) / len(lost))
         if self.params.fallback == "rollback":
             self._owner.clear()
+            self._takeovers += 1
             self._retire(sim)
             self.degraded.clear()
             sim.model_event(RestoreAll, key=self.committed_s)
@@ -580,6 +584,7 @@ class Ecrm(Policy):
         of the shards ``shares`` (shard → share of its rows to rebuild; 0: nothing to
         rebuild). Older rebuilds of these shards no longer own them."""
         self._generation += 1
+        self._takeovers += 1
         generation = self._generation
         for shard, share in shares.items():
             if share > 0:
@@ -629,15 +634,22 @@ class Ecrm(Policy):
             yield sim.timeout(ready - sim.now)
         if after is not None and not after.processed:
             yield after
-        order = sorted(shares)
-        mine = self._owned(generation, order)
+        mine = self._owned(generation, sorted(shares))
+        seen = self._takeovers
+
+        def owned() -> list[int]:  # mine, unless a failure took some over since
+            nonlocal mine, seen
+            if self._takeovers != seen:
+                mine, seen = self._owned(generation, mine), self._takeovers
+            return mine
+
         start = sim.now
         ranges, freeze = self.params.rebuild_ranges, self.params.freeze
         moving = None  # the shards of the last range planned, its flows and its gap
         for j in range(ranges):
             if mine and freeze:
                 yield from self._switch(sim, generation, mine, j)
-                mine = self._owned(generation, mine)
+                owned()
             if not mine:
                 return
             self._send(sim, generation, mine)
@@ -651,10 +663,10 @@ class Ecrm(Policy):
             del self._transfers[generation], self._sending[generation]
             self._update(sim)
             yield sim.timeout(moving[2])
-            mine = self._owned(generation, mine)
+            owned()
         if mine and freeze:
             yield from self._switch(sim, generation, mine, ranges)
-            mine = self._owned(generation, mine)
+            owned()
         if not mine:
             return
         detail = " ".join(f"emb_ps{s}" for s in mine)
@@ -680,8 +692,8 @@ class Ecrm(Policy):
     def _switch(self, sim, generation: int, shards: list[int], j: int):
         """Ask the job to stop training for switch ``j`` of the ``shards``' rebuilds (one
         after the other: each replacement's switch stops every survivor); wait until done."""
-        pause_s = sum(self.plan.rebuild(x).pauses_s[j] for x in shards)
-        switch = _Switch(generation, tuple(shards), j, pause_s, sim.event())
+        shards = tuple(shards)
+        switch = _Switch(generation, shards, j, self.plan.switch_pause_s(shards, j), sim.event())
         self._switches.append(switch)
         sim.replan()
         yield switch.done
@@ -876,6 +888,8 @@ class EcrmPlan(Plan):
         """Degraded (shard, share) pairs → :meth:`reads_slowdown`."""
         self._common: Recent = Recent()
         """Shard → :meth:`common_part`, the most recently used."""
+        self._pauses: dict[tuple, float] = {}
+        """(shards, switch) → :meth:`switch_pause_s`."""
         self._details: dict[tuple, str] = {}
         """Shards → :meth:`switch_detail`."""
         self._sending: dict[tuple, float] = {}
@@ -968,6 +982,17 @@ class EcrmPlan(Plan):
             return 0.0
         busy = min(float(np.sum(shares, axis=0).max()), self.busy_limit)
         return interference_slowdown(self.traffic_frac, busy)
+
+    def switch_pause_s(self, shards: tuple[int, ...], j: int) -> float:
+        """Training pause of switch ``j`` of the rebuild of ``shards`` (each replacement's in
+        turn: their pauses summed in order), worked out once per set and switch."""
+        key = (shards, j)
+        found = self._pauses.get(key)
+        if found is None:
+            if len(self._pauses) >= _MEMO_SIZE:
+                self._pauses.clear()
+            found = self._pauses[key] = sum(self.rebuild(x).pauses_s[j] for x in shards)
+        return found
 
     def switch_detail(self, shards: tuple[int, ...]) -> str:
         """The timeline's detail of a range switch of the rebuild of ``shards`` (made once

@@ -611,6 +611,21 @@ class Transfer(simpy.Event):
     stale) when anything else happens meanwhile.
     """
 
+    schedule = None
+    """While (or since) running alone: the result of :func:`lone_schedule`."""
+    cancelled_s: float | None = None
+    """When it was cancelled while running alone (its flows, built only if asked for,
+    stopped then)."""
+    wake: simpy.Timeout | None = None
+    """While running alone: the timeout at its planned end (last byte plus latency),
+    whose value is the transfer; None once it fired, or once a disturbance or a cancel
+    made that end stale (so that no transfer stays a reference cycle)."""
+    _flows: tuple[Flow, ...] | None = None
+    _entries: list[Flow] | None = None
+    """In the general model: its flows as the network moves them, runs of symmetric
+    flows as one group each (the single flows of ``flows`` are built when asked)."""
+    # (class defaults: a transfer, made several times per checkpoint, sets only the others)
+
     def __init__(self, network: Network, specs, label: str, category: str, blocks=None):
         super().__init__(network.env)
         self.network = network
@@ -627,19 +642,6 @@ class Transfer(simpy.Event):
         self.start_s = network.env.now
         self.pending = len(specs) if blocks is None else sum(blocks)
         """Flows whose last byte has not arrived yet."""
-        self.schedule = None
-        """While (or since) running alone: the result of :func:`lone_schedule`."""
-        self.cancelled_s: float | None = None
-        """When it was cancelled while running alone (its flows, built only if asked for,
-        stopped then)."""
-        self.wake: simpy.Timeout | None = None
-        """While running alone: the timeout at its planned end (last byte plus latency),
-        whose value is the transfer; None once it fired, or once a disturbance or a cancel
-        made that end stale (so that no transfer stays a reference cycle)."""
-        self._flows: tuple[Flow, ...] | None = None
-        self._entries: list[Flow] | None = None
-        """In the general model: its flows as the network moves them, runs of symmetric
-        flows as one group each (the single flows of ``flows`` are built when asked)."""
 
     @property
     def flows(self) -> tuple[Flow, ...]:
