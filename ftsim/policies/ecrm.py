@@ -729,14 +729,15 @@ class Ecrm(Policy):
         def cluster_route(h: int, x: int) -> tuple:
             return net.between(net.ps_node(h), net.ps_node(x))
 
+        route_of = between or cluster_route
         for x, share in key:
             sent = self.plan.rebuild(x).range_B
             chosen = np.flatnonzero(sent) if senders is None else senders[x]
-            for h in chosen.tolist():
-                route = (between or cluster_route)(h, x)
+            for h, part in zip(chosen.tolist(), sent[chosen].tolist(), strict=True):
+                route = route_of(h, x)
                 if cap is not None:  # named by its ends
                     route = (self._cap(net, h, x), *route)
-                yield (share * float(sent[h]), route)
+                yield (share * part, route)
 
     def _cap(self, net, h: int, x: int):
         """The link capping the connection from survivor ``h`` to ``x``'s replacement."""

@@ -1263,14 +1263,19 @@ class Network:
         skips: dict[int, frozenset] = {}  # id of a distinct column → its skipped positions
         crossed: set[Link] = set()  # links of pairs and shared links of groups
         sizes, paths, weights, members = [], [], [], []
+        known = self._checked
         for item in flows:
             if type(item) is not FlowGroup:
                 size_B, route = item
-                _check_size(size_B)
-                route = self._route(route)
+                if not 0.0 <= size_B < math.inf:
+                    _check_size(size_B)
+                path = known.get(route) if type(route) is tuple else None
+                if path is None:  # not seen as it is: checked, without repeats
+                    route = self._route(route)
+                    path = known.get(route) or _path(route)
                 crossed.update(route)
                 sizes.append(size_B)
-                paths.append(self._checked.get(route) or _path(route))
+                paths.append(path)
                 weights.append(None)
                 members.append(1)
                 continue
