@@ -49,6 +49,10 @@ class Replan:
     """Interrupt cause: the training rate changed (a background activity started/ended)."""
 
 
+_REPLAN = Replan()
+"""The cause of every re-plan (they carry nothing)."""
+
+
 class Phase(NamedTuple):
     """One interval of the timeline: [start_s, end_s) spent in ``category`` (a breakdown
     category, a compute kind, or a background activity such as ``persist``), every fact a
@@ -234,7 +238,7 @@ class Simulation:
     def replan(self) -> None:
         """Tell the job that ``policy.slowdown()`` changed; it re-plans its compute phase."""
         if self._computing is not None and self._job is not None and self._job.is_alive:
-            self._job.interrupt(Replan())
+            self._job.interrupt(_REPLAN)
 
     def rollback_to(self, progress_s: float, part: str | None = None) -> None:
         """Discard training progress back to ``progress_s`` (it will be re-executed), on
