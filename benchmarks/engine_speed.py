@@ -26,9 +26,11 @@ workers use is printed (threadpoolctl). CPU time, one processor, medians and pai
 the figures steady on a shared machine. Each checkout's replications are made as its runs
 make them: without the records a run leaves out (timeline, model events) and under the
 garbage collector's setting of its runs, where it has them. The table gives SimPy events
-per replication (the same in both checkouts when a change keeps every result) and µs per
-event, with SimPy's own timeout loop as the floor; (5) splits each policy's replication
-into drawing its failures, building and running it.
+per replication, as SimPy numbers them (every event scheduled, stale wake-ups included: a
+change that keeps every result may still need fewer, e.g. ECRM's range switches no longer
+re-plan a compute just started; compare checkouts with different counts by their ms per
+replication), and µs per event, with SimPy's own timeout loop as the floor; (5) splits each
+policy's replication into drawing its failures, building and running it.
 
     python benchmarks/engine_speed.py
     python benchmarks/engine_speed.py --table-only --compare /tmp/before
