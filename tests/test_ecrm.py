@@ -175,7 +175,7 @@ def test_a_second_failure_during_a_rebuild_keeps_the_shard_degraded():
     assert rebuild.start_s == pytest.approx(10 * 3600 + 140)
     assert rebuild.end_s == pytest.approx(10 * 3600 + 140 + rates.duration())
     assert row["recovery_s"] == pytest.approx(60 + rates.duration())
-    assert not sim.policy.degraded and not sim.policy._processes
+    assert not sim.policy.degraded and not sim.policy._under_way
     assert not sim.net.net.flows  # the first rebuild's flows did not go on
 
 

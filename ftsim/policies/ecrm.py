@@ -68,11 +68,10 @@ import functools
 import math
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import numpy as np
-import simpy
 from pydantic import Field, model_validator
 
 from ftsim.notices import RenamedField
@@ -82,6 +81,7 @@ from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.cluster import lone_transfer_s
+from ftsim.sim.failures import Failure
 from ftsim.sim.network import FlowGroup, GroupedFlows
 from ftsim.sim.nodes import any_trainer, failed_shards
 from ftsim.stripes import CompactArray, LayoutError, Recent, StripeLayout
@@ -439,16 +439,39 @@ def interference_slowdown(traffic_frac: float, busy: float) -> float:
     return traffic_frac * busy / (1 - busy)
 
 
+@dataclass(slots=True, eq=False)
+class _Rebuild:
+    """One failure's rebuild under way. A background process waits for the replacements (and
+    the reload of undecodable rows) and starts it; then each step is taken by what it waits
+    for, as a callback: the job, as it ends a range switch, starts the range (or ends the
+    rebuild after the closing switch); the range's transfer, as it arrives, the pause after
+    it; the pause, the next range (:meth:`Ecrm._next_range`). No process resumes per range,
+    and no event stands between the end of a switch and its range."""
+
+    generation: int
+    failure: Failure
+    shares: dict[int, float]
+    """Shard → the share of its rows to rebuild."""
+    mine: list[int] = field(default_factory=list)
+    """The shards it still owns, in order (as of :attr:`seen`)."""
+    seen: int = 0
+    """:attr:`Ecrm._takeovers` when :attr:`mine` was last checked."""
+    start_s: float = 0.0
+    j: int = 0
+    """The range under way, or next."""
+    moving: tuple | None = None
+    """The shards of the last range planned, its flows and its gap."""
+
+
 @dataclass(slots=True)
 class _Switch:
     """Range switches a rebuild waits for: served by :meth:`Ecrm.act` as a job phase."""
 
-    generation: int
+    rebuild: _Rebuild
     shards: tuple[int, ...]
     j: int
     """Which switch of the rebuild: before range ``j``, or closing the last (j = ranges)."""
     left_s: float
-    done: simpy.Event
 
 
 class Ecrm(Policy):
@@ -468,7 +491,7 @@ class Ecrm(Policy):
         self._takeovers = 0
         """Changes of a shard's rebuild to a later one (or to none, by a rollback): until
         the next, every rebuild owns the shards it owned."""
-        self._processes: dict[int, simpy.Process] = {}
+        self._under_way: dict[int, _Rebuild] = {}
         """Generation → its rebuild, while it owns some shard."""
         self._transfers: dict[int, object] = {}
         """Generation → the range its rebuild moves now."""
@@ -519,9 +542,7 @@ class Ecrm(Policy):
             finally:
                 switch.left_s -= sim.now - start
             self._switches.remove(switch)
-            if switch.j < self.params.rebuild_ranges:
-                self._send(sim, switch.generation, self._owned(switch.generation, switch.shards))
-            switch.done.succeed()
+            self._switched(sim, switch)
 
     def _committed(self, progress_s: float) -> None:
         self.committed_s = progress_s
@@ -596,8 +617,8 @@ class Ecrm(Policy):
         self._retire(sim)
         mine = {shard: share for shard, share in shares.items() if share > 0}
         if mine:
-            rebuild = self._rebuild(sim, failure, generation, mine, after)
-            self._processes[generation] = sim.background(rebuild)
+            rebuild = self._under_way[generation] = _Rebuild(generation, failure, mine)
+            sim.background(self._rebuild(sim, rebuild, after))
         self._update(sim)
 
     def _owned(self, generation: int, shards) -> list[int]:
@@ -611,92 +632,112 @@ class Ecrm(Policy):
         replacement failed), a range switch they wait for is no longer served, and each
         ends at once."""
         live = set(self._owner.values())
-        for generation in [g for g in self._processes if g not in live]:
-            process = self._processes.pop(generation)
+        for generation in [g for g in self._under_way if g not in live]:
+            rebuild = self._under_way.pop(generation)
             self._sending.pop(generation, None)
-            for switch in [s for s in self._switches if s.generation == generation]:
+            for switch in [s for s in self._switches if s.rebuild is rebuild]:
                 self._switches.remove(switch)
-                switch.done.succeed()
             transfer = self._transfers.pop(generation, None)
-            if transfer is not None:  # the process waits for it, and it will never end
+            if transfer is not None:  # its callback never comes: the rebuild ends here
                 sim.net.cancel(transfer)
-                process.interrupt("taken over")
 
-    def _rebuild(self, sim, failure, generation: int, shares: dict[int, float], after):
+    def _rebuild(self, sim, rebuild: _Rebuild, after):
         """Background: wait for the replacements (and the reload of undecodable rows), then
-        rebuild the shares ``shares`` of the shards' rows range by range, ECRec's loop: a
-        range switch, the range's flows, its batches' latencies and decoding; then the
-        closing switch. The shards of one failure go in step (one switch of all their
-        pauses, one transfer of all their flows); a shard a later failure takes over drops
-        out, and the rebuild stops when it owns nothing."""
+        rebuild the shares ``rebuild.shares`` of the shards' rows range by range, ECRec's
+        loop: a range switch, the range's flows, its batches' latencies and decoding; then
+        the closing switch (:class:`_Rebuild`: the steps after this one are callbacks). The
+        shards of one failure go in step (one switch of all their pauses, one transfer of
+        all their flows); a shard a later failure takes over drops out, and the rebuild
+        stops when it owns nothing."""
+        failure = rebuild.failure
         ready = failure.time_s + failure.reschedule_s
         if ready > sim.now:
             yield sim.timeout(ready - sim.now)
         if after is not None and not after.processed:
             yield after
-        mine = self._owned(generation, sorted(shares))
-        seen = self._takeovers
+        rebuild.mine = self._owned(rebuild.generation, sorted(rebuild.shares))
+        rebuild.seen = self._takeovers
+        rebuild.start_s = sim.now
+        self._next_range(sim, rebuild)
 
-        def owned() -> list[int]:  # mine, unless a failure took some over since
-            nonlocal mine, seen
-            if self._takeovers != seen:
-                mine, seen = self._owned(generation, mine), self._takeovers
-            return mine
+    def _still_mine(self, rebuild: _Rebuild) -> list[int]:
+        """The shards ``rebuild`` still owns (checked again only after a take-over)."""
+        if self._takeovers != rebuild.seen:
+            rebuild.mine = self._owned(rebuild.generation, rebuild.mine)
+            rebuild.seen = self._takeovers
+        return rebuild.mine
 
-        start = sim.now
-        ranges, freeze = self.params.rebuild_ranges, self.params.freeze
-        moving = None  # the shards of the last range planned, its flows and its gap
-        for j in range(ranges):
-            if mine and freeze:
-                yield from self._switch(sim, generation, mine, j)
-                owned()
-            if not mine:
-                return
-            self._send(sim, generation, mine)
-            if moving is None or moving[0] != mine:
-                moving = (mine, *self._range(sim, mine, shares))
-            self._transfers[generation] = sim.net.start(moving[1], "rebuild", "rebuild")
-            try:
-                yield self._transfers[generation]
-            except simpy.Interrupt:
-                return  # taken over: _retire cancelled the range
-            del self._transfers[generation], self._sending[generation]
-            self._update(sim)
-            yield sim.timeout(moving[2])
-            owned()
-        if mine and freeze:
-            yield from self._switch(sim, generation, mine, ranges)
-            owned()
+    def _next_range(self, sim, rebuild: _Rebuild) -> None:
+        """Range ``rebuild.j``, or the end after the last: with ``freeze``, a switch first
+        (the job takes the next step as it ends it: :meth:`_switched`)."""
+        if rebuild.mine and self.params.freeze:
+            self._switch(sim, rebuild)
+        elif rebuild.j < self.params.rebuild_ranges:
+            self._start_range(sim, rebuild)
+        else:
+            self._finish(sim, rebuild)
+
+    def _switch(self, sim, rebuild: _Rebuild) -> None:
+        """Ask the job to stop training for switch ``rebuild.j`` of the shards' rebuilds (one
+        after the other: each replacement's switch stops every survivor)."""
+        shards, j = tuple(rebuild.mine), rebuild.j
+        self._switches.append(_Switch(rebuild, shards, j, self.plan.switch_pause_s(shards, j)))
+        sim.replan()
+
+    def _switched(self, sim, switch: _Switch) -> None:
+        """The job ended ``switch``: the range it opens starts, before the job trains again
+        (so that its compute starts at the range's slowdown, not re-planned at once), or,
+        after the closing switch, the rebuild ends."""
+        rebuild = switch.rebuild
+        self._still_mine(rebuild)
+        if switch.j < self.params.rebuild_ranges:
+            self._start_range(sim, rebuild)
+        else:
+            self._finish(sim, rebuild)
+
+    def _start_range(self, sim, rebuild: _Rebuild) -> None:
+        """Range ``rebuild.j``'s flows start (the range is planned once per set of shards);
+        their NIC shares slow the survivors' training traffic until they arrive."""
+        mine = self._still_mine(rebuild)
+        if not mine:
+            return
+        generation = rebuild.generation
+        self._sending[generation] = tuple(mine)
+        self._update(sim)
+        if rebuild.moving is None or rebuild.moving[0] != mine:
+            rebuild.moving = (mine, *self._range(sim, mine, rebuild.shares))
+        transfer = sim.net.start(rebuild.moving[1], "rebuild", "rebuild")
+        self._transfers[generation] = transfer
+        transfer.callbacks.append(functools.partial(self._range_moved, sim, rebuild))
+
+    def _range_moved(self, sim, rebuild: _Rebuild, _) -> None:
+        """Range ``rebuild.j``'s flows arrived: their interference ends; its batches'
+        request latencies and decoding follow."""
+        generation = rebuild.generation
+        del self._transfers[generation], self._sending[generation]
+        self._update(sim)
+        pause = sim.timeout(rebuild.moving[2])
+        pause.callbacks.append(functools.partial(self._range_done, sim, rebuild))
+
+    def _range_done(self, sim, rebuild: _Rebuild, _) -> None:
+        """Range ``rebuild.j`` is rebuilt: the next one (or the end)."""
+        self._still_mine(rebuild)
+        rebuild.j += 1
+        self._next_range(sim, rebuild)
+
+    def _finish(self, sim, rebuild: _Rebuild) -> None:
+        """Every range is rebuilt: the shards it still owns are whole again."""
+        mine = self._still_mine(rebuild)
         if not mine:
             return
         detail = " ".join(f"emb_ps{s}" for s in mine)
         nodes = tuple(sim.net.ps_node(s) for s in mine)
-        sim.record(start, sim.now, "rebuild", detail, nodes=nodes)
+        sim.record(rebuild.start_s, sim.now, "rebuild", detail, nodes=nodes)
         for shard in mine:
-            self.recovery_s.append(sim.now - failure.time_s)
+            self.recovery_s.append(sim.now - rebuild.failure.time_s)
             del self.degraded[shard], self._owner[shard]
-        del self._processes[generation]
+        del self._under_way[rebuild.generation]
         self._update(sim)
-
-    def _send(self, sim, generation: int, mine: list[int]) -> None:
-        """The range of ``generation``'s rebuild of the shards ``mine`` (those it owns) starts
-        moving: their NIC shares slow the survivors' training traffic. Called by the job as
-        it ends the range's switch, before it trains again (so that its compute starts at
-        the new slowdown, not re-planned at once: two events and a resumption of the job
-        fewer per range), and by the rebuild as it starts the range (nothing new then,
-        unless a failure at that instant took over some shard, or without ``freeze``)."""
-        if mine and self._sending.get(generation) != (key := tuple(mine)):
-            self._sending[generation] = key
-            self._update(sim)
-
-    def _switch(self, sim, generation: int, shards: list[int], j: int):
-        """Ask the job to stop training for switch ``j`` of the ``shards``' rebuilds (one
-        after the other: each replacement's switch stops every survivor); wait until done."""
-        shards = tuple(shards)
-        switch = _Switch(generation, shards, j, self.plan.switch_pause_s(shards, j), sim.event())
-        self._switches.append(switch)
-        sim.replan()
-        yield switch.done
 
     def _range(self, sim, shards: list[int], shares: dict[int, float]) -> tuple:
         """A range of the rebuild of ``shards``: its flows (:meth:`_range_flows`) and the
