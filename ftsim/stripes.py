@@ -57,7 +57,10 @@ class CompactArray(NamedTuple):
 
     size: int
     common: float
-    """The most frequent entry (by bit pattern; the first of the most frequent)."""
+    """A frequent entry: the most frequent (by bit pattern) of the entries at a quarter,
+    half and three quarters of the array (O(N), no sort: a shard's arrays are made once
+    each, 1,800 of them at 100× nodes; any choice gives the array back, a frequent one
+    keeps it small)."""
     positions: np.ndarray
     """Where the array differs from ``common`` (increasing)."""
     values: np.ndarray
@@ -67,13 +70,26 @@ class CompactArray(NamedTuple):
     def of(cls, array: np.ndarray) -> CompactArray:
         floats = np.array(array, dtype=np.float64).ravel()
         bits = floats.view(np.int64)
-        if not len(bits):
+        n = len(bits)
+        if not n:
             return cls(0, 0.0, np.flatnonzero(bits), floats)
-        kinds, first, counts = np.unique(bits, return_index=True, return_counts=True)
-        top = np.flatnonzero(counts == counts.max())
-        common = kinds[top[np.argmin(first[top])]]
-        positions = np.flatnonzero(bits != common)
-        return cls(len(bits), float(floats[first[top].min()]), positions, floats[positions])
+        best, fewest = 0, n + 1
+        for at in (n // 2, n // 4, 3 * n // 4):
+            others = np.count_nonzero(bits != bits[at])
+            if others < fewest:
+                best, fewest = at, others
+        positions = np.flatnonzero(bits != bits[best])
+        return cls(n, float(floats[best]), positions, floats[positions])
+
+    def at(self, indices: np.ndarray) -> np.ndarray:
+        """The array's entries at ``indices`` (without making it whole)."""
+        indices = np.asarray(indices, dtype=np.intp)
+        out = np.full(len(indices), self.common)
+        if len(self.positions):
+            where = np.minimum(np.searchsorted(self.positions, indices), len(self.positions) - 1)
+            kept = self.positions[where] == indices
+            out[kept] = self.values[where[kept]]
+        return out
 
     def array(self) -> np.ndarray:
         """The array, a new read-only one."""

@@ -69,7 +69,7 @@ import math
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -363,6 +363,34 @@ class RebuildPlan:
     def duration_s(self) -> float:
         """Wall seconds of the rebuild: its ranges and its switches."""
         return self.ranges * (self.transfer_s + self.gap_s) + sum(self.pauses_s)
+
+
+class CompactRebuild(NamedTuple):
+    """A :class:`RebuildPlan` with its two arrays compact (:class:`CompactArray`): what a
+    plan keeps of every shard's rebuild."""
+
+    ranges: int
+    range_B: CompactArray
+    transfer_s: float
+    gap_s: float
+    pauses_s: tuple[float, ...]
+    busy: CompactArray
+
+    @classmethod
+    def of(cls, plan: RebuildPlan) -> CompactRebuild:
+        range_B, busy = CompactArray.of(plan.range_B), CompactArray.of(plan.busy)
+        return cls(plan.ranges, range_B, plan.transfer_s, plan.gap_s, plan.pauses_s, busy)
+
+    def whole(self) -> RebuildPlan:
+        """The plan, its arrays whole again (bit for bit, read-only)."""
+        return RebuildPlan(
+            self.ranges,
+            self.range_B.array(),
+            self.transfer_s,
+            self.gap_s,
+            self.pauses_s,
+            self.busy.array(),
+        )
 
 
 def rebuild_sent_B(params: EcrmParams, job, shard_bytes: float, reads: np.ndarray):
@@ -742,7 +770,8 @@ class Ecrm(Policy):
     def _range(self, sim, shards: list[int], shares: dict[int, float]) -> tuple:
         """A range of the rebuild of ``shards``: its flows (:meth:`_range_flows`) and the
         seconds after them (the slowest shard's batch latencies and decoding)."""
-        gap_s = max(shares[x] * self.plan.rebuild(x).gap_s for x in shards)
+        alone = self.plan.compact_rebuild
+        gap_s = max(shares[x] * alone(x).gap_s for x in shards)
         return self._range_flows(sim, shards, shares), gap_s
 
     def _range_flows(self, sim, shards: list[int], shares: dict[int, float]) -> tuple:
@@ -772,9 +801,14 @@ class Ecrm(Policy):
 
         route_of = between or cluster_route
         for x, share in key:
-            sent = self.plan.rebuild(x).range_B
-            chosen = np.flatnonzero(sent) if senders is None else senders[x]
-            for h, part in zip(chosen.tolist(), sent[chosen].tolist(), strict=True):
+            if senders is None:
+                sent = self.plan.rebuild(x).range_B
+                chosen = np.flatnonzero(sent)
+                parts = sent[chosen]
+            else:
+                chosen = senders[x]
+                parts = self.plan.compact_rebuild(x).range_B.at(chosen)
+            for h, part in zip(chosen.tolist(), parts.tolist(), strict=True):
                 route = route_of(h, x)
                 if cap is not None:  # named by its ends
                     route = (self._cap(net, h, x), *route)
@@ -798,7 +832,8 @@ class Ecrm(Policy):
             return tuple(self._range_pairs(net, key))
         skip, sends = frozenset(skip), self._sends(net)
         skipped = np.array(sorted(skip))
-        rest = {x: skipped[plan.rebuild(x).range_B[skipped] > 0] for x, _ in key}
+        alone = plan.compact_rebuild
+        rest = {x: skipped[alone(x).range_B.at(skipped) > 0] for x, _ in key}
         first = net.ps_node(min(set(range(len(skip) + 1)) - skip))
         capped = self.params.flow_bandwidth is not None
         if capped:  # the caps are each shard's own: columns of the members only
@@ -922,10 +957,9 @@ class EcrmPlan(Plan):
         self.interval_s = params.interval
         self._rebuilds: Recent = Recent()
         """Shard → its rebuild alone (:meth:`rebuild`), the most recently used."""
-        self._kept: dict[int, tuple] = {}
-        """Shard → the fields of its rebuild alone, its two arrays compact
-        (:class:`CompactArray`): every shard's, in O(exceptions) memory (whole, at 100×
-        nodes, 1,800 of them took ~50 MB)."""
+        self._kept: dict[int, CompactRebuild] = {}
+        """Shard → its rebuild alone, its two arrays compact: every shard's, in
+        O(exceptions) memory (whole, at 100× nodes, 1,800 of them took ~50 MB)."""
         self._reads: dict[tuple, float] = {}
         """Degraded (shard, share) pairs → :meth:`reads_slowdown`."""
         self._common: Recent = Recent()
@@ -956,21 +990,19 @@ class EcrmPlan(Plan):
             if kept is None:
                 found = self._plan_rebuild(shard)
                 found.range_B.flags.writeable = found.busy.flags.writeable = False
-                self._kept[shard] = (
-                    found.ranges,
-                    CompactArray.of(found.range_B),
-                    found.transfer_s,
-                    found.gap_s,
-                    found.pauses_s,
-                    CompactArray.of(found.busy),
-                )
+                self._kept[shard] = CompactRebuild.of(found)
             else:
-                ranges, range_B, transfer_s, gap_s, pauses_s, busy = kept
-                found = RebuildPlan(
-                    ranges, range_B.array(), transfer_s, gap_s, pauses_s, busy.array()
-                )
+                found = kept.whole()
             self._rebuilds.put(shard, found)
         return found
+
+    def compact_rebuild(self, shard: int) -> CompactRebuild:
+        """:meth:`rebuild` with its arrays compact (its times without making them whole)."""
+        kept = self._kept.get(shard)
+        if kept is None:
+            self.rebuild(shard)
+            kept = self._kept[shard]
+        return kept
 
     def _plan_rebuild(self, shard: int) -> RebuildPlan:
         inputs = self.inputs
@@ -990,8 +1022,7 @@ class EcrmPlan(Plan):
         compact array when it can: :func:`compact_common_part`)."""
         found = self._common.get(shard)
         if found is None:
-            self.rebuild(shard)
-            found = compact_common_part(self._kept[shard][1])
+            found = compact_common_part(self.compact_rebuild(shard).range_B)
             if found is None:
                 found = common_part(self.rebuild(shard).range_B)
             self._common.put(shard, found)
@@ -1033,7 +1064,8 @@ class EcrmPlan(Plan):
         if found is None:
             if len(self._pauses) >= _MEMO_SIZE:
                 self._pauses.clear()
-            found = self._pauses[key] = sum(self.rebuild(x).pauses_s[j] for x in shards)
+            alone = self.compact_rebuild
+            found = self._pauses[key] = sum(alone(x).pauses_s[j] for x in shards)
         return found
 
     def switch_detail(self, shards: tuple[int, ...]) -> str:

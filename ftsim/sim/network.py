@@ -1124,8 +1124,9 @@ class Network:
         links = tuple(dict.fromkeys(route))
         if not links:
             raise ValueError("a route needs at least one link")
-        for link in links:
-            self._check_link(link)
+        if not self.topology.link_set.issuperset(links):
+            for link in links:
+                self._check_link(link)  # says which
         if isinstance(route, tuple) and links == route:
             if len(self._checked) >= _CHECKED_SIZE:
                 self._checked.clear()
