@@ -82,3 +82,30 @@ def test_the_merged_timeline_text_is_the_rows_written_again(tmp_path):
     key = TaskKey(1, 0, 0, 2)  # another header: a column more
     store.write_shard(key, *shard_texts(_rows(1, 0, key.reps), [{**phases[0], "part": "x"}]))
     assert store.timeline_text() == csv_text(store.timeline())
+
+
+def test_the_merged_rows_text_is_the_rows_written_again(tmp_path):
+    """rows_text joins the shards' bodies when they share a header and hold each replication
+    once, and writes the parsed rows again otherwise (a replication stored twice is merged
+    once): either way the bytes of csv_text(rows())."""
+    from ftsim.experiments.output import csv_text
+
+    def rows(point, policy, reps):
+        return [{**row, "note": 'a, "b"'} for row in _rows(point, policy, reps)]
+
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    assert store.rows_text() == csv_text([])  # nothing stored yet
+    for key in [TaskKey(0, 1, 0, 2), TaskKey(0, 0, 2, 4), TaskKey(0, 0, 0, 2)]:
+        store.write_shard(key, *shard_texts(rows(key.point, key.policy, key.reps), []))
+    joined = store.rows_text()
+    assert joined == csv_text(store.rows()) and joined.count("point,policy") == 1
+    assert joined.splitlines()[1:3] == [f'0,p0,{r},{r / 3!r},"a, ""b"""' for r in (0, 1)]
+    key = TaskKey(0, 0, 1, 3)  # replications 1 and 2 stored again, by another task
+    store.write_shard(key, *shard_texts(rows(0, 0, key.reps), []))
+    assert store.rows_text() == csv_text(store.rows())
+    assert len(store.rows_text().splitlines()) == 1 + 6
+    store = RunStore.create(tmp_path / "other", {"config_hash": "abc"})
+    for key, extra in [(TaskKey(0, 0, 0, 2), {}), (TaskKey(1, 0, 0, 2), {"more": 1})]:
+        texts = shard_texts([r | extra for r in rows(key.point, 0, key.reps)], [])
+        store.write_shard(key, *texts)
+    assert store.rows_text() == csv_text(store.rows())  # another header: a column more

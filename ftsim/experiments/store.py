@@ -222,18 +222,36 @@ class RunStore:
         """The stored timeline rows (values as CSV text), by point and policy."""
         return [row for name in self._timeline_shards() for row in self._read(name)]
 
+    def rows_text(self) -> str:
+        """Every stored row as CSV text, by point, policy and replication: ``csv_text(rows())``,
+        made by joining the shards' bodies (no parsing of every row and writing it again)
+        when they share one header and no replication is stored twice, else as that."""
+        keys = self.done()
+        twice = any(
+            (a.point, a.policy) == (b.point, b.policy) and b.start < a.stop  # keys are sorted
+            for a, b in zip(keys, keys[1:], strict=False)
+        )
+        joined = None if twice else self._joined([f"{key.name}.csv" for key in keys])
+        return csv_text(self.rows()) if joined is None else joined
+
     def timeline_text(self) -> str:
         """The stored timeline as CSV text, by point and policy: ``csv_text(timeline())``,
-        made by joining the shards' bodies when they share one header (the same bytes:
-        shards are written by the same CSV writer; no parsing of tens of thousands of
-        phases), else by writing the parsed rows again."""
+        made by joining the shards' bodies when they share one header (no parsing of tens
+        of thousands of phases), else as that."""
+        joined = self._joined(self._timeline_shards())
+        return csv_text(self.timeline()) if joined is None else joined
+
+    def _joined(self, names: list[str]) -> str | None:
+        """The shard files ``names`` as one CSV text, their header once: the same bytes as
+        their rows parsed and written again (shards are written by the same CSV writer);
+        None unless they share one header."""
         texts = []
-        for name in self._timeline_shards():
+        for name in names:
             with open(self.shards / name, encoding="utf-8", newline="") as handle:
                 texts.append(handle.read())
         headers = {text.partition("\n")[0] for text in texts}
         if len(headers) != 1:
-            return csv_text(self.timeline())
+            return None
         header = headers.pop() + "\n"
         return header + "".join(text[len(header) :] for text in texts)
 
