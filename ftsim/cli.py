@@ -91,9 +91,11 @@ def exit_quickly(status: int) -> typing.NoReturn:
     the command needs). Every file ftsim writes is closed by then (written atomically,
     :mod:`ftsim.experiments.output`). The ordinary exit instead while a thread that the
     interpreter would wait for is still running, or when a stream cannot be flushed (it
-    reports that as it always did)."""
+    reports that as it always did), or under a profiler or tracer (``python -m cProfile -m
+    ftsim``, coverage: they write their results once the program returns to them)."""
     main_thread = threading.main_thread()
-    if all(t.daemon or t is main_thread for t in threading.enumerate()):
+    watched = sys.getprofile() is not None or sys.gettrace() is not None
+    if not watched and all(t.daemon or t is main_thread for t in threading.enumerate()):
         atexit._run_exitfuncs()  # what the interpreter runs at exit (then: nothing again)
         try:
             sys.stdout.flush()

@@ -58,6 +58,18 @@ def test_a_running_thread_is_waited_for():
     assert done.returncode == 5 and done.stdout == "thread done\n"
 
 
+def test_a_profiler_gets_its_results(tmp_path):
+    stats = tmp_path / "profile"
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(stats), "-m", "ftsim", "show", "presets"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0 and stats.stat().st_size > 0
+
+
 def test_the_command_line_keeps_its_statuses_and_messages(tmp_path):
     def ftsim(*args: str) -> subprocess.CompletedProcess:
         program = "import runpy; runpy.run_module('ftsim', run_name='__main__')"
