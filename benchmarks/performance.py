@@ -62,9 +62,11 @@ def _python(root: Path) -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def _timed(command: list[str], cwd: Path) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system) of one run of ``command``."""
-    env = {**os.environ, **engine_speed.ONE_THREAD, "PYTHONPATH": str(cwd)}
+def _timed(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one run of ``command`` (``env``: variables
+    to set or, with None as the value, to leave out)."""
+    env = {**os.environ, **engine_speed.ONE_THREAD, "PYTHONPATH": str(cwd), **(env or {})}
+    env = {name: value for name, value in env.items() if value is not None}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -73,11 +75,22 @@ def _timed(command: list[str], cwd: Path) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def whole_command(old: Path | None, runs: int) -> dict[str, tuple[float, float]]:
+def whole_command(
+    old: Path | None, runs: int, cached_bytecode: bool = False
+) -> dict[str, tuple[float, float]]:
     """Medians of wall and CPU seconds of the floor, ``run prod50h --no-trainer`` of this
-    checkout and of ``old``, in turn ``runs`` times (after one untimed round)."""
+    checkout and of ``old``, in turn ``runs`` times (after one untimed round).
+
+    ``cached_bytecode``: ftsim's modules are compiled by the untimed round and read from a
+    cache after (``PYTHONPYCACHEPREFIX``), as an installed ftsim's are, and as the floor's
+    libraries always are (compiled when installed); otherwise, with
+    ``PYTHONDONTWRITEBYTECODE`` set and no ``__pycache__`` in the checkout, every run
+    compiles the ftsim modules it imports."""
     times: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as out:
+        env = None
+        if cached_bytecode:
+            env = {"PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": f"{out}/pycache"}
         commands = {"floor": (FLOOR, Path(out))}
         for name, root in (("new", ROOT), ("old", old)):
             if root is not None:
@@ -85,7 +98,7 @@ def whole_command(old: Path | None, runs: int) -> dict[str, tuple[float, float]]
                 commands[name] = ([_python(root), *run, "-o", f"{out}/{name}", "--force"], root)
         for round_ in range(runs + 1):
             for name, (command, cwd) in commands.items():
-                measured = _timed(command, cwd)
+                measured = _timed(command, cwd, env)
                 if round_:
                     times.setdefault(name, []).append(measured)
     return {
@@ -205,7 +218,11 @@ def table(args) -> str:
             f"BLAS: {lib.get('internal_api')} {lib.get('version')} kernel "
             f"{lib.get('architecture')}, {lib.get('num_threads')} thread(s)"
         )
-    command = whole_command(old, args.runs)
+    command = whole_command(old, args.runs, args.cached_bytecode)
+    if args.cached_bytecode:
+        lines.append("whole command: ftsim's bytecode compiled once, then read from a cache")
+    elif sys.flags.dont_write_bytecode:
+        lines.append("whole command: PYTHONDONTWRITEBYTECODE is set: each run compiles ftsim")
     engine = engine_speed.policy_table(old, args.rounds, args.reps, args.cycles, args.cpu)
     big = scaled(old, args.rounds, args.reps, args.cycles, args.cpu)
     sweep = sweeps(old, args.sweep_rounds, args.quick)
@@ -311,6 +328,11 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, help="an older ftsim checkout (old column)")
     parser.add_argument("--write", action="store_true", help="also write docs/performance.md")
     parser.add_argument("--runs", type=int, default=9, help="whole-command runs per command")
+    parser.add_argument(
+        "--cached-bytecode",
+        action="store_true",
+        help="whole command: compile ftsim once, as an installed ftsim (see whole_command)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="worker pairs (engine rows)")
     parser.add_argument("--reps", type=int, default=20, help="replications per batch")
     parser.add_argument("--cycles", type=int, default=5, help="batches per policy and round")

@@ -19,11 +19,13 @@ Unexpected exceptions are bugs and keep their traceback.
 from __future__ import annotations
 
 import argparse
+import atexit
 import errno
 import os
 import re
 import shlex
 import sys
+import threading
 import typing
 import warnings
 from pathlib import Path
@@ -73,6 +75,35 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def command() -> typing.NoReturn:
+    """The ``ftsim`` program: :func:`main` on the command line's arguments, then
+    :func:`exit_quickly` with its status."""
+    exit_quickly(main())
+
+
+def exit_quickly(status: int) -> typing.NoReturn:
+    """End the program with exit status ``status``: the exit handlers run (:mod:`atexit`),
+    the standard streams are flushed, and the process ends at once (:func:`os._exit`),
+    without the interpreter's tear-down, which collects and frees every object and module
+    one by one (after ``run prod50h``: some 0.05-0.09 s of an 0.7 s command, for nothing
+    the command needs). Every file ftsim writes is closed by then (written atomically,
+    :mod:`ftsim.experiments.output`). The ordinary exit instead while a thread that the
+    interpreter would wait for is still running, or when a stream cannot be flushed (it
+    reports that as it always did), or under a profiler or tracer (``python -m cProfile -m
+    ftsim``, coverage: they write their results once the program returns to them)."""
+    main_thread = threading.main_thread()
+    watched = sys.getprofile() is not None or sys.gettrace() is not None
+    if not watched and all(t.daemon or t is main_thread for t in threading.enumerate()):
+        atexit._run_exitfuncs()  # what the interpreter runs at exit (then: nothing again)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            raise SystemExit(status) from None
+        os._exit(status)
+    raise SystemExit(status)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -559,7 +559,8 @@ def test_a_run_and_a_sweep_started_together_never_mix(tmp_path):
     """Both orders: the first holds the folder to the end, the second is refused."""
     for first, second in (("run", "sweep"), ("sweep", "run")):
         out = tmp_path / f"{first}_first"
-        long = {"run": [*RUN, "--reps", "300"], "sweep": [*SWEEP, "--reps", "60"]}
+        # the same 900 replications each: long enough to start the second meanwhile
+        long = {"run": [*RUN, "--reps", "300"], "sweep": [*SWEEP, "--reps", "300", "--batch", "20"]}
         process = subprocess.Popen(
             [*FTSIM, *long[first], "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )

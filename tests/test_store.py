@@ -82,3 +82,102 @@ def test_the_merged_timeline_text_is_the_rows_written_again(tmp_path):
     key = TaskKey(1, 0, 0, 2)  # another header: a column more
     store.write_shard(key, *shard_texts(_rows(1, 0, key.reps), [{**phases[0], "part": "x"}]))
     assert store.timeline_text() == csv_text(store.timeline())
+
+
+def test_the_merged_rows_text_is_the_rows_written_again(tmp_path):
+    """rows_text joins the shards' bodies when they share a header and hold each replication
+    once, and writes the parsed rows again otherwise (a replication stored twice is merged
+    once): either way the bytes of csv_text(rows())."""
+    from ftsim.experiments.output import csv_text
+
+    def rows(point, policy, reps):
+        return [{**row, "note": 'a, "b"'} for row in _rows(point, policy, reps)]
+
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    assert store.rows_text() == csv_text([])  # nothing stored yet
+    for key in [TaskKey(0, 1, 0, 2), TaskKey(0, 0, 2, 4), TaskKey(0, 0, 0, 2)]:
+        store.write_shard(key, *shard_texts(rows(key.point, key.policy, key.reps), []))
+    joined = store.rows_text()
+    assert joined == csv_text(store.rows()) and joined.count("point,policy") == 1
+    assert joined.splitlines()[1:3] == [f'0,p0,{r},{r / 3!r},"a, ""b"""' for r in (0, 1)]
+    key = TaskKey(0, 0, 1, 3)  # replications 1 and 2 stored again, by another task
+    store.write_shard(key, *shard_texts(rows(0, 0, key.reps), []))
+    assert store.rows_text() == csv_text(store.rows())
+    assert len(store.rows_text().splitlines()) == 1 + 6
+    store = RunStore.create(tmp_path / "other", {"config_hash": "abc"})
+    for key, extra in [(TaskKey(0, 0, 0, 2), {}), (TaskKey(1, 0, 0, 2), {"more": 1})]:
+        texts = shard_texts([r | extra for r in rows(key.point, 0, key.reps)], [])
+        store.write_shard(key, *texts)
+    assert store.rows_text() == csv_text(store.rows())  # another header: a column more
+
+
+def _synced_paths(monkeypatch) -> list[str]:
+    """The paths os.fsync is called on from now on (the real fsync still runs)."""
+    import os
+
+    synced, fsync = [], os.fsync
+
+    def record(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", record)
+    return synced
+
+
+def test_shards_are_synced_to_disk_in_groups(tmp_path, monkeypatch):
+    """A shard written within SYNC_INTERVAL_S of the last sync waits for the next sync,
+    which puts every shard since the last one on disk with SHA256SUMS and the folder (the
+    renames); one written later is synced at once, with those before it."""
+    from ftsim.experiments import store as module
+
+    synced = _synced_paths(monkeypatch)
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    monkeypatch.setattr(module, "SYNC_INTERVAL_S", 3600.0)
+    keys = [TaskKey(0, policy, 0, 2) for policy in range(3)]
+    synced.clear()
+    for key in keys[:2]:
+        store.write_shard(key, *shard_texts(_rows(0, key.policy, key.reps), [{"rep": 0}]))
+    assert synced == []
+    store.sync()
+    names = [f"{k.name}{suffix}.csv" for k in keys[:2] for suffix in (".timeline", "")]
+    expected = [str(store.shards / n) for n in [*names, "SHA256SUMS"]] + [str(store.shards)]
+    assert synced == expected
+    store.sync()  # nothing new: nothing synced again
+    assert len(synced) == len(expected)
+    monkeypatch.setattr(module, "SYNC_INTERVAL_S", 0.0)
+    store.write_shard(keys[2], *shard_texts(_rows(0, 2, keys[2].reps), []))
+    assert synced[len(expected) :] == [
+        str(store.shards / f"{keys[2].name}.csv"),
+        str(store.shards / "SHA256SUMS"),
+        str(store.shards),
+    ]
+
+
+def test_a_sweep_syncs_its_last_shards_while_merging_and_when_interrupted(tmp_path, monkeypatch):
+    from ftsim.experiments import store as module
+    from ftsim.experiments import study, sweep
+    from tests.conftest import SCENARIOS
+
+    monkeypatch.setattr(module, "SYNC_INTERVAL_S", 3600.0)  # only the study's own syncs
+    synced = _synced_paths(monkeypatch)
+    smoke = SCENARIOS / "smoke.yaml"
+    plan = study.plan(smoke, ["run.replications=2"], ["policies.*.interval=10 min,30 min"])
+    done = study.execute(plan, tmp_path / "whole", jobs=1, say=None)
+    shards = sorted(str(p) for p in (done.folder / "shards").glob("p*.csv"))
+    assert len(shards) == 2 * 3 * 2 and set(shards) <= set(synced)
+    calls, simulate_reps = [], sweep.simulate_reps
+
+    def interrupted_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return simulate_reps(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate_reps", interrupted_third)
+    synced.clear()
+    with pytest.raises(study.StudyInterrupted) as stop:
+        study.execute(plan, tmp_path / "cut", jobs=1, say=None)
+    assert stop.value.kept_tasks == 2
+    shards = sorted(str(p) for p in (tmp_path / "cut" / "shards").glob("p*.csv"))
+    assert len(shards) == 2 * 2 and set(shards) <= set(synced)

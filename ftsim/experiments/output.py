@@ -202,8 +202,9 @@ def write_csv(path: str | Path, rows: list[dict]) -> None:
 
 
 @contextmanager
-def csv_and_parquet(stem: str | Path, rows: list[dict]) -> Iterator:
-    """Write ``stem.csv`` and ``stem.parquet`` holding the same table, and give the table
+def csv_and_parquet(stem: str | Path, rows: list[dict] | str) -> Iterator:
+    """Write ``stem.csv`` and ``stem.parquet`` holding the same table (``rows``, or their
+    CSV text as :func:`csv_text` writes it), and give the table
     (a pyarrow table) to the block while the Parquet file is written behind it, in a
     thread (pyarrow writes without the interpreter lock); it is in place when the block
     ends, or its error raised.
@@ -219,9 +220,10 @@ def csv_and_parquet(stem: str | Path, rows: list[dict]) -> Iterator:
     import pyarrow.parquet as pq
 
     stem = Path(stem)
-    text = csv_text(rows)
+    text = rows if isinstance(rows, str) else csv_text(rows)
     atomic_write_text(stem.with_suffix(".csv"), text)
-    table = pa_csv.read_csv(pa.py_buffer(text.encode()))
+    options = pa_csv.ReadOptions(use_threads=False)
+    table = pa_csv.read_csv(pa.py_buffer(text.encode()), read_options=options)
     failed: list[BaseException] = []
 
     def write() -> None:

@@ -18,6 +18,7 @@ This module imports nothing heavy until a study is planned.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import warnings
@@ -239,6 +240,8 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
     except KeyboardInterrupt:  # while computing or merging: the shards are kept
         raise _interrupted(plan, store, batch) from None
     except OutputError as exc:
+        with contextlib.suppress(OutputError):
+            store.sync()
         note = f"the finished tasks are kept: continue with --resume {store.root}"
         raise OutputError(exc.reason, exc.path, note) from None
     return Outcome(plan, store.root, summary, computed, reused)
@@ -268,7 +271,11 @@ def _finish_folder(plan, store: RunStore, started, argv, computed: int, reused: 
 
 
 def _interrupted(plan: Plan, store: RunStore, batch: int) -> StudyInterrupted:
+    """What an interrupted sweep kept, its shards synced to disk first (what it says is
+    saved is)."""
     from ftsim.experiments.sweep import n_tasks
+
+    store.sync()
 
     total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
     done = [key for key in store.done() if (store.shards / f"{key.name}.csv").exists()]

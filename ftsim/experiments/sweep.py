@@ -822,14 +822,16 @@ def manifest(plan: Plan, argv: list[str] | None, started: str) -> dict:
 
 
 def finish(plan: Plan, store: RunStore) -> list[dict]:
-    """Merge the shards into runs.csv/.parquet and timeline.csv; write and return the summary
+    """Merge the shards into runs.csv/.parquet and timeline.csv (their texts joined,
+    :meth:`~ftsim.experiments.store.RunStore.rows_text`); write and return the summary
     as records (:func:`ftsim.experiments.stats.summary_records`: the same columns for a run
     and a sweep), computed from runs.csv's values as pyarrow reads them (as pandas would
-    read them from runs.parquet, which is written meanwhile), without importing pandas."""
+    read them from runs.parquet, which is written meanwhile), without importing pandas.
+    The last shards are synced to disk meanwhile too (:meth:`RunStore.syncing`)."""
     from ftsim.experiments.output import atomic_write_text, csv_and_parquet, write_csv
     from ftsim.experiments.stats import arrow_columns, summary_records
 
-    with csv_and_parquet(store.root / "runs", store.rows()) as runs:
+    with store.syncing(), csv_and_parquet(store.root / "runs", store.rows_text()) as runs:
         atomic_write_text(store.root / "timeline.csv", store.timeline_text())
         summary = summary_records(arrow_columns(runs), plan.columns, plan.reference)
         write_csv(store.root / "summary.csv", summary)
