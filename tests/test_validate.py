@@ -135,3 +135,20 @@ def test_an_existing_file_that_is_not_a_report_is_replaced_only_with_force(tmp_p
     assert main(["validate", "-o", str(notes), "--force"]) == 0
     assert notes.read_text().startswith("# Validation and calibration\n")
     assert main(["validate", "-o", str(notes)]) == 0  # an earlier report is replaced
+
+
+def test_the_checks_runs_have_the_rows_of_plain_runs_and_record_nothing_else():
+    """``finished_runs`` (what the Daly, Kokolis and PLS checks simulate) gives the rows of
+    ``prepared.replicate(rep).run()``, replication by replication, without timelines or
+    model events; an off-by-one in its replications would fail here (rows differ by rep)."""
+    from ftsim.experiments.prepare import prepare
+    from ftsim.scenario.loader import load_scenario
+    from ftsim.validation import finished_runs
+    from ftsim.validation.daly import DALY_SCENARIO
+
+    prepared = prepare(load_scenario(DALY_SCENARIO), 0)
+    runs = finished_runs(prepared, 4)
+    plain = [prepared.replicate(rep).run() for rep in range(4)]
+    assert [r.row() for r in runs] == [p.row() for p in plain]
+    assert len({r.row()["wall_h"] for r in runs}) > 1
+    assert all(r.timeline is None and r.model_events is None for r in runs)

@@ -17,6 +17,7 @@ from ftsim.experiments.stats import mean_ci
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.failures import job_mtbf_s
 from ftsim.sim.theory import daly_interval_s, daly_wall_s
+from ftsim.validation import finished_runs
 
 DALY_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "daly.yaml"
 
@@ -62,7 +63,7 @@ def daly_points(
         scenario = load_scenario(path, [*overrides, f"policies.0.interval={tau * factor} s"])
         solve, delta, restart, mtbf = daly_inputs(scenario)
         prepared = prepare(scenario, 0)
-        walls = [prepared.replicate(rep).run().wall_s / 3600 for rep in range(reps)]
+        walls = [sim.wall_s / 3600 for sim in finished_runs(prepared, reps)]
         mean, half, n = mean_ci(walls)
         predicted = daly_wall_s(solve, tau * factor, delta, restart, mtbf) / 3600
         points.append(DalyPoint(tau * factor, mean, half, predicted, n))
@@ -85,6 +86,6 @@ def simulated_optimum_s(
             path, [f"policies.0.interval={tau * np.exp(log_factor)} s", f"job.training={training}"]
         )
         prepared = prepare(scenario, 0)
-        means.append(np.mean([prepared.replicate(rep).run().wall_s for rep in range(reps)]))
+        means.append(np.mean([sim.wall_s for sim in finished_runs(prepared, reps)]))
     a, b, _ = np.polyfit(log_factors, means, 2)
     return float(tau * np.exp(-b / (2 * a)))

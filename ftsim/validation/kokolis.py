@@ -33,6 +33,7 @@ from ftsim.experiments.prepare import prepare
 from ftsim.experiments.stats import mean_ci
 from ftsim.scenario.loader import load_scenario
 from ftsim.sim.presets import DAY_S, META_RSC1
+from ftsim.validation import finished_runs
 from ftsim.validation.daly import DALY_SCENARIO
 
 KOKOLIS = "Kokolis et al., HPCA 2025 (arXiv 2410.21680), expected-ETTR model"
@@ -119,7 +120,7 @@ def ettr_points(reps: int, gpus: tuple[int, ...] = GPUS) -> list[EttrPoint]:
         scenario = scenario_for(size)
         nodes = size // GPUS_PER_NODE
         prepared = prepare(scenario, 0)
-        ettr = [prepared.replicate(rep).run().row()["ettr"] for rep in range(reps)]
+        ettr = [sim.row()["ettr"] for sim in finished_runs(prepared, reps)]
         mean, half, n = mean_ci(ettr)
         args = (nodes, rate, INTERVAL_S, RESTART_S)
         points.append(

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ftsim.experiments.output import OutputError
+from ftsim.validation import finished_runs
 from ftsim.validation.daly import DALY_SCENARIO
 
 SCENARIOS = DALY_SCENARIO.parent
@@ -532,7 +533,7 @@ def pls_prediction(ctx: Context) -> Check:
     index = scenario.policy_labels.index("cpr")
     reps = ctx.reps(40, 20)
     prepared = prepare(scenario, index)
-    rows = [prepared.replicate(rep).run().row() for rep in range(reps)]
+    rows = [sim.row() for sim in finished_runs(prepared, reps)]
     measured = [r["pls_model"] for r in rows]
     mean, half, n = _mean_ci(measured)
     predicted = rows[0]["pls_predicted"]
