@@ -9,6 +9,14 @@ steps after its fork (policies whose recovery is exact train none). Then, per po
 mean paired log-loss increase over the trained replications with its 95% t-interval and t
 statistic, next to the seed-to-seed spread of the failure-free log loss.
 
+For each run also a timeline (seconds from the command's start): the serial start (the
+interpreter, imports, planning, until the first task starts), each worker's tasks (wall
+and CPU time each; ``r3`` is replication 3 with its policies, ``r20-29`` a batch of timing
+replications), the time a worker was idle while the other still computed, and the serial
+end (after the last task: merging, writing, exit). The command runs as ``python -m ftsim``
+does, with ``ftsim.experiments.sweep.run_task`` wrapped to log each task (forked workers
+inherit the wrapper).
+
     python benchmarks/prod50h_cosim.py [--jobs N ...] [--quick] [extra ftsim run options]
 
 ``--quick`` (a smoke test, run by the tests): 3 replications, 2 trained for 20 steps.
@@ -17,6 +25,7 @@ statistic, next to the seed-to-seed spread of the failure-free log loss.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess
@@ -44,19 +53,73 @@ def blas_line() -> str:
     )
 
 
+LOGGED_COMMAND = """
+import json, os, sys, time
+log = sys.argv[1]
+from ftsim.experiments import sweep
+task = sweep.run_task
+def logged(scenario, cells, timeline_cells, keys):
+    start, cpu = time.perf_counter(), time.process_time()
+    try:
+        return task(scenario, cells, timeline_cells, keys)
+    finally:
+        entry = {"pid": os.getpid(), "start": start, "end": time.perf_counter(),
+                 "cpu": time.process_time() - cpu, "reps": [keys[0].start, keys[0].stop]}
+        with open(log, "a") as f:
+            f.write(json.dumps(entry) + chr(10))
+sweep.run_task = logged
+from ftsim.cli import main
+raise SystemExit(main(sys.argv[2:]))
+"""
+"""``python -m ftsim`` with every task's worker, times and replications logged (JSON lines)."""
+
+
 def timed_run(out: Path, jobs: int, extra: list[str]) -> dict:
-    """Run the scenario in a fresh process; its wall and CPU seconds and peak RSS (MiB)."""
+    """Run the scenario in a fresh process; its wall and CPU seconds, peak RSS (MiB), and
+    timeline (:func:`timeline`)."""
+    log = out.parent / f"{out.name}.tasks.jsonl"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "ftsim", "run", str(ROOT / "scenarios" / "prod50h.yaml"),
-         "-q", "-o", str(out), "--jobs", str(jobs), *extra],
+        [sys.executable, "-c", LOGGED_COMMAND, str(log), "run",
+         str(ROOT / "scenarios" / "prod50h.yaml"), "-q", "-o", str(out), "--jobs", str(jobs),
+         *extra],
         check=True,
     )  # fmt: skip
-    wall = time.perf_counter() - start
+    end = time.perf_counter()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return {"wall": wall, "cpu": cpu, "rss_mib": after.ru_maxrss / 1024}
+    tasks = [json.loads(line) for line in log.read_text().splitlines()]
+    return {
+        "wall": end - start,
+        "cpu": cpu,
+        "rss_mib": after.ru_maxrss / 1024,
+        "timeline": timeline(tasks, start, end),
+    }
+
+
+def timeline(tasks: list[dict], start: float, end: float) -> list[str]:
+    """Lines describing where the command's wall time went (see the module docstring):
+    ``tasks`` as logged by :data:`LOGGED_COMMAND`, ``start`` and ``end`` of the command on
+    the same clock."""
+    first = min(t["start"] for t in tasks)
+    last = max(t["end"] for t in tasks)
+    lines = [f"serial start (interpreter, imports, planning): {first - start:.2f} s"]
+    for n, pid in enumerate(sorted({t["pid"] for t in tasks}, key=str)):
+        mine = sorted((t for t in tasks if t["pid"] == pid), key=lambda t: t["start"])
+        cpu = sum(t["cpu"] for t in mine)
+        done = mine[-1]["end"]
+        cells = " ".join(
+            f"r{t['reps'][0]}" + (f"-{t['reps'][1] - 1}" if t["reps"][1] - t["reps"][0] > 1 else "")
+            + f":{t['end'] - t['start']:.2f}/{t['cpu']:.2f}"
+            for t in mine
+        )  # fmt: skip
+        lines.append(
+            f"worker {n}: {len(mine)} tasks {mine[0]['start'] - start:.2f}-{done - start:.2f} s, "
+            f"CPU {cpu:.2f} s, idle at the end {last - done:.2f} s; task wall/CPU s: {cells}"
+        )
+    lines.append(f"serial end (merge, writing, exit): {end - last:.2f} s")
+    return lines
 
 
 def steps_trained(runs: pd.DataFrame) -> tuple[int, int]:
@@ -87,6 +150,8 @@ def main() -> None:
                 f"{timing['cpu']:.1f} s CPU, peak RSS {timing['rss_mib']:.0f} MiB "
                 f"(load average before: {load:.2f})"
             )
+            for line in timing["timeline"]:
+                print("   ", line)
     print(f"runs.csv identical across job counts: {len(set(outputs.values())) == 1}")
     steps, baseline = steps_trained(runs)
     trained = runs.dropna(subset=["logloss_delta"])

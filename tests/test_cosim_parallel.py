@@ -1,12 +1,14 @@
 """Trained replications in parallel: ``run --jobs`` and sweep tasks that share a baseline."""
 
 import csv
+import itertools
 import os
 import subprocess
 import sys
 from concurrent.futures import Future
 
 from ftsim.cli import main
+from ftsim.experiments.runner import simulate_reps, training_cost
 from ftsim.experiments.store import RunStore, TaskKey
 from ftsim.experiments.sweep import _groups, _planned_tasks, _submit, finish, plan_sweep, run_sweep
 from tests.conftest import SCENARIOS
@@ -77,7 +79,7 @@ class _Recorder:
         return Future()
 
 
-def test_a_pool_gets_the_trained_tasks_first_then_the_rest_in_plan_order():
+def test_a_pool_gets_the_trained_tasks_first_costliest_first_then_the_rest_in_plan_order():
     """A trained replication takes seconds where a timing batch takes milliseconds: one
     submitted last would keep a worker busy long after the other ran out of tasks."""
     plan = _plan()
@@ -85,8 +87,41 @@ def test_a_pool_gets_the_trained_tasks_first_then_the_rest_in_plan_order():
     _submit(plan, _planned_tasks(plan, 10), pool)
     order = [(g[0].point, g[0].start, len(g)) for g in pool.groups]
     trained = [(p, rep, 6) for p in (0, 1) for rep in (0, 1)]  # all policies together
+    cost = {(p, rep): training_cost(plan.points[p].scenario, rep, 6) for p, rep, _ in trained}
+    assert cost[0, 0] != cost[0, 1]  # the order is decided by the cost, not the plan
+    trained.sort(key=lambda task: -cost[task[:2]])
     timing = [(p, 2, 1) for p in (0, 1) for _ in range(6)]  # a task per policy
     assert order == trained + timing
+
+
+TINY_TRAINER = (
+    "trainer={steps: 40, batch_size: 16, replications: 6, eval_samples: 64,"
+    " model: {embedding_dim: 4, bottom_mlp: [8, 4], top_mlp: [8, 1]},"
+    " data: {kind: synthetic, row_cap: 50}}"
+)
+
+
+def costliest_first(cost) -> bool:
+    """Whether prod50h's replications 0-5, trained (a tiny model), ordered by ``cost``
+    train no more steps each than the one before (policies' own steps after their forks
+    plus the failure-free trainer's)."""
+    plan = plan_sweep(PROD50H, ["run.replications=6", TINY_TRAINER], (), None)
+    scenario = plan.points[0].scenario
+    rows, _ = simulate_reps(scenario, list(plan.policies), range(6))
+    steps = [sum(mine[rep]["trainer_own_steps"] for mine in rows) for rep in range(6)]
+    ranked = sorted(range(6), key=lambda rep: -cost(scenario, rep, len(rows)))
+    return all(steps[a] >= steps[b] for a, b in itertools.pairwise(ranked))
+
+
+def test_training_cost_ranks_replications_by_the_steps_they_train():
+    assert costliest_first(training_cost)
+
+
+def test_cost_check_catches_a_cost_that_falls_with_an_early_failure():
+    def backwards(scenario, rep, policies):
+        return -training_cost(scenario, rep, policies)
+
+    assert not costliest_first(backwards)
 
 
 def test_sweep_rows_do_not_depend_on_batching_or_workers_and_are_those_of_run(tmp_path):

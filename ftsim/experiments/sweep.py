@@ -38,7 +38,7 @@ import yaml
 from pydantic import BaseModel
 
 from ftsim.experiments.pool import default_jobs, process_pool
-from ftsim.experiments.runner import simulate_reps
+from ftsim.experiments.runner import simulate_reps, training_cost
 from ftsim.experiments.stats import SI_SUFFIX
 from ftsim.experiments.store import RunStore, StoreError, TaskKey, shard_texts
 from ftsim.notices import Notice
@@ -657,14 +657,12 @@ def _groups(plan: Plan, tasks: list[TaskKey]) -> list[list[TaskKey]]:
 
 
 def _submit(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, tuple]]:
-    """Submit ``tasks`` to ``pool`` now, those that train the model first (seconds to
-    minutes each, where a batch of timing replications takes milliseconds: started last,
-    one would keep a worker busy long after the others ran out of tasks); without a pool,
-    or for a single unit of work, they run in this process as they are iterated. (key,
-    result) of every task, as they finish."""
+    """Submit ``tasks`` to ``pool`` now, those that train the model first, the costliest
+    first (:func:`_start_order`); without a pool, or for a single unit of work, they run in
+    this process as they are iterated. (key, result) of every task, as they finish."""
     groups = _groups(plan, tasks)
     if pool is not None:
-        groups.sort(key=lambda group: not _trains(plan, group[0]))  # stable: plan order
+        groups.sort(key=lambda group: _start_order(plan, group))  # stable: plan order
     args = []
     for group in groups:
         point = plan.points[group[0].point]
@@ -674,6 +672,19 @@ def _submit(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, t
         return _serial(groups, args)
     futures = {pool.submit(run_task, *arg): g for g, arg in zip(groups, args, strict=True)}
     return _finished(futures)
+
+
+def _start_order(plan: Plan, group: list[TaskKey]) -> tuple[bool, float]:
+    """Sort key of a group of tasks submitted to a pool: those that train the model first
+    (seconds to minutes each, where a batch of timing replications takes milliseconds:
+    started last, one would keep a worker busy long after the others ran out of tasks),
+    the most trainer steps first (:func:`~ftsim.experiments.runner.training_cost`): the
+    workers then end together (prod50h on 2 workers: the last ended 0.5 s after the other
+    in plan order, together in this one)."""
+    key = group[0]
+    if not _trains(plan, key):
+        return True, 0.0
+    return False, -training_cost(plan.points[key.point].scenario, key.start, len(group))
 
 
 def _serial(groups: list[list[TaskKey]], args: list[tuple]) -> Iterator[tuple[TaskKey, tuple]]:

@@ -193,7 +193,7 @@ class TrainerSide:
     co-simulation calls :meth:`attach` when a trainer starts carrying the policy's state
     (``own`` is False while the policy still follows the shared failure-free trainer, True
     on its own trainer) and :meth:`detach` when it stops (at the fork, or when the policy's
-    training ends): ``detach`` must remove every update listener ``attach`` registered. The
+    training ends): ``detach`` must remove every listener (update or use) ``attach`` registered. The
     base class has no mechanisms.
     """
 

@@ -313,8 +313,8 @@ class _Stored:
 
 
 class CheckNRunSide(TrainerSide):
-    """Check-N-Run on the trainer: per-row "changed since" masks kept from the update
-    listener (``SparseUpdate.rows``), and the checkpoints storage holds: the baseline and
+    """Check-N-Run on the trainer: per-row "changed since" masks kept from a use
+    listener (the rows each step looked up), and the checkpoints storage holds: the baseline and
     the differential checkpoints the variant keeps, each a copy of its rows (quantized and
     dequantized at restore when ``quantize_bits`` is set) with the dense state in fp32."""
 
@@ -335,17 +335,17 @@ class CheckNRunSide(TrainerSide):
             self.since_checkpoint = np.zeros(n, dtype=bool)
             self.since_baseline = np.zeros(n, dtype=bool)
             self.initial = trainer.snapshot()
-        trainer.add_update_listener(self._observe)
+        trainer.add_use_listener(self._observe)
         self._watched.add(id(trainer))
 
     def detach(self, trainer) -> None:
         if id(trainer) in self._watched:
-            trainer.remove_update_listener(self._observe)
+            trainer.remove_use_listener(self._observe)
             self._watched.discard(id(trainer))
 
-    def _observe(self, update) -> None:
-        self.since_checkpoint[update.rows] = True
-        self.since_baseline[update.rows] = True
+    def _observe(self, step: int, rows: np.ndarray, counts: np.ndarray) -> None:
+        self.since_checkpoint[rows] = True
+        self.since_baseline[rows] = True
 
     def save(self, trainer, key: float, baseline: bool) -> None:
         """Write checkpoint ``key``: every row (``baseline``) or the changed ones."""

@@ -547,13 +547,10 @@ class SsuSide(TrainerSide):
             capacity = max(1, round(share * trainer.embeddings.n_rows))
             seed = int(self.rng.integers(2**62))
             self.sampler = UseSampler(self.params.sampling_rate, capacity, seed)
-        trainer.add_update_listener(self._observe)
+        trainer.add_use_listener(self.sampler.observe)
 
     def detach(self, trainer) -> None:
-        trainer.remove_update_listener(self._observe)
-
-    def _observe(self, update) -> None:
-        self.sampler.observe(update.step, update.rows, update.counts)
+        trainer.remove_use_listener(self.sampler.observe)
 
     def rows_to_save(self, fraction: float, trainer) -> np.ndarray:
         """The sampled ids in the buffer (the buffer then empties)."""

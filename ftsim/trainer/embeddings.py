@@ -108,6 +108,8 @@ class ShardedEmbeddings:
         self.dtype = np.dtype(dtype)
         # facebookresearch/dlrm init: uniform(-sqrt(1/n), sqrt(1/n)) for a table of n rows
         self.weights = np.empty((self.n_rows, dim), self.dtype)
+        self._rows = self.weights.view(np.dtype((np.void, dim * self.dtype.itemsize)))[:, 0]
+        """``weights`` with each row one opaque item (:meth:`lookup`)."""
         for t, n in enumerate(self.table_sizes):
             lim = np.sqrt(1.0 / n)
             self.tables_view(t)[:] = rng.uniform(-lim, lim, size=(n, dim))
@@ -216,8 +218,16 @@ class ShardedEmbeddings:
 
     # ------------------------------------------------------------- training
     def lookup(self, global_ids: np.ndarray, out: np.ndarray) -> None:
-        """Gather rows: ``out[b, t] = weights[global_ids[b, t]]``; out is (B, T, d)."""
-        self.weights.take(global_ids, axis=0, out=out, mode="clip")
+        """Gather rows: ``out[b, t] = weights[global_ids[b, t]]``; out is (B, T, d).
+
+        Into a C-contiguous ``out`` each row is copied whole, as one opaque item (the
+        trainer gathers a step's rows this way: 10 µs instead of 25 at prod50h's shapes);
+        into a strided one (e.g. ``feat[:, 1:]``) NumPy gathers into a buffer and copies
+        that into place."""
+        if out.flags.c_contiguous:
+            self._rows.take(global_ids, out=out.view(self._rows.dtype)[..., 0], mode="clip")
+        else:
+            self.weights.take(global_ids, axis=0, out=out, mode="clip")
 
     def apply_gradients(
         self, rows: np.ndarray, grad: np.ndarray, record: bool

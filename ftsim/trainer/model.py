@@ -289,9 +289,10 @@ class DotInteraction:
 class DenseDLRM:
     """Bottom MLP + dot interaction + top MLP; the embedding lookups live outside (sharded).
 
-    Usage per step: fill ``feature_buffer(B)[:, 1:]`` with the looked-up embeddings, call
-    :meth:`forward` with the dense features, then :meth:`backward` with the labels; the
-    gradient w.r.t. the embeddings is ``[:, 1:]`` of the (B, T+1, d) array it returns.
+    Usage per step: fill ``feature_buffer(B)[:, 1:]`` with the looked-up embeddings
+    (``[:, 0]`` may hold anything: :meth:`forward` writes it), call :meth:`forward` with the
+    dense features, then :meth:`backward` with the labels; the gradient w.r.t. the embeddings
+    is ``[:, 1:]`` of the (B, T+1, d) array it returns.
     """
 
     def __init__(

@@ -28,6 +28,7 @@ from ftsim.trainer.optim import DenseOptimizer
 from ftsim.trainer.usage import UseCounter
 
 UpdateListener = Callable[[SparseUpdate], None]
+UseListener = Callable[[int, np.ndarray, np.ndarray], None]
 _EVAL_CHUNK = 4096  # samples per forward pass in evaluate()
 
 
@@ -97,6 +98,7 @@ class Trainer:
         self.step = 0
         self.mfu = UseCounter(self.embeddings.n_rows) if cfg.hooks.mfu_counters else None
         self._listeners: list[UpdateListener] = []
+        self._use_listeners: list[UseListener] = []
         self._patterns: dict[int, SumPattern] = {}  # by batch size
         self._dense_grads = self.model.grads
         # what this trainer derives from a batch depends on the table layout: a batch shared
@@ -129,7 +131,7 @@ class Trainer:
         (None with ``loss=False``: the update is the same, the loss is not computed)."""
         emb, model = self.embeddings, self.model
         gids, segment_sum = self._lookups(batch)
-        emb.lookup(gids, out=model.feature_buffer(len(gids))[:, 1:])
+        emb.lookup(gids, out=model.feature_buffer(len(gids)))  # [:, 0]: the forward's
         logits = model.forward(batch.dense.astype(model.dtype, copy=False))
         batch_loss = bce_with_logits(logits, batch.label) if loss else None
         dfeat = model.backward(logits, batch.label)
@@ -150,11 +152,16 @@ class Trainer:
         if self._listeners:
             for fn in self._listeners:
                 fn(update)
+        for fn in self._use_listeners:
+            fn(self.step - 1, rows, segment_sum.counts)
         return batch_loss
 
     def _lookups(self, batch: Batch) -> tuple[np.ndarray, SegmentSum]:
-        """The batch's global row ids (B, T) and the backward of its lookups, computed by the
-        first trainer of this table layout that trains the batch and kept with it (read-only)."""
+        """The rows to gather into the interaction's input (B, T+1): the batch's global row
+        ids after a first column of placeholders (row 0; the forward pass writes the bottom
+        MLP's output there), so that each sample's rows are gathered in one contiguous run;
+        and the backward of its lookups. Computed by the first trainer of this table layout
+        that trains the batch and kept with it (read-only)."""
         found = batch.derived.get(self._derived_key)
         if found is None:
             emb = self.embeddings
@@ -165,8 +172,10 @@ class Trainer:
                 k = np.arange(b * t, dtype=np.int64)
                 pattern = self._patterns[b] = SumPattern(k + k // t + 1, b * (t + 1))
             gids = batch.cat + emb.offsets[:-1]
-            gids.flags.writeable = False
-            found = (gids, SegmentSum(gids.reshape(-1), emb.n_rows, pattern))
+            rows = np.zeros((b, gids.shape[1] + 1), np.int64)
+            rows[:, 1:] = gids
+            rows.flags.writeable = False
+            found = (rows, SegmentSum(gids.reshape(-1), emb.n_rows, pattern))
             batch.derived[self._derived_key] = found
         return found
 
@@ -183,9 +192,10 @@ class Trainer:
         out = np.empty(len(batch), dtype=np.float64)
         for a in range(0, len(batch), _EVAL_CHUNK):
             dense = batch.dense[a : a + _EVAL_CHUNK].astype(self.model.dtype, copy=False)
-            gids = batch.cat[a : a + _EVAL_CHUNK] + self.embeddings.offsets[:-1]
-            feat = self.model.feature_buffer(len(gids))
-            self.embeddings.lookup(gids, out=feat[:, 1:])
+            cat = batch.cat[a : a + _EVAL_CHUNK]
+            gids = np.zeros((len(cat), cat.shape[1] + 1), np.int64)  # [:, 0]: the forward's
+            np.add(cat, self.embeddings.offsets[:-1], out=gids[:, 1:])
+            self.embeddings.lookup(gids, out=self.model.feature_buffer(len(gids)))
             out[a : a + len(gids)] = sigmoid(self.model.forward(dense).astype(np.float64))
         return out
 
@@ -260,3 +270,16 @@ class Trainer:
     def remove_update_listener(self, fn: UpdateListener) -> None:
         """Stop calling ``fn``."""
         self._listeners.remove(fn)
+
+    def add_use_listener(self, fn: UseListener) -> None:
+        """Call ``fn(step, rows, counts)`` after every step: the step's index, the sorted
+        unique global rows it looked up and their lookups in the batch (read-only: every
+        trainer of the batch shares them). For what needs only which rows a step used (e.g.
+        CPR-SSU's sampler): unlike an update listener, it has the step record nothing (an
+        update record copies the rows' values before and after, ~9 µs a step at prod50h's
+        shapes)."""
+        self._use_listeners.append(fn)
+
+    def remove_use_listener(self, fn: UseListener) -> None:
+        """Stop calling ``fn``."""
+        self._use_listeners.remove(fn)

@@ -227,6 +227,49 @@ def test_step_check_catches_a_pair_copied_from_the_wrong_column(small, monkeypat
     assert first_difference(*trained_both_ways(small)) is not None
 
 
+def test_step_check_catches_rows_gathered_one_slot_early(small, monkeypatch):
+    original = Trainer._lookups
+
+    def early(self, batch):  # the placeholder column last: each row lands one slot early
+        rows, segment_sum = original(self, batch)
+        return np.roll(rows, -1, axis=1), segment_sum
+
+    monkeypatch.setattr(Trainer, "_lookups", early)
+    assert first_difference(*trained_both_ways(small)) is not None
+
+
+def plain_predictions(tr: Trainer, batch) -> np.ndarray:
+    """Click probabilities by the plain formulas: the rows gathered by fancy indexing into
+    the interaction input's ``[:, 1:]``, the model's forward pass over the whole set."""
+    m = tr.model
+    dense = batch.dense.astype(m.dtype)
+    feat = m.feature_buffer(len(batch))
+    feat[:, 1:] = tr.embeddings.weights[batch.cat + tr.embeddings.offsets[:-1]]
+    return sigmoid(m.forward(dense).astype(np.float64))
+
+
+@SETTINGS
+@given(cfg=configs)
+def test_predictions_equal_the_plain_formulas(cfg):
+    tr = Trainer(cfg)
+    tr.train(2)
+    assert tr.predict(tr.eval_set).tobytes() == plain_predictions(tr, tr.eval_set).tobytes()
+
+
+def test_prediction_check_catches_rows_gathered_one_table_off(small, monkeypatch):
+    from ftsim.trainer.embeddings import ShardedEmbeddings
+
+    original = ShardedEmbeddings.lookup
+
+    def shifted(self, ids, out):  # each sample's rows moved one table to the right
+        original(self, np.roll(ids, 1, axis=1), out)
+
+    tr = Trainer(small)
+    tr.train(2)
+    monkeypatch.setattr(ShardedEmbeddings, "lookup", shifted)
+    assert tr.predict(tr.eval_set).tobytes() != plain_predictions(tr, tr.eval_set).tobytes()
+
+
 def test_step_check_catches_a_symmetric_weight_with_its_diagonal_set(small, monkeypatch):
     original = DotInteraction.__init__
 

@@ -118,3 +118,50 @@ def test_student_learns_the_teacher():
     assert m["logloss"] < constant - MARGIN_VS_CONSTANT
     assert m["logloss"] < teacher + MAX_GAP_TO_TEACHER
     assert m["auc"] > 0.72
+
+
+def uses_match_updates(cfg, steps: int = 3) -> bool:
+    """A use listener hears, after every step, the step, rows and counts an update listener
+    hears; the values it does not ask for are not recorded (no update listener: the step
+    copies no rows)."""
+    heard_updates, heard_uses = [], []
+    recorder = Trainer(cfg)
+    recorder.add_update_listener(lambda u: heard_updates.append((u.step, u.rows, u.counts)))
+    recorder.train(steps)
+    user = Trainer(cfg)
+    user.add_use_listener(lambda step, rows, counts: heard_uses.append((step, rows, counts)))
+    reads = []
+    original = user.embeddings.read_rows_sorted
+    user.embeddings.read_rows_sorted = lambda rows: reads.append(rows) or original(rows)
+    user.train(steps)
+    if reads or len(heard_uses) != len(heard_updates):
+        return False
+    for (s1, r1, c1), (s2, r2, c2) in zip(heard_updates, heard_uses, strict=True):
+        if s1 != s2 or not np.array_equal(r1, r2) or not np.array_equal(c1, c2):
+            return False
+    return True
+
+
+def test_use_listener_hears_the_rows_an_update_listener_hears(make_config):
+    assert uses_match_updates(make_config())
+
+
+def test_use_check_catches_the_step_after(make_config, monkeypatch):
+    original = Trainer.add_use_listener
+
+    def late(self, fn):  # hears the step count after the step, not the step's index
+        original(self, lambda step, rows, counts: fn(step + 1, rows, counts))
+
+    monkeypatch.setattr(Trainer, "add_use_listener", late)
+    assert not uses_match_updates(make_config())
+
+
+def test_use_check_catches_a_recorded_step(make_config, monkeypatch):
+    original = Trainer.add_use_listener
+
+    def recording(self, fn):  # the use listener registered as an update listener too
+        original(self, fn)
+        self.add_update_listener(lambda update: None)
+
+    monkeypatch.setattr(Trainer, "add_use_listener", recording)
+    assert not uses_match_updates(make_config())
