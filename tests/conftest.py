@@ -10,6 +10,15 @@ from ftsim.scenario.loader import load_scenario
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+RUN_FILES = (
+    "manifest.json",
+    "runs.csv",
+    "runs.parquet",
+    "scenario.yaml",
+    "summary.csv",
+    "timeline.csv",
+)
+"""What a finished run (or sweep) folder holds, sorted."""
 
 
 @pytest.fixture

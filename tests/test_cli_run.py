@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.conftest import SCENARIOS
+from tests.conftest import RUN_FILES, SCENARIOS
 
 REQUIRED = [
     "scenario",
@@ -53,14 +53,7 @@ def test_run_writes_every_file_with_the_schema(tmp_path):
     result = _run(tmp_path / "r", "--reps", "3")
     assert result.returncode == 0, result.stderr
     out = tmp_path / "r"
-    for name in (
-        "runs.csv",
-        "runs.parquet",
-        "summary.csv",
-        "timeline.csv",
-        "manifest.json",
-        "scenario.yaml",
-    ):
+    for name in RUN_FILES:
         assert (out / name).stat().st_size > 0, name
     runs = pd.read_csv(out / "runs.csv")
     assert set(REQUIRED) <= set(runs.columns)

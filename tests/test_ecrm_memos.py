@@ -14,16 +14,7 @@ from ftsim.experiments.prepare import prepare
 from ftsim.policies.ecrm import Ecrm, common_part, compact_common_part
 from ftsim.stripes import CompactArray, Recent
 from tests.conftest import scenario
-
-BUSY = (
-    "policies=[{kind: ecrm, k: 2, r: 1, fallback: partial, interval: 20 min}]",
-    "cluster.emb_ps=60",
-    "cluster.nic_bandwidth=1 Gbit/s",
-    "failures.0.count=40",
-    "trainer.enabled=false",
-)
-"""60 PS losing 4 at a time, 40 times, on slow NICs, saving every 20 min: ranges of several
-failures overlap, failures take over shards under rebuild, saves disturb ranges."""
+from tests.test_ecrm_ranges import BUSY  # ranges of several failures overlap, take-overs
 
 VARIANTS = [
     (),

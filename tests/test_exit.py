@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "scenarios" / "smoke.yaml"
+from tests.conftest import ROOT, RUN_FILES, SCENARIOS
+
+SMOKE = SCENARIOS / "smoke.yaml"
 
 
 def _python(program: str, *args: str) -> subprocess.CompletedProcess:
@@ -84,11 +84,4 @@ def test_the_command_line_keeps_its_statuses_and_messages(tmp_path):
     done = ftsim("run", str(SMOKE), "--no-trainer", "--reps", "2", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith(f"results: {out}\n")
-    assert sorted(p.name for p in out.iterdir()) == [
-        "manifest.json",
-        "runs.csv",
-        "runs.parquet",
-        "scenario.yaml",
-        "summary.csv",
-        "timeline.csv",
-    ]
+    assert tuple(sorted(p.name for p in out.iterdir())) == RUN_FILES

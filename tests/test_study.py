@@ -6,7 +6,7 @@ import pytest
 from ftsim.cli import EXIT_INTERRUPTED, main
 from ftsim.experiments import study, sweep
 from ftsim.experiments.output import STAGING_PREFIX
-from tests.conftest import SCENARIOS
+from tests.conftest import RUN_FILES, SCENARIOS
 
 SMOKE = str(SCENARIOS / "smoke.yaml")
 
@@ -36,16 +36,7 @@ def test_an_interrupted_run_into_an_earlier_run_keeps_the_earlier_files(tmp_path
     out = tmp_path / "run"
     assert main(["run", SMOKE, "--reps", "2", "-q", "-o", str(out)]) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert sorted(before) == sorted(
-        [
-            "manifest.json",
-            "runs.csv",
-            "runs.parquet",
-            "scenario.yaml",
-            "summary.csv",
-            "timeline.csv",
-        ]  # fmt: skip
-    )
+    assert tuple(sorted(before)) == RUN_FILES
     _interrupt_second_task(monkeypatch)
     args = ["run", SMOKE, "--reps", "3", "--jobs", "1", "-q", "-o", str(out), "--force"]
     assert main(args) == EXIT_INTERRUPTED

@@ -11,7 +11,7 @@ from ftsim.experiments.store import RunStore
 from ftsim.experiments.sweep import expand, finish, parse_grid_option, plan_sweep, run_sweep
 from ftsim.scenario.loader import ScenarioError
 from ftsim.scenario.schema import Sweep
-from tests.conftest import SCENARIOS
+from tests.conftest import RUN_FILES, SCENARIOS
 
 SMOKE = SCENARIOS / "smoke.yaml"
 INTERVALS = "policies.*.interval=10 min,30 min"
@@ -158,14 +158,7 @@ def test_cli_sweep_writes_the_run_folder_and_refuses_a_foreign_resume(tmp_path, 
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "computed 12, reused 0 (replications)" in printed
-    for name in (
-        "runs.csv",
-        "runs.parquet",
-        "summary.csv",
-        "timeline.csv",
-        "manifest.json",
-        "scenario.yaml",
-    ):
+    for name in RUN_FILES:
         assert (out / name).stat().st_size > 0
     assert main(args) == 2
     assert "already holds a sweep" in capsys.readouterr().err
