@@ -300,3 +300,20 @@ def test_the_timeline_is_in_the_first_environment_point_never_the_cheapest(tmp_p
     frequent = summary[summary["failures.0.job_mtbf"] == "1 h"]
     best = frequent.loc[frequent.overhead_frac_mean.idxmin(), "point"]
     assert set(pd.read_csv(out / "plots" / "timeline.csv")["point"]) == {best}
+
+
+def test_a_knob_of_another_policy_is_not_named_in_a_policys_breakdown_label(tmp_path):
+    """``policies.0.interval`` changes only policy 0 (full): CPR's bar must not say it chose
+    an interval of it, though CPR's paired differences against full (``…_diff_…`` columns)
+    do follow that knob (with them in the comparison, CPR was labelled ``interval=2 h``)."""
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "full", "--policy", "cpr"]
+    grid = ["--grid", "policies.0.interval=2 h,8 h", "--reps", "2", "--jobs", "1"]
+    assert main([*args, "--no-trainer", *grid, "-q", "-o", str(out)]) == 0
+    summary = pd.read_csv(out / "summary.csv")
+    cpr = summary[summary["policy"] == "cpr"]
+    assert cpr["overhead_frac_diff_mean"].nunique() == 2  # the trap: diffs follow the knob
+    plot_run(out)
+    t = pd.read_csv(out / "plots" / "breakdown.csv").set_index("policy")
+    assert t.loc["full", "setting"] == "interval=2 h"
+    assert pd.isna(t.loc["cpr", "setting"])

@@ -119,14 +119,18 @@ def _pls(row: pd.Series) -> float:
 def _setting(data: RunData, best: pd.Series, mine: pd.DataFrame) -> str:
     """The values at ``best``'s point of the policy knobs that change this policy (``mine``:
     its summary rows in the panel), ``key=value, …``: what its best point chose. A knob of
-    another policy (``policies.0.interval`` for policy 1) leaves its rows identical. When
+    another policy (``policies.0.interval`` for policy 1) leaves its rows identical, but
+    for the paired differences against the reference policy (``…_diff_…``), which follow
+    the reference's knobs and are not what this policy ran. When
     CPR fell back to full recovery, the interval asked for did not run: the label says
     what did instead."""
     point, policy = int(best["point"]), best["policy"]
     ran_instead = _fell_back(data, best)
     knobs = [d for d in data.dimensions if d.policy_knob]
-    results = [  # what ran, not the swept values themselves (nor their ``<key>_si`` forms)
-        c for c in mine.columns if c.endswith("_mean") and not c.startswith(tuple(data.columns))
+    results = [  # what ran: not the swept values (nor their ``<key>_si`` forms), not diffs
+        c
+        for c in mine.columns
+        if c.endswith("_mean") and "_diff_" not in c and not c.startswith(tuple(data.columns))
     ]
     means = mine[results].astype(float).round(12)
     signature = pd.Series([str(tuple(row)) for row in means.to_numpy()], index=mine.index)
