@@ -93,3 +93,23 @@ def test_sweep_prints_progress_lines_to_a_log_and_none_with_q(tmp_path, capsys):
     assert lines[-1].startswith("sweep: 6/6 tasks (100%), 12/12 replications")
     assert main([*args, "-q", "-o", str(tmp_path / "b")]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_the_eta_counts_trained_replications_alone_while_some_remain():
+    """4 trained replications of 10 s each, then 100 timing ones of 0.02 s: counting every
+    replication alike, the first line would say 10 s × 103 = 0:17:10 is left; counting the
+    trained ones while they remain, 30 s; then the timing ones since the last trained one."""
+    stream, clock = io.StringIO(), Clock()
+    progress = Progress("run", False, stream, clock)
+    progress.planned(14, 104, 0, trained=4)
+    for _ in range(4):
+        clock.now += 10
+        progress.finished(1, trained=True)
+    for _ in range(10):
+        clock.now += 0.2
+        progress.finished(10)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "run: 1/14 tasks (7%), 1/104 replications, 0:00:10 elapsed, ETA 0:00:30"
+    assert lines[3].endswith("0:00:40 elapsed, ETA ?")  # no timing replication timed yet
+    assert lines[4].endswith("ETA 0:00:02")  # 10 in 0.2 s, 90 left
+    assert lines[-1].endswith("0:00:42 elapsed, ETA 0:00:00")

@@ -437,8 +437,9 @@ def run_task(
 class Progress(Protocol):
     """What :func:`run_sweep` reports (:class:`ftsim.experiments.progress.Progress`)."""
 
-    def planned(self, tasks: int, reps: int, reused: int) -> None:
-        """A round of ``tasks`` to compute (``reps`` replications); ``reused`` found stored."""
+    def planned(self, tasks: int, reps: int, reused: int, trained: int = 0) -> None:
+        """A round of ``tasks`` to compute (``reps`` replications, ``trained`` of which train
+        the model); ``reused`` found stored."""
 
     def finished(self, reps: int, trained: bool) -> None:
         """A task of ``reps`` replications finished (``trained``: it trained the model)."""
@@ -483,7 +484,8 @@ def compute(
         reused += round_.reused
         if progress is not None:
             reps = sum(len(key.reps) for key in round_.tasks)
-            progress.planned(len(round_.tasks), reps, round_.reused)
+            trained = sum(len(key.reps) for key in round_.tasks if _trains(plan, key))
+            progress.planned(len(round_.tasks), reps, round_.reused, trained)
         for key, (rows_csv, timeline_csv) in round_.results:
             store.write_shard(key, rows_csv, timeline_csv)
             computed += len(key.reps)
