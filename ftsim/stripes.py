@@ -41,11 +41,13 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from ftsim.sim.memo import Recent
+
 LayoutKind = Literal["rotating", "grouped"]
 _MEMO_SIZE = 4096
 """Failed sets a layout remembers the loss of before it starts afresh."""
 RECENT_SIZE = 64
-"""Per-shard arrays a memo keeps whole (the most recently used; :class:`ShardArrays`): more
+"""Per-shard values a memo keeps whole (the most recently used; :class:`CompactMemo`): more
 than a replication's failed shards, fewer than a large cluster's shards."""
 
 
@@ -99,48 +101,37 @@ class CompactArray(NamedTuple):
         return out
 
 
-class Recent(dict):
-    """A memo that keeps its ``size`` most recently used entries (:meth:`get` and
-    :meth:`put` use one; the least recently used goes when a new one does not fit)."""
+class CompactMemo:
+    """Per-shard values made by ``make(shard)`` (a shard's read-only (N,) arrays, or what is
+    made of them), memoised in O(N · exceptions) memory, not O(N²): each one packed
+    (``pack``, e.g. :meth:`CompactArray.of`), the :data:`RECENT_SIZE` most recently used also
+    whole (a replication asks for a few shards again and again; ``unpack`` makes the others
+    whole again, bit for bit)."""
 
-    def __init__(self, size: int | None = None):
-        super().__init__()
-        self.size = RECENT_SIZE if size is None else size
+    def __init__(self, make, pack, unpack):
+        self._make, self._pack, self._unpack = make, pack, unpack
+        self._compact: dict = {}
+        self._whole = Recent(RECENT_SIZE)
 
-    def get(self, key, default=None):
-        found = self.pop(key, default)
-        if found is not default:
-            self[key] = found
-        return found
-
-    def put(self, key, value):
-        if len(self) >= self.size:
-            del self[next(iter(self))]
-        self[key] = value
-        return value
-
-
-class ShardArrays:
-    """Per-shard read-only (N,) arrays made by ``make(shard)``, memoised in O(N · exceptions)
-    memory, not O(N²): each one compact (:class:`CompactArray`), the :data:`RECENT_SIZE`
-    most recently used also whole (a replication asks for a few shards again and again)."""
-
-    def __init__(self, make):
-        self._make = make
-        self._compact: dict[int, CompactArray] = {}
-        self._whole = Recent()
-
-    def __call__(self, shard: int) -> np.ndarray:
+    def __call__(self, shard: int):
+        """The value for ``shard``, whole."""
         found = self._whole.get(shard)
         if found is None:
             compact = self._compact.get(shard)
             if compact is None:
-                found = np.array(self._make(shard), dtype=np.float64)
-                found.flags.writeable = False
-                self._compact[shard] = CompactArray.of(found)
+                found = self._make(shard)
+                self._compact[shard] = self._pack(found)
             else:
-                found = compact.array()
+                found = self._unpack(compact)
             self._whole.put(shard, found)
+        return found
+
+    def compact(self, shard: int):
+        """The value for ``shard``, packed (without making it whole)."""
+        found = self._compact.get(shard)
+        if found is None:
+            self(shard)
+            found = self._compact[shard]
         return found
 
 
@@ -181,11 +172,14 @@ class StripeLayout:
     group_size: int | None = None
     _losses: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     """Failed set → :class:`Loss` (memo of :meth:`loss`)."""
-    _read_memo: ShardArrays | None = field(default=None, init=False, repr=False, compare=False)
+    _read_memo: CompactMemo | None = field(default=None, init=False, repr=False, compare=False)
     """Shard → its lone failure's reads (memo of :meth:`reads`)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_read_memo", ShardArrays(lambda shard: _reads(self, shard)))
+        memo = CompactMemo(
+            lambda shard: _read_only(_reads(self, shard)), CompactArray.of, CompactArray.array
+        )
+        object.__setattr__(self, "_read_memo", memo)
         n, k, r = self.n_shards, self.k, self.r
         if k < 1 or r < 1:
             raise LayoutError("k" if k < 1 else "r", f"need k >= 1 and r >= 1; got k={k}, r={r}")
@@ -284,7 +278,7 @@ class StripeLayout:
         """(N,) rows read from each shard per decoded row of ``shard`` when it fails alone,
         averaged over one period: decoding a row reads the k − 1 other data rows of its
         stripe and its first parity row (sums to k; memoised per shard, compactly:
-        :class:`ShardArrays`)."""
+        :class:`CompactMemo`)."""
         return self._read_memo(shard)
 
     def rebuild_reads(self, shard: int) -> np.ndarray:
@@ -293,9 +287,7 @@ class StripeLayout:
         :meth:`reads` (k rows) and each of its parity rows (r/k per data row when the layout
         is balanced) reads the k data rows of its stripe (sums to k + r; worked out each
         time: its user, ECRM's plan, keeps what it makes of it)."""
-        found = _parity_reads(self, shard) + self.reads(shard)
-        found.flags.writeable = False
-        return found
+        return _read_only(_parity_reads(self, shard) + self.reads(shard))
 
     def _period(self) -> tuple[int, int, int]:
         """Rotating: (g, h, U) with g = gcd(N, k), h = gcd(N − k, r), U = (N − k)/h.
@@ -402,3 +394,10 @@ def _parity_reads(layout: StripeLayout, shard: int) -> np.ndarray:
         out += np.bincount((starts + i) % n, weights=holds, minlength=n)
     data_rows = sum(1 for i in range(k) if (shard - i) % n % g == 0) * patterns
     return out / data_rows
+
+
+def _read_only(values) -> np.ndarray:
+    """``values`` as a float64 array that cannot be written (a memo hands it out)."""
+    found = np.asarray(values, dtype=np.float64)
+    found.flags.writeable = False
+    return found

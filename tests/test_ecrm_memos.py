@@ -12,7 +12,8 @@ import ftsim.sim.network as network
 import ftsim.stripes as stripes
 from ftsim.experiments.prepare import prepare
 from ftsim.policies.ecrm import Ecrm, common_part, compact_common_part
-from ftsim.stripes import CompactArray, Recent
+from ftsim.sim.memo import Recent
+from ftsim.stripes import CompactArray
 from tests.conftest import scenario
 from tests.test_ecrm_ranges import BUSY  # ranges of several failures overlap, take-overs
 
@@ -106,11 +107,11 @@ def test_memos_stay_bounded_and_evicting_changes_no_result(extra, monkeypatch):
         routes, plan = prepared.routes, prepared.plan
         assert len(routes.repeated) <= 2
         assert len(routes.topology.checked) <= 8
-        assert len(plan._rebuilds) <= 2 and len(plan._common) <= 2
+        assert len(plan._rebuilds._whole) <= 2 and len(plan._common) <= 2
         assert len(plan.stripes._read_memo._whole) <= 2
     assert got == expected
     n = plan.n_shards
-    kept = [arrays for _, *fields in plan._kept.values() for arrays in fields]
+    kept = [arrays for _, *fields in plan._rebuilds._compact.values() for arrays in fields]
     compact = [a for a in kept if isinstance(a, CompactArray)]
     compact += plan.stripes._read_memo._compact.values()
     assert len(compact) >= (3 if "policies.0.fallback=rollback" in extra else 100)

@@ -74,6 +74,7 @@ from typing import ClassVar, Literal, NamedTuple
 import numpy as np
 from pydantic import Field, model_validator
 
+from ftsim import stripes
 from ftsim.notices import RenamedField
 from ftsim.policies.base import Plan, Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll
@@ -82,9 +83,10 @@ from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.cluster import lone_transfer_s
 from ftsim.sim.failures import Failure
+from ftsim.sim.memo import Recent
 from ftsim.sim.network import FlowGroup, GroupedFlows
 from ftsim.sim.nodes import any_trainer, failed_shards
-from ftsim.stripes import CompactArray, LayoutError, Recent, StripeLayout
+from ftsim.stripes import CompactArray, CompactMemo, LayoutError, StripeLayout
 
 QUICK_MEMCPY_BLOCK_B = 2**30
 """ECRec's ``QuickMemcpy`` (``common/thread_pool.h:50-73``) copies below two blocks in one
@@ -955,14 +957,13 @@ class EcrmPlan(Plan):
         self.save_s = layout.full_save_s()
         self.snapshot_bytes = max(layout.shard_bytes, layout.dense_bytes)
         self.interval_s = params.interval
-        self._rebuilds: Recent = Recent()
-        """Shard → its rebuild alone (:meth:`rebuild`), the most recently used."""
-        self._kept: dict[int, CompactRebuild] = {}
-        """Shard → its rebuild alone, its two arrays compact: every shard's, in
-        O(exceptions) memory (whole, at 100× nodes, 1,800 of them took ~50 MB)."""
+        self._rebuilds = CompactMemo(self._plan_rebuild, CompactRebuild.of, CompactRebuild.whole)
+        """Shard → its rebuild alone (:meth:`rebuild`): every shard's with its two arrays
+        compact, in O(exceptions) memory (whole, at 100× nodes, 1,800 of them took ~50 MB),
+        the most recently used also whole."""
         self._reads: dict[tuple, float] = {}
         """Degraded (shard, share) pairs → :meth:`reads_slowdown`."""
-        self._common: Recent = Recent()
+        self._common = Recent(stripes.RECENT_SIZE)
         """Shard → :meth:`common_part`, the most recently used."""
         self._pauses: dict[tuple, float] = {}
         """(shards, switch) → :meth:`switch_pause_s`."""
@@ -984,29 +985,15 @@ class EcrmPlan(Plan):
     def rebuild(self, shard: int) -> RebuildPlan:
         """The rebuild of ``shard`` alone (planned on first need, for every replication; its
         arrays are read-only)."""
-        found = self._rebuilds.get(shard)
-        if found is None:
-            kept = self._kept.get(shard)
-            if kept is None:
-                found = self._plan_rebuild(shard)
-                found.range_B.flags.writeable = found.busy.flags.writeable = False
-                self._kept[shard] = CompactRebuild.of(found)
-            else:
-                found = kept.whole()
-            self._rebuilds.put(shard, found)
-        return found
+        return self._rebuilds(shard)
 
     def compact_rebuild(self, shard: int) -> CompactRebuild:
         """:meth:`rebuild` with its arrays compact (its times without making them whole)."""
-        kept = self._kept.get(shard)
-        if kept is None:
-            self.rebuild(shard)
-            kept = self._kept[shard]
-        return kept
+        return self._rebuilds.compact(shard)
 
     def _plan_rebuild(self, shard: int) -> RebuildPlan:
         inputs = self.inputs
-        return plan_rebuild(
+        found = plan_rebuild(
             self.params,
             inputs.job,
             inputs.cluster,
@@ -1014,6 +1001,8 @@ class EcrmPlan(Plan):
             self.stripes.rebuild_reads(shard),
             self.parity_Bps,
         )
+        found.range_B.flags.writeable = found.busy.flags.writeable = False
+        return found
 
     def common_part(self, shard: int) -> tuple[float, np.ndarray]:
         """The bytes most survivors send ``shard``'s replacement per range (all but a few,
