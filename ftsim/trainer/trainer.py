@@ -157,10 +157,8 @@ class Trainer:
         return batch_loss
 
     def _lookups(self, batch: Batch) -> tuple[np.ndarray, SegmentSum]:
-        """The rows to gather into the interaction's input (B, T+1): the batch's global row
-        ids after a first column of placeholders (row 0; the forward pass writes the bottom
-        MLP's output there), so that each sample's rows are gathered in one contiguous run;
-        and the backward of its lookups. Computed by the first trainer of this table layout
+        """The rows to gather into the interaction's input (:meth:`_gathered_rows`) and the
+        backward of the batch's lookups. Computed by the first trainer of this table layout
         that trains the batch and kept with it (read-only)."""
         found = batch.derived.get(self._derived_key)
         if found is None:
@@ -171,11 +169,9 @@ class Trainer:
                 t = len(emb.table_sizes)  # (B * (T+1), d) interaction gradient
                 k = np.arange(b * t, dtype=np.int64)
                 pattern = self._patterns[b] = SumPattern(k + k // t + 1, b * (t + 1))
-            gids = batch.cat + emb.offsets[:-1]
-            rows = np.zeros((b, gids.shape[1] + 1), np.int64)
-            rows[:, 1:] = gids
+            rows = self._gathered_rows(batch.cat)
             rows.flags.writeable = False
-            found = (rows, SegmentSum(gids.reshape(-1), emb.n_rows, pattern))
+            found = (rows, SegmentSum(rows[:, 1:].reshape(-1), emb.n_rows, pattern))
             batch.derived[self._derived_key] = found
         return found
 
@@ -192,9 +188,7 @@ class Trainer:
         out = np.empty(len(batch), dtype=np.float64)
         for a in range(0, len(batch), _EVAL_CHUNK):
             dense = batch.dense[a : a + _EVAL_CHUNK].astype(self.model.dtype, copy=False)
-            cat = batch.cat[a : a + _EVAL_CHUNK]
-            gids = np.zeros((len(cat), cat.shape[1] + 1), np.int64)  # [:, 0]: the forward's
-            np.add(cat, self.embeddings.offsets[:-1], out=gids[:, 1:])
+            gids = self._gathered_rows(batch.cat[a : a + _EVAL_CHUNK])
             self.embeddings.lookup(gids, out=self.model.feature_buffer(len(gids)))
             out[a : a + len(gids)] = sigmoid(self.model.forward(dense).astype(np.float64))
         return out
@@ -270,6 +264,15 @@ class Trainer:
     def remove_update_listener(self, fn: UpdateListener) -> None:
         """Stop calling ``fn``."""
         self._listeners.remove(fn)
+
+    def _gathered_rows(self, cat: np.ndarray) -> np.ndarray:
+        """The global rows (B, T+1) to gather into the interaction's input for the local
+        row ids ``cat`` (B, T): a first column of placeholders (row 0; the forward pass
+        writes the bottom MLP's output there), then each table's rows, so that each
+        sample's rows are gathered in one contiguous run."""
+        rows = np.zeros((len(cat), cat.shape[1] + 1), np.int64)
+        np.add(cat, self.embeddings.offsets[:-1], out=rows[:, 1:])
+        return rows
 
     def add_use_listener(self, fn: UseListener) -> None:
         """Call ``fn(step, rows, counts)`` after every step: the step's index, the sorted
