@@ -41,8 +41,6 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from ftsim.sim.memo import Recent
-
 LayoutKind = Literal["rotating", "grouped"]
 _MEMO_SIZE = 4096
 """Failed sets a layout remembers the loss of before it starts afresh."""
@@ -99,6 +97,27 @@ class CompactArray(NamedTuple):
         out[self.positions] = self.values
         out.flags.writeable = False
         return out
+
+
+class Recent(dict):
+    """A memo that keeps its ``size`` most recently used entries (:meth:`get` and
+    :meth:`put` use one; the least recently used goes when a new one does not fit)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def get(self, key, default=None):
+        found = self.pop(key, default)
+        if found is not default:
+            self[key] = found
+        return found
+
+    def put(self, key, value):
+        if len(self) >= self.size:
+            del self[next(iter(self))]
+        self[key] = value
+        return value
 
 
 class CompactMemo:

@@ -12,8 +12,7 @@ import ftsim.sim.network as network
 import ftsim.stripes as stripes
 from ftsim.experiments.prepare import prepare
 from ftsim.policies.ecrm import Ecrm, common_part, compact_common_part
-from ftsim.sim.memo import Recent
-from ftsim.stripes import CompactArray
+from ftsim.stripes import CompactArray, Recent
 from tests.conftest import scenario
 from tests.test_ecrm_ranges import BUSY  # ranges of several failures overlap, take-overs
 

@@ -83,10 +83,9 @@ from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.sim.cluster import lone_transfer_s
 from ftsim.sim.failures import Failure
-from ftsim.sim.memo import Recent
 from ftsim.sim.network import FlowGroup, GroupedFlows
 from ftsim.sim.nodes import any_trainer, failed_shards
-from ftsim.stripes import CompactArray, CompactMemo, LayoutError, StripeLayout
+from ftsim.stripes import CompactArray, CompactMemo, LayoutError, Recent, StripeLayout
 
 QUICK_MEMCPY_BLOCK_B = 2**30
 """ECRec's ``QuickMemcpy`` (``common/thread_pool.h:50-73``) copies below two blocks in one

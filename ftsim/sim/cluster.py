@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ftsim.sim.memo import Recent
 from ftsim.sim.network import Link, Network, Topology, Transfer
 from ftsim.sim.nodes import node_name
 
@@ -231,7 +230,7 @@ class SharedRoutes:
         self.transfers: dict = {}
         """Repeated transfers (a full save or load, all PS writing the same bytes), built
         once: the network then recognizes the tuple and skips checking it again."""
-        self.repeated = Recent(REPEATED_SIZE)
+        self.repeated: dict = {}
         """Key → a transfer a policy makes again and again (:meth:`ClusterNetwork.repeated`):
         the :data:`REPEATED_SIZE` most recently used, in order of use."""
 
@@ -379,10 +378,14 @@ class ClusterNetwork:
         keys are kept): the network then finds how the transfer runs alone by the tuple,
         not by checking it again. For a transfer a policy makes again and again with the
         same flows (ECRM's rebuild ranges)."""
-        found = self._repeated.get(key)
+        repeated = self._repeated
+        found = repeated.pop(key, None)
         if found is None:
             built = build()
-            found = self._repeated.put(key, built if isinstance(built, tuple) else tuple(built))
+            found = built if isinstance(built, tuple) else tuple(built)
+            if len(repeated) >= REPEATED_SIZE:  # the least recently used goes
+                del repeated[next(iter(repeated))]
+        repeated[key] = found
         return found
 
     def shard_writes(self, shards: Sequence[int], bytes_each: float | None = None):
