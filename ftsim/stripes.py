@@ -68,17 +68,21 @@ class CompactArray(NamedTuple):
 
     @classmethod
     def of(cls, array: np.ndarray) -> CompactArray:
-        floats = np.array(array, dtype=np.float64).ravel()
+        floats = np.ascontiguousarray(array, dtype=np.float64).ravel()
         bits = floats.view(np.int64)
         n = len(bits)
         if not n:
-            return cls(0, 0.0, np.flatnonzero(bits), floats)
-        best, fewest = 0, n + 1
-        for at in (n // 2, n // 4, 3 * n // 4):
-            others = np.count_nonzero(bits != bits[at])
-            if others < fewest:
-                best, fewest = at, others
-        positions = np.flatnonzero(bits != bits[best])
+            return cls(0, 0.0, np.flatnonzero(bits), floats.copy())
+        best = n // 2
+        differ = bits != bits[best]
+        fewest = np.count_nonzero(differ)
+        if 2 * fewest >= n:  # no majority: another candidate may be more frequent
+            for at in (n // 4, 3 * n // 4):
+                others = np.count_nonzero(bits != bits[at])
+                if others < fewest:
+                    best, fewest = at, others
+            differ = bits != bits[best]
+        positions = np.flatnonzero(differ)
         return cls(n, float(floats[best]), positions, floats[positions])
 
     def at(self, indices: np.ndarray) -> np.ndarray:

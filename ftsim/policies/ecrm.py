@@ -419,17 +419,26 @@ def plan_rebuild(
     ranges = params.rebuild_ranges
     range_B = rebuild_sent_B(params, job, shard_bytes, reads) / ranges
     sent = range_B[range_B > 0]
-    sizes = sent.tolist()
     cap = min(free, params.flow_bandwidth or math.inf)
     if free > 0:
         transfer_s = lone_transfer_s(sent, np.full(len(sent), cap), free, cluster.network_latency)
     else:
         transfer_s = math.inf
     busy = range_B / (transfer_s * nic) if transfer_s > 0 else np.zeros_like(range_B)
-    gap_s = params.rebuild_batches * params.request_latency + sum(sizes) / params.decode_bandwidth
+    decoded_B = sequential_sum(sent)
+    gap_s = params.rebuild_batches * params.request_latency + decoded_B / params.decode_bandwidth
     arrays = range_arrays_B(job, shard_bytes, ranges)
     pauses = switch_pauses_s(params, arrays, cluster.memory_copy_Bps)
     return RebuildPlan(ranges, range_B, transfer_s, gap_s, pauses, busy)
+
+
+def sequential_sum(values: np.ndarray) -> float:
+    """The sum of ``values`` added left to right, bit for bit Python's ``sum`` of their list
+    (3.11: plain float additions from 0; as a float) in NumPy: ``np.add.accumulate`` adds in
+    order, where ``np.sum`` adds pairwise (other last bits). A shard's plan sums ~1,800 sizes
+    at 100× nodes. The final ``+ 0.0`` gives a sum of zeros the sign Python's has (a NaN
+    stays a NaN, its sign bit aside)."""
+    return float(np.add.accumulate(values)[-1]) + 0.0 if len(values) else 0.0
 
 
 def common_part(sent: np.ndarray) -> tuple[float, np.ndarray]:

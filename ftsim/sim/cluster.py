@@ -100,8 +100,10 @@ def lone_transfer_s(
         raise ValueError(f"{len(sizes)} flows but {len(caps)} caps")
     moving = sizes > 0
     moving_at_all = bool(moving.any())
-    order = np.argsort(caps[moving], kind="stable")
-    sizes, caps = sizes[moving][order], caps[moving][order]
+    sizes, caps = sizes[moving], caps[moving]
+    if len(caps) and not (caps == caps[0]).all():  # equal caps: a stable sort keeps the order
+        order = np.argsort(caps, kind="stable")
+        sizes, caps = sizes[order], caps[order]
     elapsed = 0.0
     while len(sizes):
         if caps[0] == caps[-1]:  # sorted: all equal
