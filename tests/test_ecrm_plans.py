@@ -5,11 +5,14 @@ caps not sorted. Each gives the same floats and arrays, bit for bit."""
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ftsim.policies.ecrm import sequential_sum
+from ftsim.experiments.prepare import prepare
+from ftsim.policies.ecrm import RebuildPlan, plan_rebuild, sequential_sum
 from ftsim.stripes import CompactArray
+from tests.conftest import scenario
 
 FLOATS = st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 1e308, -1e308, 5e-324, 1.1])
 
@@ -83,3 +86,48 @@ def test_a_middle_entry_kept_without_a_majority_would_be_another_choice():
     assert _same(CompactArray.of(array), _three_candidates(array))
     assert not _same(middle, _three_candidates(array))
     assert CompactArray.of(array).common == 1.0
+
+
+def _plan(*extra: str):
+    """prod50h's ECRM plan (policy 4), with overrides of its parameters."""
+    sets = [f"policies.4.{item}" for item in extra]
+    return prepare(scenario("prod50h", "trainer.enabled=false", *sets), 4).plan
+
+
+def _fields(plan: RebuildPlan) -> tuple:
+    return (
+        plan.ranges,
+        _bits(plan.range_B),
+        _bits([plan.transfer_s, plan.gap_s]),
+        _bits(plan.pauses_s),
+        _bits(plan.busy),
+    )
+
+
+@pytest.mark.parametrize("extra", [(), ("freeze=false",), ("rebuild_scope=values", "k=3")])
+def test_a_plans_switch_pauses_worked_out_once_are_each_shards(extra):
+    """Every shard's rebuild as the plan keeps it, its switch pauses worked out once for all
+    shards, is :func:`plan_rebuild` working them out for the shard, bit for bit."""
+    plan = _plan(*extra)
+    inputs = plan.inputs
+    for shard in range(plan.n_shards):
+        alone = plan_rebuild(
+            plan.params,
+            inputs.job,
+            inputs.cluster,
+            plan.layout.shard_bytes,
+            plan.stripes.rebuild_reads(shard),
+            plan.parity_Bps,
+        )
+        assert _fields(plan.rebuild(shard)) == _fields(alone)
+
+
+def test_switch_pauses_kept_from_another_layout_would_differ(monkeypatch):
+    """Pauses worked out once for another shard size (a planted bug) are not the shard's:
+    the check above compares them."""
+    plan, other = _plan(), _plan("rebuild_ranges=5")
+    monkeypatch.setattr(plan, "_pauses_alone", other._pauses_alone)
+    inputs = plan.inputs
+    reads = plan.stripes.rebuild_reads(0)
+    args = (plan.params, inputs.job, inputs.cluster, plan.layout.shard_bytes, reads)
+    assert _fields(plan.rebuild(0)) != _fields(plan_rebuild(*args, plan.parity_Bps))

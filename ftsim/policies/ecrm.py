@@ -406,14 +406,28 @@ def rebuild_sent_B(params: EcrmParams, job, shard_bytes: float, reads: np.ndarra
     return rows * job.mean_value_bytes * reads * (params.k / (params.k + params.r))
 
 
+def rebuild_pauses_s(params: EcrmParams, job, cluster, shard_bytes: float) -> tuple:
+    """Training pause of each range switch of the rebuild of a shard of ``shard_bytes``
+    (:func:`switch_pauses_s`; the same for every shard of a layout)."""
+    arrays = range_arrays_B(job, shard_bytes, params.rebuild_ranges)
+    return switch_pauses_s(params, arrays, cluster.memory_copy_Bps)
+
+
 def plan_rebuild(
-    params: EcrmParams, job, cluster, shard_bytes: float, reads: np.ndarray, stream_Bps: float
+    params: EcrmParams,
+    job,
+    cluster,
+    shard_bytes: float,
+    reads: np.ndarray,
+    stream_Bps: float,
+    pauses_s: tuple | None = None,
 ) -> RebuildPlan:
     """How the rebuild of one shard (``reads``: its :meth:`~ftsim.stripes.StripeLayout.
     rebuild_reads`) runs when nothing else moves: each range is one flow per survivor into
     the replacement, each capped at ``flow_bandwidth`` and at the NIC less ``stream_Bps``
     (the parity stream) and the background share, all sharing the replacement's NIC; then
-    ``rebuild_batches`` request latencies and the decoding of what arrived."""
+    ``rebuild_batches`` request latencies and the decoding of what arrived. ``pauses_s``:
+    :func:`rebuild_pauses_s`, if already worked out (a plan of 1,800 shards does it once)."""
     nic = cluster.nic_bandwidth
     free = nic * (1 - cluster.background.ps_nic_share) - stream_Bps
     ranges = params.rebuild_ranges
@@ -427,9 +441,9 @@ def plan_rebuild(
     busy = range_B / (transfer_s * nic) if transfer_s > 0 else np.zeros_like(range_B)
     decoded_B = sequential_sum(sent)
     gap_s = params.rebuild_batches * params.request_latency + decoded_B / params.decode_bandwidth
-    arrays = range_arrays_B(job, shard_bytes, ranges)
-    pauses = switch_pauses_s(params, arrays, cluster.memory_copy_Bps)
-    return RebuildPlan(ranges, range_B, transfer_s, gap_s, pauses, busy)
+    if pauses_s is None:
+        pauses_s = rebuild_pauses_s(params, job, cluster, shard_bytes)
+    return RebuildPlan(ranges, range_B, transfer_s, gap_s, pauses_s, busy)
 
 
 def sequential_sum(values: np.ndarray) -> float:
@@ -965,6 +979,8 @@ class EcrmPlan(Plan):
         self.save_s = layout.full_save_s()
         self.snapshot_bytes = max(layout.shard_bytes, layout.dense_bytes)
         self.interval_s = params.interval
+        self._pauses_alone = rebuild_pauses_s(params, job, cluster, layout.shard_bytes)
+        """Every shard's rebuild's switch pauses (:func:`rebuild_pauses_s`)."""
         self._rebuilds = CompactMemo(self._plan_rebuild, CompactRebuild.of, CompactRebuild.whole)
         """Shard → its rebuild alone (:meth:`rebuild`): every shard's with its two arrays
         compact, in O(exceptions) memory (whole, at 100× nodes, 1,800 of them took ~50 MB),
@@ -1008,6 +1024,7 @@ class EcrmPlan(Plan):
             self.layout.shard_bytes,
             self.stripes.rebuild_reads(shard),
             self.parity_Bps,
+            self._pauses_alone,
         )
         found.range_B.flags.writeable = found.busy.flags.writeable = False
         return found
