@@ -197,10 +197,14 @@ class StripeLayout:
     """Failed set → :class:`Loss` (memo of :meth:`loss`)."""
     _read_memo: CompactMemo | None = field(default=None, init=False, repr=False, compare=False)
     """Shard → its lone failure's reads (memo of :meth:`reads`)."""
+    _firsts: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    """(function, shard) → its array, for the first shard of each class (:meth:`_shifted`)."""
 
     def __post_init__(self) -> None:
         memo = CompactMemo(
-            lambda shard: _read_only(_reads(self, shard)), CompactArray.of, CompactArray.array
+            lambda shard: _read_only(self._shifted(_reads, shard)),
+            CompactArray.of,
+            CompactArray.array,
         )
         object.__setattr__(self, "_read_memo", memo)
         n, k, r = self.n_shards, self.k, self.r
@@ -310,7 +314,20 @@ class StripeLayout:
         :meth:`reads` (k rows) and each of its parity rows (r/k per data row when the layout
         is balanced) reads the k data rows of its stripe (sums to k + r; worked out each
         time: its user, ECRM's plan, keeps what it makes of it)."""
-        return _read_only(_parity_reads(self, shard) + self.reads(shard))
+        return _read_only(self._shifted(_parity_reads, shard) + self.reads(shard))
+
+    def _shifted(self, make, shard: int) -> np.ndarray:
+        """``make(self, shard)`` (:func:`_reads`, :func:`_parity_reads`), bit for bit, as
+        that of the first shard of its class shifted by their distance (O(N) in NumPy, the
+        first's worked out once): moving a shard by a multiple of g = gcd(N, k) (rotating)
+        or of the group size (grouped) moves every stripe it is in by as much, and the
+        counts are added up in the same order at the moved positions."""
+        step = self._period()[0] if self.kind == "rotating" else self.size
+        first = shard % step
+        found = self._firsts.get((make, first))
+        if found is None:
+            found = self._firsts[make, first] = make(self, first)
+        return np.roll(found, shard - first)
 
     def _period(self) -> tuple[int, int, int]:
         """Rotating: (g, h, U) with g = gcd(N, k), h = gcd(N − k, r), U = (N − k)/h.
