@@ -327,7 +327,8 @@ class StripeLayout:
         found = self._firsts.get((make, first))
         if found is None:
             found = self._firsts[make, first] = make(self, first)
-        return np.roll(found, shard - first)
+        cut = len(found) - (shard - first)  # np.roll(found, shard - first), in one call
+        return np.concatenate((found[cut:], found[:cut]))
 
     def _period(self) -> tuple[int, int, int]:
         """Rotating: (g, h, U) with g = gcd(N, k), h = gcd(N − k, r), U = (N − k)/h.
