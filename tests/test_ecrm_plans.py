@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftsim.experiments.prepare import prepare
-from ftsim.policies.ecrm import RebuildPlan, plan_rebuild, sequential_sum
+from ftsim.policies.ecrm import Ecrm, EcrmPlan, RebuildPlan, plan_rebuild, sequential_sum
 from ftsim.stripes import CompactArray
 from tests.conftest import scenario
+from tests.test_ecrm_memos import VARIANTS, _runs
 
 FLOATS = st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 1e308, -1e308, 5e-324, 1.1])
 
@@ -131,3 +132,43 @@ def test_switch_pauses_kept_from_another_layout_would_differ(monkeypatch):
     reads = plan.stripes.rebuild_reads(0)
     args = (plan.params, inputs.job, inputs.cluster, plan.layout.shard_bytes, reads)
     assert _fields(plan.rebuild(0)) != _fields(plan_rebuild(*args, plan.parity_Bps))
+
+
+def _fresh_update(self, sim) -> None:
+    """``Ecrm._update`` as it was: the slowdown made anew each time from the plan's parts."""
+    out = {"other": self.plan.parity_slowdown} if self.plan.parity_slowdown else {}
+    if self.degraded:
+        reads = self.plan.reads_slowdown(self.degraded.items())
+        out["degraded"] = reads + self.plan.sending_slowdown(tuple(self._sending.values()))
+    if out != self._slowdown:
+        self._slowdown = out
+        sim.replan()
+
+
+def _fresh_pause_s(self, shards, j) -> float:
+    """``EcrmPlan.switch_pause_s`` as it was: one switch's pauses summed each time."""
+    return sum(self.compact_rebuild(x).pauses_s[j] for x in shards)
+
+
+@pytest.mark.parametrize("extra", VARIANTS[:3])
+def test_slowdowns_and_pauses_kept_per_state_change_no_result(extra, monkeypatch):
+    """Rows, timelines and SimPy events are the same, bit for bit, whether the plan keeps
+    the slowdown of each (degraded, sending) state and every switch's pause of a set of
+    shards, or the replication works them out each time as before."""
+    kept = _runs(extra)
+    monkeypatch.setattr(Ecrm, "_update", _fresh_update)
+    monkeypatch.setattr(EcrmPlan, "switch_pause_s", _fresh_pause_s)
+    assert kept == _runs(extra)
+
+
+def test_a_slowdown_kept_without_the_ranges_moving_fails_the_check(monkeypatch):
+    """A state's slowdown kept by its degraded shards alone (a planted bug: the ranges on
+    their way left out of the key) changes the runs: the check above compares them."""
+    kept = _runs(())
+    slowdown_while = EcrmPlan.slowdown_while
+
+    def by_degraded(self, degraded, sending):
+        return self._slowdowns.get((degraded, ())) or slowdown_while(self, degraded, ())
+
+    monkeypatch.setattr(EcrmPlan, "slowdown_while", by_degraded)
+    assert kept != _runs(())

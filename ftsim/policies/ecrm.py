@@ -552,7 +552,7 @@ class Ecrm(Policy):
         :meth:`EcrmPlan.sending_slowdown`)."""
         self._switches: list[_Switch] = []
         """Range switches waiting for the job, in order of request."""
-        self._slowdown = {"other": plan.parity_slowdown} if plan.parity_slowdown else {}
+        self._slowdown = plan.healthy_slowdown
         self._rollback_pending = False
         self._reloaded = None
         """Fired when the latest fall-back's undecodable rows are back (rebuilds wait)."""
@@ -610,11 +610,12 @@ class Ecrm(Policy):
 
     def _update(self, sim) -> None:
         """Recompute the slowdown after ``degraded`` or ``_sending`` changed."""
-        out = {"other": self.plan.parity_slowdown} if self.plan.parity_slowdown else {}
+        plan = self.plan
         if self.degraded:
-            reads = self.plan.reads_slowdown(self.degraded.items())
-            out["degraded"] = reads + self.plan.sending_slowdown(tuple(self._sending.values()))
-        if out != self._slowdown:
+            out = plan.slowdown_while(tuple(self.degraded.items()), tuple(self._sending.values()))
+        else:
+            out = plan.healthy_slowdown
+        if out is not self._slowdown and out != self._slowdown:
             self._slowdown = out
             sim.replan()
 
@@ -989,8 +990,12 @@ class EcrmPlan(Plan):
         """Degraded (shard, share) pairs → :meth:`reads_slowdown`."""
         self._common = Recent(stripes.RECENT_SIZE)
         """Shard → :meth:`common_part`, the most recently used."""
-        self._pauses: dict[tuple, float] = {}
-        """(shards, switch) → :meth:`switch_pause_s`."""
+        self._pauses: dict[tuple, tuple[float, ...]] = {}
+        """Shards → :meth:`switch_pause_s` of each switch."""
+        self.healthy_slowdown = {"other": self.parity_slowdown} if self.parity_slowdown else {}
+        """The slowdown with no shard degraded (the parity stream's), shared: never changed."""
+        self._slowdowns: dict[tuple, dict[str, float]] = {}
+        """(degraded pairs, shards sending) → :meth:`slowdown_while`."""
         self._details: dict[tuple, str] = {}
         """Shards → :meth:`switch_detail`."""
         self._sending: dict[tuple, float] = {}
@@ -1072,14 +1077,30 @@ class EcrmPlan(Plan):
 
     def switch_pause_s(self, shards: tuple[int, ...], j: int) -> float:
         """Training pause of switch ``j`` of the rebuild of ``shards`` (each replacement's in
-        turn: their pauses summed in order), worked out once per set and switch."""
-        key = (shards, j)
-        found = self._pauses.get(key)
+        turn: their pauses summed in order), worked out once per set, every switch at once."""
+        found = self._pauses.get(shards)
         if found is None:
             if len(self._pauses) >= _MEMO_SIZE:
                 self._pauses.clear()
             alone = self.compact_rebuild
-            found = self._pauses[key] = sum(alone(x).pauses_s[j] for x in shards)
+            pauses = zip(*[alone(x).pauses_s for x in shards], strict=True)
+            found = self._pauses[shards] = tuple([sum(switch) for switch in pauses])
+        return found[j]
+
+    def slowdown_while(self, degraded: tuple, sending: tuple) -> dict[str, float]:
+        """The slowdown while ``degraded`` (shard, share) pairs are lost and the ranges of
+        rebuilds of the shards ``sending`` move (:meth:`reads_slowdown` and
+        :meth:`sending_slowdown`, charged to ``degraded``; the parity stream to ``other``),
+        made once per such state for every replication (the dict is shared: never
+        changed)."""
+        key = (degraded, sending)
+        found = self._slowdowns.get(key)
+        if found is None:
+            if len(self._slowdowns) >= _MEMO_SIZE:
+                self._slowdowns.clear()
+            found = dict(self.healthy_slowdown)
+            found["degraded"] = self.reads_slowdown(degraded) + self.sending_slowdown(sending)
+            self._slowdowns[key] = found
         return found
 
     def switch_detail(self, shards: tuple[int, ...]) -> str:
