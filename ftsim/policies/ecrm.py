@@ -817,8 +817,9 @@ class Ecrm(Policy):
 
     def _range_pairs(self, net, key: tuple, senders=None, between=None):
         """``(size_B, route)`` of each survivor's part of a range, for each ``(shard, share)``
-        of ``key`` (``senders``: per shard, only those survivors; default: all; ``between``:
-        survivor, shard → the route between their servers; default: the cluster's)."""
+        of ``key`` (``senders``: per shard, only those survivors and their parts; default:
+        all; ``between``: survivor, shard → the route between their servers; default: the
+        cluster's)."""
         cap = self.params.flow_bandwidth
 
         def cluster_route(h: int, x: int) -> tuple:
@@ -831,8 +832,7 @@ class Ecrm(Policy):
                 chosen = np.flatnonzero(sent)
                 parts = sent[chosen]
             else:
-                chosen = senders[x]
-                parts = self.plan.compact_rebuild(x).range_B.at(chosen)
+                chosen, parts = senders[x]
             for h, part in zip(chosen.tolist(), parts.tolist(), strict=True):
                 route = route_of(h, x)
                 if cap is not None:  # named by its ends
@@ -858,7 +858,10 @@ class Ecrm(Policy):
         skip, sends = frozenset(skip), self._sends(net)
         skipped = np.array(sorted(skip))
         alone = plan.compact_rebuild
-        rest = {x: skipped[alone(x).range_B.at(skipped) > 0] for x, _ in key}
+        rest = {}  # shard → the skipped that send it a part, and their parts
+        for x, _ in key:
+            sent = alone(x).range_B.at(skipped)
+            rest[x] = (skipped[sent > 0], sent[sent > 0])
         first = net.ps_node(min(set(range(len(skip) + 1)) - skip))
         capped = self.params.flow_bandwidth is not None
         if capped:  # the caps are each shard's own: columns of the members only
@@ -884,7 +887,7 @@ class Ecrm(Policy):
             members = np.setdiff1d(np.arange(n), skipped)
             order, count = [], 0
             for x, _ in key:
-                senders = np.concatenate([members, rest[x]])  # in the blocks' order
+                senders = np.concatenate([members, rest[x][0]])  # in the blocks' order
                 order.append(np.argsort(senders, kind="stable") + count)
                 count += len(senders)
             return np.concatenate(order)
