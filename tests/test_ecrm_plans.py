@@ -123,6 +123,17 @@ def test_a_plans_switch_pauses_worked_out_once_are_each_shards(extra):
         assert _fields(plan.rebuild(shard)) == _fields(alone)
 
 
+@pytest.mark.parametrize("extra", [(), ("layout=grouped",), ("rebuild_scope=values", "k=3")])
+def test_a_plans_range_parts_are_each_shards_range_bytes(extra):
+    """:meth:`EcrmPlan.range_parts` (the common part and the others by survivor, in
+    Python floats) gives back every shard's ``range_B``, bit for bit, at every survivor."""
+    plan = _plan(*extra)
+    for shard in range(plan.n_shards):
+        common, others = plan.range_parts(shard)
+        parts = [others.get(h, common) for h in range(plan.n_shards)]
+        assert _bits(parts) == _bits(plan.rebuild(shard).range_B)
+
+
 def test_switch_pauses_kept_from_another_layout_would_differ(monkeypatch):
     """Pauses worked out once for another shard size (a planted bug) are not the shard's:
     the check above compares them."""

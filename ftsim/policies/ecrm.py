@@ -830,10 +830,10 @@ class Ecrm(Policy):
             if senders is None:
                 sent = self.plan.rebuild(x).range_B
                 chosen = np.flatnonzero(sent)
-                parts = sent[chosen]
+                chosen, parts = chosen.tolist(), sent[chosen].tolist()
             else:
                 chosen, parts = senders[x]
-            for h, part in zip(chosen.tolist(), parts.tolist(), strict=True):
+            for h, part in zip(chosen, parts, strict=True):
                 route = route_of(h, x)
                 if cap is not None:  # named by its ends
                     route = (self._cap(net, h, x), *route)
@@ -857,11 +857,17 @@ class Ecrm(Policy):
             return tuple(self._range_pairs(net, key))
         skip, sends = frozenset(skip), self._sends(net)
         skipped = np.array(sorted(skip))
-        alone = plan.compact_rebuild
         rest = {}  # shard → the skipped that send it a part, and their parts
+        in_order = skipped.tolist()
         for x, _ in key:
-            sent = alone(x).range_B.at(skipped)
-            rest[x] = (skipped[sent > 0], sent[sent > 0])
+            common, others = plan.range_parts(x)
+            chosen, parts = [], []
+            for h in in_order:
+                part = others.get(h, common)
+                if part > 0:
+                    chosen.append(h)
+                    parts.append(part)
+            rest[x] = (chosen, parts)
         first = net.ps_node(min(set(range(len(skip) + 1)) - skip))
         capped = self.params.flow_bandwidth is not None
         if capped:  # the caps are each shard's own: columns of the members only
@@ -887,7 +893,8 @@ class Ecrm(Policy):
             members = np.setdiff1d(np.arange(n), skipped)
             order, count = [], 0
             for x, _ in key:
-                senders = np.concatenate([members, rest[x][0]])  # in the blocks' order
+                chosen = np.array(rest[x][0], dtype=members.dtype)
+                senders = np.concatenate([members, chosen])  # in the blocks' order
                 order.append(np.argsort(senders, kind="stable") + count)
                 count += len(senders)
             return np.concatenate(order)
@@ -995,6 +1002,8 @@ class EcrmPlan(Plan):
         """Shard → :meth:`common_part`, the most recently used."""
         self._pauses: dict[tuple, tuple[float, ...]] = {}
         """Shards → :meth:`switch_pause_s` of each switch."""
+        self._parts: dict[int, tuple[float, dict[int, float]]] = {}
+        """Shard → :meth:`range_parts`."""
         self.healthy_slowdown = {"other": self.parity_slowdown} if self.parity_slowdown else {}
         """The slowdown with no shard degraded (the parity stream's), shared: never changed."""
         self._slowdowns: dict[tuple, dict[str, float]] = {}
@@ -1035,6 +1044,20 @@ class EcrmPlan(Plan):
             self._pauses_alone,
         )
         found.range_B.flags.writeable = found.busy.flags.writeable = False
+        return found
+
+    def range_parts(self, shard: int) -> tuple[float, dict[int, float]]:
+        """What each survivor sends ``shard``'s replacement per range (``rebuild(shard).
+        range_B``) as the entry most of them send and the others' by survivor (from the
+        compact array, once per shard for every replication: a new range looks up the few
+        survivors it skips in Python floats, not in numpy arrays)."""
+        found = self._parts.get(shard)
+        if found is None:
+            if len(self._parts) >= _MEMO_SIZE:
+                self._parts.clear()
+            sent = self.compact_rebuild(shard).range_B
+            others = dict(zip(sent.positions.tolist(), sent.values.tolist(), strict=True))
+            found = self._parts[shard] = (float(sent.common), others)
         return found
 
     def common_part(self, shard: int) -> tuple[float, np.ndarray]:
