@@ -442,3 +442,34 @@ def test_iteration_time_check_fails_when_a_per_iteration_cost_does_not_scale(mon
     monkeypatch.setattr(Cpr, "slowdown", lambda self: {"other": 0.0015})
     with pytest.raises(AssertionError):
         assert_iteration_time_dependence(2)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "{kind: ecrm, k: 2, r: 1, interval: 20 min, save_mode: checkfreq, persist_slowdown: 0.25}",
+        "{kind: cpr_mfu, interval: 20 min, partial_interval: 10 min, save_mode: checkfreq,"
+        " persist_slowdown: 0.25}",
+    ],
+)
+def test_a_persist_slows_a_policy_by_its_own_slowdown_and_the_writers(policy, monkeypatch):
+    """While a CheckFreq persist runs, ECRM's and CPR's slowdown is theirs with the writer's
+    ``other`` added (and theirs alone otherwise), at every compute phase of a run."""
+    seen = {"persisting": 0, "not": 0}
+    start = Simulation._start_compute
+
+    def checked(self, target_s):
+        policy, writer = self.policy, self.policy.writer
+        own = policy._slowdown if hasattr(policy, "_slowdown") else policy.plan.tracking_slowdown
+        got = policy.slowdown()
+        if writer.persisting:
+            seen["persisting"] += 1
+            assert got == {**own, "other": own.get("other", 0.0) + 0.25}
+        else:
+            seen["not"] += 1
+            assert got is own
+        return start(self, target_s)
+
+    monkeypatch.setattr(Simulation, "_start_compute", checked)
+    simulate(scenario("smoke", EXAMPLE_FAILURES, f"policies=[{policy}]"), 0, 0)
+    assert seen["persisting"] > 3 and seen["not"] > 3

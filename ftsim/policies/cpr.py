@@ -264,11 +264,10 @@ class Cpr(Policy):
     def slowdown(self) -> dict[str, float]:
         """Tracking row use (MFU's counters, SSU's sampling) while partial saves run, and a
         CheckFreq persist's interference."""
-        persist = self.writer.slowdown()
         tracking = self.plan.tracking_slowdown
-        if not persist:
+        if not self.writer.persisting:  # (the writer's slowdown is then empty)
             return tracking
-        out = dict(persist)
+        out = dict(self.writer.slowdown())
         for category, extra in tracking.items():
             out[category] = out.get(category, 0.0) + extra
         return out

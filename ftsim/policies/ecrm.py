@@ -601,9 +601,9 @@ class Ecrm(Policy):
         self.n_checkpoints += 1
 
     def slowdown(self) -> dict[str, float]:
-        persist = self.writer.slowdown()
-        if not persist:
+        if not self.writer.persisting:  # (the writer's slowdown is then empty)
             return self._slowdown
+        persist = self.writer.slowdown()
         out = dict(self._slowdown)
         out["other"] = out.get("other", 0.0) + persist["other"]
         return out
