@@ -51,10 +51,11 @@ less CPU in all, the first task of a worker 1,300 page faults instead of 3,900).
 
 Forking a process that runs other threads is unsafe in general: a lock one of them holds
 at the fork stays held in the child. ftsim starts its own threads (a progress bar's
-monitor, the Parquet writer) only once the workers are forked, and OpenBLAS, whose threads
-exist from numpy's import on, stops them around a fork (its own ``pthread_atfork``
-handlers); a program that embeds ftsim and runs threads of its own when it starts a pool
-takes that risk, as with any ``multiprocessing`` pool on Python before 3.14.
+monitor, the store's syncing thread, the Parquet writer) only once the workers are forked,
+and OpenBLAS, whose threads exist from numpy's import on, stops them around a fork (its
+own ``pthread_atfork`` handlers); a program that embeds ftsim and runs threads of its own
+when it starts a pool takes that risk, as with any ``multiprocessing`` pool on Python
+before 3.14.
 
 The alternatives, measured on that sweep with two workers (medians of 7 alternating runs,
 load average 0.7 to 1.2 on 2 CPUs): these forked workers 1.08 s; ``forkserver`` (a server
