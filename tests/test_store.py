@@ -116,6 +116,32 @@ def test_the_merged_rows_text_is_the_rows_written_again(tmp_path):
     assert store.rows_text() == csv_text(store.rows())  # another header: a column more
 
 
+def test_the_merge_joins_the_shards_it_wrote_without_reading_them_back(tmp_path):
+    """The texts of the shards a store wrote are joined as written (the files are not read
+    again: here they are gone); a resumed store reads those of the earlier session."""
+    from ftsim.experiments.output import csv_text
+
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    first = [TaskKey(0, 0, 0, 2), TaskKey(0, 1, 0, 2)]
+    for key in first:
+        store.write_shard(key, *shard_texts(_rows(0, key.policy, key.reps), [{"rep": 0}]))
+    rows, timeline = store.rows_text(), store.timeline_text()
+    assert rows == csv_text(store.rows()) and timeline == csv_text(store.timeline())
+    store.sync()
+    saved = {p.name: p.read_bytes() for p in store.shards.glob("p*.csv")}
+    for name in saved:
+        (store.shards / name).unlink()
+    assert (store.rows_text(), store.timeline_text()) == (rows, timeline)
+    for name, data in saved.items():
+        (store.shards / name).write_bytes(data)
+    resumed = RunStore.resume(tmp_path / "run", "abc")
+    key = TaskKey(1, 0, 0, 2)
+    resumed.write_shard(key, *shard_texts(_rows(1, 0, key.reps), [{"rep": 0}]))
+    assert resumed.rows_text() == csv_text(resumed.rows())
+    assert resumed.rows_text().startswith(rows) and resumed.timeline_text().startswith(timeline)
+    resumed.sync()
+
+
 def _synced_paths(monkeypatch) -> list[str]:
     """The paths os.fsync is called on from now on (the real fsync still runs); the list is
     filled as the calls are made."""
