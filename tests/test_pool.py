@@ -164,3 +164,31 @@ def test_workers_run_blas_on_one_thread_without_starting_blas_threads_of_their_o
     assert workers == [1, 1]
     assert native == [0, 0]
     assert _blas_threads() == before  # restored in the parent once the workers exited
+
+
+def test_the_parent_prepares_the_merge_while_the_workers_compute(tmp_path, monkeypatch):
+    """pyarrow is imported and initialised (its first parse's set-up) once the tasks are
+    submitted, before the first result is stored, not in the merge after the last."""
+    from ftsim.experiments import output
+    from ftsim.experiments.store import RunStore
+
+    events = []
+    prepare, write_shard = output.prepare_tables, RunStore.write_shard
+    monkeypatch.setattr(output, "prepare_tables", lambda: events.append("prepare") or prepare())
+    monkeypatch.setattr(
+        RunStore, "write_shard", lambda *args: events.append("shard") or write_shard(*args)
+    )
+    study.execute(_plan(), tmp_path / "pool", jobs=2, batch=2, say=None)
+    assert events[0] == "prepare" and events.count("prepare") == 1 and "shard" in events
+    events.clear()
+    study.execute(_plan(), tmp_path / "serial", jobs=1, batch=2, say=None)
+    assert "prepare" not in events  # in one process, nothing to overlap with
+
+
+def test_preparing_the_merge_without_pyarrow_is_left_to_the_merge(monkeypatch):
+    import sys
+
+    from ftsim.experiments.output import prepare_tables
+
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as if not installed
+    prepare_tables()  # no error: the merge reports it
