@@ -185,6 +185,7 @@ def test_shards_are_synced_to_disk_in_groups_behind_the_writer(tmp_path, monkeyp
     monkeypatch.setattr(module, "SYNC_GAP_S", 3600.0)  # a group after the first: sync()'s
     calls = _synced(monkeypatch)
     store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    store.behind = True  # as while a pool computes the tasks
     keys = [TaskKey(0, policy, 0, 2) for policy in range(3)]
     others = _sync_threads()
 
@@ -211,10 +212,66 @@ def test_shards_are_synced_to_disk_in_groups_behind_the_writer(tmp_path, monkeyp
     assert synced() == group(keys[:1]) + group(keys[1:])
 
 
+def test_shards_are_synced_on_the_writers_thread_when_it_computes_the_tasks(tmp_path, monkeypatch):
+    """Not behind the writer: a shard written within SYNC_INTERVAL_S of the last sync waits
+    for the next sync, which puts every shard since the last one on disk with SHA256SUMS
+    and the folder (the renames); one written later is synced at once, with those before
+    it, on the writer's thread; no syncing thread is started."""
+    from ftsim.experiments import store as module
+
+    calls = _synced(monkeypatch)
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    monkeypatch.setattr(module, "SYNC_INTERVAL_S", 3600.0)
+    keys = [TaskKey(0, policy, 0, 2) for policy in range(3)]
+    others = _sync_threads()
+
+    def synced():
+        return [call for call in calls if call[0].startswith(str(store.shards))]
+
+    for key in keys[:2]:
+        store.write_shard(key, *shard_texts(_rows(0, key.policy, key.reps), [{"rep": 0}]))
+    assert synced() == [] and not _sync_threads() - others
+    store.sync()
+    names = [f"{k.name}{suffix}.csv" for k in keys[:2] for suffix in (".timeline", "")]
+    paths = [str(store.shards / n) for n in [*names, "SHA256SUMS"]] + [str(store.shards)]
+    assert synced() == [(path, "MainThread") for path in paths]
+    store.sync()  # nothing new: nothing synced again
+    assert len(synced()) == len(paths)
+    monkeypatch.setattr(module, "SYNC_INTERVAL_S", 0.0)
+    store.write_shard(keys[2], *shard_texts(_rows(0, 2, keys[2].reps), []))
+    assert synced()[len(paths) :] == [
+        (str(store.shards / f"{keys[2].name}.csv"), "MainThread"),
+        (str(store.shards / "SHA256SUMS"), "MainThread"),
+        (str(store.shards), "MainThread"),
+    ]
+    assert not _sync_threads() - others
+
+
+def test_a_study_syncs_behind_its_writer_only_while_a_pool_computes(tmp_path, monkeypatch):
+    from ftsim.experiments import study
+    from tests.conftest import SCENARIOS
+
+    behind, write_shard = [], RunStore.write_shard
+
+    def recorded(store, *args):
+        behind.append(store.behind)
+        return write_shard(store, *args)
+
+    monkeypatch.setattr(RunStore, "write_shard", recorded)
+    smoke = SCENARIOS / "smoke.yaml"
+    plan = study.plan(smoke, ["run.replications=2"], ["policies.*.interval=10 min,30 min"])
+    study.execute(plan, tmp_path / "pool", jobs=2, batch=2, say=None)
+    assert behind and all(behind)
+    behind.clear()
+    study.execute(plan, tmp_path / "serial", jobs=1, batch=2, say=None)
+    assert behind and not any(behind)
+
+
 def test_a_failed_group_is_raised_by_the_next_write_and_synced_again(tmp_path, monkeypatch):
     from ftsim.experiments import store as module
 
     store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    store.behind = True
     fsync = module._fsync
 
     def failing(path):
@@ -242,7 +299,7 @@ def test_a_sweep_syncs_its_last_shards_while_merging_and_when_interrupted(tmp_pa
     from ftsim.experiments import study, sweep
     from tests.conftest import SCENARIOS
 
-    monkeypatch.setattr(module, "SYNC_GAP_S", 3600.0)  # one group, then the study's own syncs
+    monkeypatch.setattr(module, "SYNC_INTERVAL_S", 3600.0)  # only the study's own syncs
     synced = _synced_paths(monkeypatch)
     smoke = SCENARIOS / "smoke.yaml"
     plan = study.plan(smoke, ["run.replications=2"], ["policies.*.interval=10 min,30 min"])

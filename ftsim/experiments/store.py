@@ -16,17 +16,21 @@ interrupted.
 Durability. A shard file is complete from the moment it has its name (temp file +
 rename), in the operating system's cache: a killed or interrupted sweep keeps every
 finished task. A crash of the machine can lose what the cache had not written yet, so the
-shards are synced to disk in groups, behind the sweep, by a thread of the store
-(:meth:`RunStore.write_shard`: the files written since the last group, ``SHA256SUMS`` and
-the folder, whose entries are the renames; then :data:`SYNC_GAP_S` for the next group to
-gather), and whatever is left while the results are merged (:meth:`RunStore.syncing`),
-when a sweep is interrupted (before it says what is saved) and when a result cannot be
-written (before it says the finished tasks are kept). A crash can then cost recomputing
-the tasks finished since the last group, and never more than that: a shard that lost its
-record or part of its bytes fails its checksum and is computed again by ``--resume``,
-never used. (One sync per shard on the sweep's one serial process, as at first, took three
-``fsync`` calls per task: ~0.6 s of 60 tasks on a busy disk; syncing every shard at the
-end, as next, made the 600-run sweep wait 20-70 ms for the disk after its last task.)
+shards are synced to disk in groups (the files written since the last group, ``SHA256SUMS``
+and the folder, whose entries are the renames). While a pool computes the tasks, a thread
+of the store syncs them behind the sweep (:attr:`RunStore.behind`: a group, then
+:data:`SYNC_GAP_S` for the next to gather); while the writer's own thread computes them,
+that thread syncs a group when it writes a shard :data:`SYNC_INTERVAL_S` or more after the
+last (a syncing thread would take the interpreter lock from it at every system call: on
+the 600-run sweep's serial run, 40-70 ms more CPU). Whatever is left is synced while the
+results are merged (:meth:`RunStore.syncing`), when a sweep is interrupted (before it says
+what is saved) and when a result cannot be written (before it says the finished tasks are
+kept). A crash can then cost recomputing the tasks finished since the last group, and
+never more than that: a shard that lost its record or part of its bytes fails its checksum
+and is computed again by ``--resume``, never used. (One sync per shard on the sweep's one
+serial process, as at first, took three ``fsync`` calls per task: ~0.6 s of 60 tasks on a
+busy disk; syncing a pool's shards only every second and at the end made the 600-run
+sweep, whose tasks take 0.5 s on two workers, wait 20-70 ms for the disk after its last.)
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,8 +61,14 @@ _SHARD = re.compile(r"^p(\d+)-q(\d+)-r(\d+)-(\d+)\.csv$")
 _ANY_SHARD = re.compile(r"^p\d+-q\d+-r\d+-\d+(\.timeline)?\.csv$")
 
 
+SYNC_INTERVAL_S = 1.0
+"""A shard written by a store that does not sync behind its writer (:attr:`RunStore.behind`)
+this long after the last sync is synced at once, with those before it (so a crash of the
+machine costs at most the tasks finished in about a second, or since the last sync before
+a longer task)."""
+
 SYNC_GAP_S = 0.05
-"""How long the store's syncing thread waits after a group for the next to gather (a group
+"""How long a store's syncing thread waits after a group for the next to gather (a group
 costs one commit of the file system's journal, whatever its size: on the 600-run sweep's
 disk, 4-7 ms); a crash of the machine costs at most the tasks finished in about that time
 and the group's own."""
@@ -103,8 +114,13 @@ class RunStore:
         self.durable = durable
         """Whether shards are synced to disk (a sweep's, which a resume reads after a
         crash; see the module docstring); a run's staged shards are never read after one."""
+        self.behind = False
+        """Whether a thread of the store syncs the shards behind the writer (set while a
+        pool computes the tasks: the writer's process has time to spare), else the writer's
+        thread (see the module docstring)."""
         self._unsynced: list[str] = []
         """Shard files written and not yet taken by a group to sync."""
+        self._synced_at = time.monotonic()
         self._sync_lock = threading.Lock()
         """Guards :attr:`_unsynced` and :attr:`_syncer`."""
         self._syncer: threading.Thread | None = None
@@ -210,9 +226,10 @@ class RunStore:
         """Store a finished task (its :func:`shard_texts`): the checksums of its shard files,
         then the files (timeline first, if any; the rows shard marks the task done). So
         every shard file on disk has its record, and a kill in between costs only
-        recomputing the task. Synced behind the caller, by the store's syncing thread (see
-        the module docstring), which a call starts if none runs; a failure of that thread
-        is raised here (or by :meth:`sync`)."""
+        recomputing the task. Synced behind the caller by the store's syncing thread, which
+        a call starts if none runs (a failure of that thread is raised here or by
+        :meth:`sync`), or, unless :attr:`behind`, here with those before it if the last
+        sync was :data:`SYNC_INTERVAL_S` ago or more."""
         self._raise_sync_failure()
         texts = {}
         if timeline_csv:
@@ -225,14 +242,17 @@ class RunStore:
         for name, text in texts.items():
             atomic_write_text(self.shards / name, text, sync=False)
             self._texts[name] = text
-        if self.durable:
-            with self._sync_lock:
-                self._unsynced += list(texts)
-                if self._syncer is None:
-                    self._syncer = threading.Thread(
-                        target=self._sync_behind, name="ftsim-sync", daemon=True
-                    )
-                    self._syncer.start()
+        if not self.durable:
+            return
+        with self._sync_lock:
+            self._unsynced += list(texts)
+            if self.behind and self._syncer is None:
+                self._syncer = threading.Thread(
+                    target=self._sync_behind, name="ftsim-sync", daemon=True
+                )
+                self._syncer.start()
+        if not self.behind and time.monotonic() - self._synced_at >= SYNC_INTERVAL_S:
+            self.sync()
 
     def _sync_behind(self) -> None:
         """The syncing thread: groups until none is left (:meth:`_sync_group`), each after
@@ -280,6 +300,7 @@ class RunStore:
             self._hurry.clear()
         self._raise_sync_failure()
         self._sync_group()
+        self._synced_at = time.monotonic()
 
     def _sync_group(self) -> bool:
         """Sync the shard files not yet taken by a group, with ``SHA256SUMS`` and the folder;

@@ -470,11 +470,14 @@ def compute(
     """Run the replications not yet in ``store`` on ``pool`` (from :func:`workers`; None:
     in this process), storing each task as it finishes; returns (computed, reused)
     replications. ``first``: the first round, already started (:func:`start`) for a
-    ``store`` that holds nothing yet. While the workers compute the first round, this
-    process prepares what :func:`finish` needs (pyarrow, imported and initialised:
-    :func:`~ftsim.experiments.output.prepare_tables`); after the last, a local pool is shut
-    down without waiting, its workers exiting while the caller merges the results."""
+    ``store`` that holds nothing yet. With a pool, the shards are synced to disk behind
+    this process (:attr:`~ftsim.experiments.store.RunStore.behind`), and while the workers
+    compute the first round, it prepares what :func:`finish` needs (pyarrow, imported and
+    initialised: :func:`~ftsim.experiments.output.prepare_tables`); after the last, a local
+    pool is shut down without waiting, its workers exiting while the caller merges the
+    results."""
     round_ = first if first is not None else start(plan, pool, batch, store.covered())
+    store.behind = pool is not None  # this process has time to spare: sync behind it
     if pool is not None and round_.tasks:
         from ftsim.experiments.output import prepare_tables
 
