@@ -6,6 +6,7 @@ import gc
 import multiprocessing
 import time
 from multiprocessing.util import Finalize
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +133,62 @@ def test_a_worker_keeps_its_frozen_objects_without_counting_them_for_each_task()
         counted, before, after = pool.submit(_collector_in_a_worker).result()
     assert counted == 0
     assert before > 1000 and after > 0.9 * before  # left frozen, as the parent made them
+
+
+def _blas_threads() -> int:
+    """The thread count BLAS uses in this process (the highest of its libraries')."""
+    from threadpoolctl import threadpool_info
+
+    return max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
+
+
+def _native_threads() -> int:
+    """Threads of this process that Python did not start (BLAS's, for one)."""
+    import os
+    import threading
+
+    return len(os.listdir("/proc/self/task")) - threading.active_count()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_workers_run_blas_on_one_thread_without_starting_blas_threads_of_their_own():
+    # a worker that set the limit itself would restart OpenBLAS's threads: one spins for
+    # some 0.1 s (CPU taken from the tasks); inherited from the parent, none is started
+    before = _blas_threads()
+    if before < 2:
+        pytest.skip("BLAS runs on one thread here anyway")
+    with process_pool(2) as pool:
+        assert _blas_threads() == 1  # in the parent while the workers live
+        workers = [pool.submit(_blas_threads).result() for _ in range(2)]
+        native = [pool.submit(_native_threads).result() for _ in range(2)]
+    assert workers == [1, 1]
+    assert native == [0, 0]
+    assert _blas_threads() == before  # restored in the parent once the workers exited
+
+
+def test_the_parent_prepares_the_merge_while_the_workers_compute(tmp_path, monkeypatch):
+    """pyarrow is imported and initialised (its first parse's set-up) once the tasks are
+    submitted, before the first result is stored, not in the merge after the last."""
+    from ftsim.experiments import output
+    from ftsim.experiments.store import RunStore
+
+    events = []
+    prepare, write_shard = output.prepare_tables, RunStore.write_shard
+    monkeypatch.setattr(output, "prepare_tables", lambda: events.append("prepare") or prepare())
+    monkeypatch.setattr(
+        RunStore, "write_shard", lambda *args: events.append("shard") or write_shard(*args)
+    )
+    study.execute(_plan(), tmp_path / "pool", jobs=2, batch=2, say=None)
+    assert events[0] == "prepare" and events.count("prepare") == 1 and "shard" in events
+    events.clear()
+    study.execute(_plan(), tmp_path / "serial", jobs=1, batch=2, say=None)
+    assert "prepare" not in events  # in one process, nothing to overlap with
+
+
+def test_preparing_the_merge_without_pyarrow_is_left_to_the_merge(monkeypatch):
+    import sys
+
+    from ftsim.experiments.output import prepare_tables
+
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as if not installed
+    prepare_tables()  # no error: the merge reports it

@@ -1,7 +1,12 @@
 """The shard store: atomic shards, coverage, canonical merge order, resume checks."""
 
+import errno
+import threading
+import time
+
 import pytest
 
+from ftsim.experiments.output import OutputError
 from ftsim.experiments.store import RunStore, StoreError, TaskKey, shard_texts
 
 
@@ -111,47 +116,182 @@ def test_the_merged_rows_text_is_the_rows_written_again(tmp_path):
     assert store.rows_text() == csv_text(store.rows())  # another header: a column more
 
 
+def test_the_merge_joins_the_shards_it_wrote_without_reading_them_back(tmp_path):
+    """The texts of the shards a store wrote are joined as written (the files are not read
+    again: here they are gone); a resumed store reads those of the earlier session."""
+    from ftsim.experiments.output import csv_text
+
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    first = [TaskKey(0, 0, 0, 2), TaskKey(0, 1, 0, 2)]
+    for key in first:
+        store.write_shard(key, *shard_texts(_rows(0, key.policy, key.reps), [{"rep": 0}]))
+    rows, timeline = store.rows_text(), store.timeline_text()
+    assert rows == csv_text(store.rows()) and timeline == csv_text(store.timeline())
+    store.sync()
+    saved = {p.name: p.read_bytes() for p in store.shards.glob("p*.csv")}
+    for name in saved:
+        (store.shards / name).unlink()
+    assert (store.rows_text(), store.timeline_text()) == (rows, timeline)
+    for name, data in saved.items():
+        (store.shards / name).write_bytes(data)
+    resumed = RunStore.resume(tmp_path / "run", "abc")
+    key = TaskKey(1, 0, 0, 2)
+    resumed.write_shard(key, *shard_texts(_rows(1, 0, key.reps), [{"rep": 0}]))
+    assert resumed.rows_text() == csv_text(resumed.rows())
+    assert resumed.rows_text().startswith(rows) and resumed.timeline_text().startswith(timeline)
+    resumed.sync()
+
+
 def _synced_paths(monkeypatch) -> list[str]:
-    """The paths os.fsync is called on from now on (the real fsync still runs)."""
+    """The paths os.fsync is called on from now on (the real fsync still runs); the list is
+    filled as the calls are made."""
+    return _synced(monkeypatch, threads=False)
+
+
+def _synced(monkeypatch, threads: bool = True) -> list:
+    """(path, name of the calling thread) of each os.fsync call from now on, or the path
+    alone without ``threads`` (the real fsync still runs); filled as the calls are made."""
     import os
 
     synced, fsync = [], os.fsync
 
     def record(fd):
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         fsync(fd)
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        synced.append((path, threading.current_thread().name) if threads else path)
 
     monkeypatch.setattr(os, "fsync", record)
     return synced
 
 
-def test_shards_are_synced_to_disk_in_groups(tmp_path, monkeypatch):
-    """A shard written within SYNC_INTERVAL_S of the last sync waits for the next sync,
-    which puts every shard since the last one on disk with SHA256SUMS and the folder (the
-    renames); one written later is synced at once, with those before it."""
+def _until(condition, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.005)
+
+
+def _sync_threads() -> set:
+    """The stores' syncing threads alive now (those of other tests' stores too)."""
+    return {t for t in threading.enumerate() if t.name == "ftsim-sync"}
+
+
+def test_shards_are_synced_to_disk_in_groups_behind_the_writer(tmp_path, monkeypatch):
+    """A shard is synced by the store's thread, not the writer's: the first at once, with
+    SHA256SUMS and the folder (the renames); those written during the gap after a group
+    in the next, which sync() hurries and waits for; then the thread ends."""
     from ftsim.experiments import store as module
 
-    synced = _synced_paths(monkeypatch)
+    monkeypatch.setattr(module, "SYNC_GAP_S", 3600.0)  # a group after the first: sync()'s
+    calls = _synced(monkeypatch)
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    store.behind = True  # as while a pool computes the tasks
+    keys = [TaskKey(0, policy, 0, 2) for policy in range(3)]
+    others = _sync_threads()
+
+    def synced():  # not those of other tests' stores
+        return [call for call in calls if call[0].startswith(str(store.shards))]
+
+    def group(chosen):
+        names = [f"{k.name}{suffix}.csv" for k in chosen for suffix in (".timeline", "")]
+        paths = [str(store.shards / n) for n in [*names, "SHA256SUMS"]] + [str(store.shards)]
+        return [(path, "ftsim-sync") for path in paths]
+
+    for key in keys:
+        store.write_shard(key, *shard_texts(_rows(0, key.policy, key.reps), [{"rep": 0}]))
+        if key == keys[0]:
+            _until(lambda: len(synced()) >= len(group(keys[:1])), "the first group not synced")
+    assert synced() == group(keys[:1])  # the others wait for the gap to end
+    waiting = threading.Thread(target=store.sync)
+    waiting.start()
+    waiting.join(timeout=30)
+    assert not waiting.is_alive(), "sync() waited for the gap"
+    assert synced() == group(keys[:1]) + group(keys[1:])
+    assert not _sync_threads() - others  # nothing left: the thread ended
+    store.sync()  # nothing new: nothing synced again
+    assert synced() == group(keys[:1]) + group(keys[1:])
+
+
+def test_shards_are_synced_on_the_writers_thread_when_it_computes_the_tasks(tmp_path, monkeypatch):
+    """Not behind the writer: a shard written within SYNC_INTERVAL_S of the last sync waits
+    for the next sync, which puts every shard since the last one on disk with SHA256SUMS
+    and the folder (the renames); one written later is synced at once, with those before
+    it, on the writer's thread; no syncing thread is started."""
+    from ftsim.experiments import store as module
+
+    calls = _synced(monkeypatch)
     store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
     monkeypatch.setattr(module, "SYNC_INTERVAL_S", 3600.0)
     keys = [TaskKey(0, policy, 0, 2) for policy in range(3)]
-    synced.clear()
+    others = _sync_threads()
+
+    def synced():
+        return [call for call in calls if call[0].startswith(str(store.shards))]
+
     for key in keys[:2]:
         store.write_shard(key, *shard_texts(_rows(0, key.policy, key.reps), [{"rep": 0}]))
-    assert synced == []
+    assert synced() == [] and not _sync_threads() - others
     store.sync()
     names = [f"{k.name}{suffix}.csv" for k in keys[:2] for suffix in (".timeline", "")]
-    expected = [str(store.shards / n) for n in [*names, "SHA256SUMS"]] + [str(store.shards)]
-    assert synced == expected
+    paths = [str(store.shards / n) for n in [*names, "SHA256SUMS"]] + [str(store.shards)]
+    assert synced() == [(path, "MainThread") for path in paths]
     store.sync()  # nothing new: nothing synced again
-    assert len(synced) == len(expected)
+    assert len(synced()) == len(paths)
     monkeypatch.setattr(module, "SYNC_INTERVAL_S", 0.0)
     store.write_shard(keys[2], *shard_texts(_rows(0, 2, keys[2].reps), []))
-    assert synced[len(expected) :] == [
-        str(store.shards / f"{keys[2].name}.csv"),
-        str(store.shards / "SHA256SUMS"),
-        str(store.shards),
+    assert synced()[len(paths) :] == [
+        (str(store.shards / f"{keys[2].name}.csv"), "MainThread"),
+        (str(store.shards / "SHA256SUMS"), "MainThread"),
+        (str(store.shards), "MainThread"),
     ]
+    assert not _sync_threads() - others
+
+
+def test_a_study_syncs_behind_its_writer_only_while_a_pool_computes(tmp_path, monkeypatch):
+    from ftsim.experiments import study
+    from tests.conftest import SCENARIOS
+
+    behind, write_shard = [], RunStore.write_shard
+
+    def recorded(store, *args):
+        behind.append(store.behind)
+        return write_shard(store, *args)
+
+    monkeypatch.setattr(RunStore, "write_shard", recorded)
+    smoke = SCENARIOS / "smoke.yaml"
+    plan = study.plan(smoke, ["run.replications=2"], ["policies.*.interval=10 min,30 min"])
+    study.execute(plan, tmp_path / "pool", jobs=2, batch=2, say=None)
+    assert behind and all(behind)
+    behind.clear()
+    study.execute(plan, tmp_path / "serial", jobs=1, batch=2, say=None)
+    assert behind and not any(behind)
+
+
+def test_a_failed_group_is_raised_by_the_next_write_and_synced_again(tmp_path, monkeypatch):
+    from ftsim.experiments import store as module
+
+    store = RunStore.create(tmp_path / "run", {"config_hash": "abc"})
+    store.behind = True
+    fsync = module._fsync
+
+    def failing(path):
+        if path.name != "SHA256SUMS":
+            fsync(path)
+        else:
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(module, "_fsync", failing)
+    first, second = TaskKey(0, 0, 0, 2), TaskKey(0, 1, 0, 2)
+    others = _sync_threads()
+    store.write_shard(first, *shard_texts(_rows(0, 0, first.reps), []))
+    _until(lambda: not _sync_threads() - others, "the syncing thread did not end")
+    with pytest.raises(OutputError, match="input/output error"):
+        store.write_shard(second, *shard_texts(_rows(0, 1, second.reps), []))
+    assert not (store.shards / f"{second.name}.csv").exists()  # raised before writing it
+    synced = _synced_paths(monkeypatch)
+    monkeypatch.setattr(module, "_fsync", fsync)
+    store.sync()  # the failed group again
+    assert str(store.shards / f"{first.name}.csv") in synced
 
 
 def test_a_sweep_syncs_its_last_shards_while_merging_and_when_interrupted(tmp_path, monkeypatch):

@@ -10,6 +10,13 @@ instead of oversubscribing them.
 
 The workers are forked (:data:`START_METHOD`), all of them as soon as the pool is made
 (:meth:`_Pool.start`), so that they are ready by the time the caller has its tasks.
+
+BLAS runs on one thread in the workers because it does in the parent while it forks them
+and as long as the pool lives (:func:`_one_blas_thread`), not by a limit each worker sets:
+OpenBLAS starts its thread server again to set it (its threads are stopped at a fork),
+and the new thread spins waiting for work for some 0.1 s before it sleeps (100 ms of CPU
+per worker, measured with ``/proc/<pid>/task/*/schedstat``, taken from the workers' tasks
+on a busy machine), while a child forked from a parent limited to one thread starts none.
 """
 
 from __future__ import annotations
@@ -44,10 +51,11 @@ less CPU in all, the first task of a worker 1,300 page faults instead of 3,900).
 
 Forking a process that runs other threads is unsafe in general: a lock one of them holds
 at the fork stays held in the child. ftsim starts its own threads (a progress bar's
-monitor, the Parquet writer) only once the workers are forked, and OpenBLAS, whose threads
-exist from numpy's import on, stops them around a fork (its own ``pthread_atfork``
-handlers); a program that embeds ftsim and runs threads of its own when it starts a pool
-takes that risk, as with any ``multiprocessing`` pool on Python before 3.14.
+monitor, the store's syncing thread, the Parquet writer) only once the workers are forked,
+and OpenBLAS, whose threads exist from numpy's import on, stops them around a fork (its
+own ``pthread_atfork`` handlers); a program that embeds ftsim and runs threads of its own
+when it starts a pool takes that risk, as with any ``multiprocessing`` pool on Python
+before 3.14.
 
 The alternatives, measured on that sweep with two workers (medians of 7 alternating runs,
 load average 0.7 to 1.2 on 2 CPUs): these forked workers 1.08 s; ``forkserver`` (a server
@@ -90,18 +98,34 @@ def process_pool(jobs: int):
         initializer=_init_worker,
         initargs=(os.getpid(),),
     )
+    with _one_blas_thread():  # inherited by the workers
+        try:
+            pool.start()
+            yield pool
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            for worker in pool.workers:
+                worker.terminate()
+            for worker in pool.workers:
+                worker.join(timeout=5)
+            raise
+        pool.shutdown()
+        pool.join()
+
+
+@contextmanager
+def _one_blas_thread():
+    """BLAS on one thread in this process for the block, as it was after (see the module
+    docstring: the workers forked meanwhile inherit the limit). Restored only once the
+    workers have exited: OpenBLAS restarts its threads then, one of which spins for a while
+    (on the cores the workers need, were they still running)."""
+    from threadpoolctl import threadpool_limits
+
+    limits = threadpool_limits(limits=1, user_api="blas")
     try:
-        pool.start()
-        yield pool
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        for worker in pool.workers:
-            worker.terminate()
-        for worker in pool.workers:
-            worker.join(timeout=5)
-        raise
-    pool.shutdown()
-    pool.join()
+        yield
+    finally:
+        limits.restore_original_limits()
 
 
 class _Pool(ProcessPoolExecutor):
@@ -150,18 +174,15 @@ def _nothing() -> None:
 
 def _init_worker(parent_pid: int) -> None:
     """Pool worker set-up: ignore SIGINT and SIGHUP, die of SIGTERM, exit when the parent
-    process is gone, one BLAS thread for the worker's lifetime. The signals come first:
-    until then the worker has the parent's handlers, which act as a worker's
-    (:func:`ftsim.experiments.interrupts._handler`)."""
+    process is gone (its one BLAS thread is the parent's limit, inherited: see the module
+    docstring). The signals come first: until then the worker has the parent's handlers,
+    which act as a worker's (:func:`ftsim.experiments.interrupts._handler`)."""
     global _in_worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _in_worker = True
-    from threadpoolctl import threadpool_limits
-
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
-    threadpool_limits(limits=1, user_api="blas")
 
 
 def _watch_parent(parent_pid: int) -> None:

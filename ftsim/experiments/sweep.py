@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib
 import itertools
 import json
 import math
@@ -471,13 +470,18 @@ def compute(
     """Run the replications not yet in ``store`` on ``pool`` (from :func:`workers`; None:
     in this process), storing each task as it finishes; returns (computed, reused)
     replications. ``first``: the first round, already started (:func:`start`) for a
-    ``store`` that holds nothing yet. While the workers compute the first round, this
-    process imports what :func:`finish` needs (:data:`MERGE_MODULES`); after the last, a
-    local pool is shut down without waiting, its workers exiting while the caller merges
-    the results."""
+    ``store`` that holds nothing yet. With a pool, the shards are synced to disk behind
+    this process (:attr:`~ftsim.experiments.store.RunStore.behind`), and while the workers
+    compute the first round, it prepares what :func:`finish` needs (pyarrow, imported and
+    initialised: :func:`~ftsim.experiments.output.prepare_tables`); after the last, a local
+    pool is shut down without waiting, its workers exiting while the caller merges the
+    results."""
     round_ = first if first is not None else start(plan, pool, batch, store.covered())
+    store.behind = pool is not None  # this process has time to spare: sync behind it
     if pool is not None and round_.tasks:
-        _import(MERGE_MODULES)
+        from ftsim.experiments.output import prepare_tables
+
+        prepare_tables()
     planned = _targets(plan)
     computed = reused = 0
     while round_ is not None:
@@ -542,20 +546,6 @@ def _round(
         tasks += _tasks(plan, pair, [r for r in wanted if r not in have], batch)
         planned[pair] = stop
     return Round(tasks, found, _submit(plan, tasks, pool))
-
-
-MERGE_MODULES = ("pyarrow", "pyarrow.csv", "pyarrow.parquet")
-"""What :func:`finish` imports that a study has not imported before (pyarrow: some 0.035 s
-of CPU): imported while the workers compute their first tasks, not after the last one."""
-
-
-def _import(modules: Sequence[str]) -> None:
-    """Import ``modules`` now; one that fails is left for its user to report."""
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            return
 
 
 def n_tasks(plan: Plan, batch: int) -> int:
