@@ -127,7 +127,13 @@ def _dispatch(args, argv: list[str]) -> int:
     from ftsim.scenario.loader import ScenarioError
 
     try:
-        return args.handler(args, argv)
+        try:
+            return args.handler(args, argv)
+        except Exception as exc:
+            interrupted = interrupts.wrapped(exc)
+            if interrupted is None:
+                raise
+            raise interrupted from exc
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
     except (UsageError, FolderError, OutputError) as exc:

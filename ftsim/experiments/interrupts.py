@@ -91,6 +91,18 @@ def deferred() -> Iterator[None]:
             raise Interrupted(signum)
 
 
+def wrapped(exc: BaseException) -> Interrupted | None:
+    """The signal's :class:`Interrupted` if ``exc`` is what a library made of it, else None.
+
+    A library that calls back into Python may catch the ``KeyboardInterrupt`` a signal
+    raised there and raise its own error instead (pydantic's serializer turns it into a
+    ``PydanticSerializationError``): any exception that ends a command after a signal was
+    received is that signal's doing, and is reported as the interruption it is."""
+    if _received is None or isinstance(exc, KeyboardInterrupt):
+        return None
+    return Interrupted(_received)
+
+
 def exit_status() -> int:
     """The exit status of a command stopped by the last signal: 128 + its number."""
     return 128 + (_received or signal.SIGINT)

@@ -1,0 +1,77 @@
+"""A signal whose ``KeyboardInterrupt`` a library turned into its own error (pydantic's
+serializer makes it a ``PydanticSerializationError``) ends the command as the interruption it
+is: one line, 128 + the signal, no folder, no traceback (found by the fault fuzzer: a SIGTERM
+while ``run`` hashed its scenario)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from pydantic import BaseModel, field_serializer
+from pydantic_core import PydanticSerializationError
+
+from ftsim.cli import main
+from ftsim.experiments import interrupts
+from ftsim.scenario import notices
+from tests.conftest import SCENARIOS
+
+
+class _SignalledWhileDumped(BaseModel):
+    """A model whose serializer receives SIGTERM (as a scenario's may, at any moment)."""
+
+    x: int = 1
+
+    @field_serializer("x")
+    def _x(self, x: int) -> int:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return x
+
+
+def _hash_receives_sigterm(monkeypatch) -> None:
+    real = notices.resolved_data
+
+    def resolved_data(scenario):
+        _SignalledWhileDumped().model_dump()
+        return real(scenario)
+
+    monkeypatch.setattr(notices, "resolved_data", resolved_data)
+
+
+def _run(out) -> int:
+    return main(["run", str(SCENARIOS / "smoke.yaml"), "--no-trainer", "--reps", "2", "-q",
+                 "-o", str(out)])  # fmt: skip
+
+
+def test_pydantic_wraps_a_signal_raised_in_a_serializer():
+    """The premise: inside the handlers, the signal's Interrupted reaches the caller as
+    pydantic's error."""
+    with pytest.raises(PydanticSerializationError, match="SIGTERM"), interrupts.handled():
+        _SignalledWhileDumped().model_dump()
+
+
+def test_a_signal_a_library_wrapped_ends_the_command_as_interrupted(tmp_path, monkeypatch, capsys):
+    _hash_receives_sigterm(monkeypatch)
+    out = tmp_path / "out"
+    assert _run(out) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert err.strip() == "ftsim: interrupted"
+    assert not out.exists()
+
+
+def test_without_unwrapping_the_command_ends_in_a_traceback(tmp_path, monkeypatch):
+    """The check above fails without :func:`interrupts.wrapped` (the bug it catches)."""
+    _hash_receives_sigterm(monkeypatch)
+    monkeypatch.setattr(interrupts, "wrapped", lambda exc: None)
+    with pytest.raises(PydanticSerializationError):
+        _run(tmp_path / "out")
+
+
+def test_an_error_without_a_signal_is_not_called_an_interruption(tmp_path, monkeypatch):
+    def broken(scenario):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(notices, "resolved_data", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        _run(tmp_path / "out")
