@@ -127,13 +127,8 @@ def _dispatch(args, argv: list[str]) -> int:
     from ftsim.scenario.loader import ScenarioError
 
     try:
-        try:
+        with interrupts.unwrapped():
             return args.handler(args, argv)
-        except Exception as exc:
-            interrupted = interrupts.wrapped(exc)
-            if interrupted is None:
-                raise
-            raise interrupted from exc
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
     except (UsageError, FolderError, OutputError) as exc:

@@ -1,10 +1,11 @@
 """A signal whose ``KeyboardInterrupt`` a library turned into its own error (pydantic's
 serializer makes it a ``PydanticSerializationError``) ends the command as the interruption it
-is: one line, 128 + the signal, no folder, no traceback (found by the fault fuzzer: a SIGTERM
-while ``run`` hashed its scenario)."""
+is: one line, 128 + the signal, no traceback; a run leaves no folder, a sweep says what it kept
+(found by the fault fuzzer: a SIGTERM while ``run`` hashed its scenario)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -13,7 +14,7 @@ from pydantic import BaseModel, field_serializer
 from pydantic_core import PydanticSerializationError
 
 from ftsim.cli import main
-from ftsim.experiments import interrupts
+from ftsim.experiments import interrupts, study
 from ftsim.scenario import notices
 from tests.conftest import SCENARIOS
 
@@ -61,11 +62,56 @@ def test_a_signal_a_library_wrapped_ends_the_command_as_interrupted(tmp_path, mo
 
 
 def test_without_unwrapping_the_command_ends_in_a_traceback(tmp_path, monkeypatch):
-    """The check above fails without :func:`interrupts.wrapped` (the bug it catches)."""
+    """The check above fails without :func:`interrupts.unwrapped` (the bug it catches)."""
     _hash_receives_sigterm(monkeypatch)
-    monkeypatch.setattr(interrupts, "wrapped", lambda exc: None)
+    monkeypatch.setattr(interrupts, "unwrapped", contextlib.nullcontext)
     with pytest.raises(PydanticSerializationError):
         _run(tmp_path / "out")
+
+
+def _sweep_receives_sigterm_while_writing_its_scenario(monkeypatch) -> None:
+    real = study._write_resolved
+
+    def write_resolved(path, scenario):
+        _SignalledWhileDumped().model_dump()
+        real(path, scenario)
+
+    monkeypatch.setattr(study, "_write_resolved", write_resolved)
+
+
+def _sweep(out, *more: str) -> int:
+    return main(["sweep", str(SCENARIOS / "smoke.yaml"), "--no-trainer", "--reps", "2",
+                 "--jobs", "1", "-q", *(more or ("-o", str(out)))])  # fmt: skip
+
+
+def test_a_sweep_a_wrapped_signal_stops_says_what_it_kept(tmp_path, monkeypatch, capsys):
+    _sweep_receives_sigterm_while_writing_its_scenario(monkeypatch)
+    out = tmp_path / "out"
+    assert _sweep(out) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert f"--resume {out}" in err and "Traceback" not in err
+    monkeypatch.undo()
+    assert _sweep(out, "--resume", str(out)) == 0
+    assert (out / "runs.csv").exists()
+
+
+def test_unwrapped_only_by_the_command_a_sweep_says_nothing_of_what_it_kept(
+    tmp_path, monkeypatch, capsys
+):
+    """The sweep's own unwrapping is what lets it say so (removed here: the command line's
+    alone turns the error into a bare interruption)."""
+    _sweep_receives_sigterm_while_writing_its_scenario(monkeypatch)
+    command_line = interrupts.unwrapped
+    calls = []
+
+    def only_the_first():  # the command line's; the sweep's is the second
+        calls.append(None)
+        return command_line() if len(calls) == 1 else contextlib.nullcontext()
+
+    monkeypatch.setattr(interrupts, "unwrapped", only_the_first)
+    assert _sweep(tmp_path / "out") == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert err.strip() == "ftsim: interrupted"
 
 
 def test_an_error_without_a_signal_is_not_called_an_interruption(tmp_path, monkeypatch):

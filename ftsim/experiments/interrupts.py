@@ -91,16 +91,22 @@ def deferred() -> Iterator[None]:
             raise Interrupted(signum)
 
 
-def wrapped(exc: BaseException) -> Interrupted | None:
-    """The signal's :class:`Interrupted` if ``exc`` is what a library made of it, else None.
+@contextmanager
+def unwrapped() -> Iterator[None]:
+    """Inside the block, an exception a library made of a signal's ``KeyboardInterrupt`` is
+    raised as the signal's :class:`Interrupted`, so that the caller's Ctrl-C path (saying what
+    it kept) takes it.
 
     A library that calls back into Python may catch the ``KeyboardInterrupt`` a signal
     raised there and raise its own error instead (pydantic's serializer turns it into a
-    ``PydanticSerializationError``): any exception that ends a command after a signal was
-    received is that signal's doing, and is reported as the interruption it is."""
-    if _received is None or isinstance(exc, KeyboardInterrupt):
-        return None
-    return Interrupted(_received)
+    ``PydanticSerializationError``): any exception that ends the block after a signal was
+    received (:func:`handled`) is that signal's doing."""
+    try:
+        yield
+    except Exception as exc:
+        if _received is None:
+            raise
+        raise Interrupted(_received) from exc
 
 
 def exit_status() -> int:

@@ -192,7 +192,7 @@ def _run_into(out: Path, plan, force, started, argv, work) -> Outcome:
     """A run into ``out``: its tasks' shards and results staged inside it and moved into
     place at the end, the manifest last, or nothing at all (an error, Ctrl-C). ``work``
     computes the tasks (:func:`ftsim.experiments.sweep.compute`)."""
-    from ftsim.experiments import sweep
+    from ftsim.experiments import interrupts, sweep
     from ftsim.experiments.folders import prepare_output
     from ftsim.experiments.output import StagedFolder
     from ftsim.experiments.store import RunStore
@@ -200,7 +200,7 @@ def _run_into(out: Path, plan, force, started, argv, work) -> Outcome:
     prepare_output(out, "run", force, plan.config_hash)
     results = StagedFolder(out)
     try:
-        with results as staging:
+        with interrupts.unwrapped(), results as staging:
             store = RunStore(staging, durable=False)  # removed whole if it fails
             store.shards.mkdir()
             computed, reused = work(plan, store)
@@ -216,7 +216,7 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
     """A sweep into ``out``: created (or resumed) at once, each task's shard kept as it
     finishes (``work``: :func:`ftsim.experiments.sweep.compute`), then the merged results
     and the manifest's session."""
-    from ftsim.experiments import sweep
+    from ftsim.experiments import interrupts, sweep
     from ftsim.experiments.output import OutputError
     from ftsim.experiments.store import RunStore
 
@@ -231,12 +231,13 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
     else:
         store = RunStore.create(out, sweep.manifest(plan, argv, started.isoformat()), force)
     try:
-        _write_resolved(store.root / "scenario.yaml", plan.base)
-        computed, reused = work(plan, store)
-        summary = sweep.finish(plan, store)
-        for line in sweep.short_of_target(plan, summary):
-            say(f"ftsim: {line}")
-        _finish_folder(plan, store, started, argv, computed, reused)
+        with interrupts.unwrapped():
+            _write_resolved(store.root / "scenario.yaml", plan.base)
+            computed, reused = work(plan, store)
+            summary = sweep.finish(plan, store)
+            for line in sweep.short_of_target(plan, summary):
+                say(f"ftsim: {line}")
+            _finish_folder(plan, store, started, argv, computed, reused)
     except KeyboardInterrupt:  # while computing or merging: the shards are kept
         raise _interrupted(plan, store, batch) from None
     except OutputError as exc:
