@@ -121,3 +121,12 @@ def test_an_error_without_a_signal_is_not_called_an_interruption(tmp_path, monke
     monkeypatch.setattr(notices, "resolved_data", broken)
     with pytest.raises(RuntimeError, match="a bug"):
         _run(tmp_path / "out")
+
+
+def test_outside_the_commands_handlers_an_error_stays_an_error(tmp_path, monkeypatch):
+    """After an interrupted command, the Python API in the same process (no handlers
+    installed) reports its own errors as they are, not as that old signal."""
+    _hash_receives_sigterm(monkeypatch)
+    assert _run(tmp_path / "out") == 128 + signal.SIGTERM
+    with pytest.raises(RuntimeError, match="a bug"), interrupts.unwrapped():
+        raise RuntimeError("a bug")

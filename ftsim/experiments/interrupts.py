@@ -23,6 +23,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _received: int | None = None
 """The last signal handled since :func:`handled` started (None: none)."""
+_handling = False
+"""Whether :func:`handled`'s block runs (its handlers are installed)."""
 _deferring = 0
 _pending: int | None = None
 _owner: int | None = None
@@ -60,7 +62,7 @@ def _handler(signum: int, frame) -> None:
 def handled() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` inside the block (the main
     thread only: Python runs signal handlers there); the previous handlers come back after."""
-    global _received, _owner
+    global _received, _owner, _handling
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -70,9 +72,11 @@ def handled() -> Iterator[None]:
     for signum in SIGNALS:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             previous[signum] = signal.signal(signum, _handler)
+    _handling = True
     try:
         yield
     finally:
+        _handling = False
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
@@ -100,11 +104,12 @@ def unwrapped() -> Iterator[None]:
     A library that calls back into Python may catch the ``KeyboardInterrupt`` a signal
     raised there and raise its own error instead (pydantic's serializer turns it into a
     ``PydanticSerializationError``): any exception that ends the block after a signal was
-    received (:func:`handled`) is that signal's doing."""
+    received inside :func:`handled` is that signal's doing (outside it, e.g. the Python API
+    after an interrupted command, errors stay errors)."""
     try:
         yield
     except Exception as exc:
-        if _received is None:
+        if not _handling or _received is None:
             raise
         raise Interrupted(_received) from exc
 
