@@ -1002,8 +1002,6 @@ class EcrmPlan(Plan):
         """Shard → :meth:`common_part`, the most recently used."""
         self._pauses: dict[tuple, tuple[float, ...]] = {}
         """Shards → :meth:`switch_pause_s` of each switch."""
-        self._parts: dict[int, tuple[float, dict[int, float]]] = {}
-        """Shard → :meth:`range_parts`."""
         self.healthy_slowdown = {"other": self.parity_slowdown} if self.parity_slowdown else {}
         """The slowdown with no shard degraded (the parity stream's), shared: never changed."""
         self._slowdowns: dict[tuple, dict[str, float]] = {}
@@ -1048,17 +1046,12 @@ class EcrmPlan(Plan):
 
     def range_parts(self, shard: int) -> tuple[float, dict[int, float]]:
         """What each survivor sends ``shard``'s replacement per range (``rebuild(shard).
-        range_B``) as the entry most of them send and the others' by survivor (from the
-        compact array, once per shard for every replication: a new range looks up the few
-        survivors it skips in Python floats, not in numpy arrays)."""
-        found = self._parts.get(shard)
-        if found is None:
-            if len(self._parts) >= _MEMO_SIZE:
-                self._parts.clear()
-            sent = self.compact_rebuild(shard).range_B
-            others = dict(zip(sent.positions.tolist(), sent.values.tolist(), strict=True))
-            found = self._parts[shard] = (float(sent.common), others)
-        return found
+        range_B``) as the entry most of them send and the others' by survivor, read from the
+        compact array (a few entries: a new range looks up the survivors it skips in Python
+        floats, not in numpy arrays)."""
+        sent = self.compact_rebuild(shard).range_B
+        others = dict(zip(sent.positions.tolist(), sent.values.tolist(), strict=True))
+        return float(sent.common), others
 
     def common_part(self, shard: int) -> tuple[float, np.ndarray]:
         """The bytes most survivors send ``shard``'s replacement per range (all but a few,
