@@ -568,13 +568,16 @@ def _planned_tasks(plan: Plan, batch: int) -> list[TaskKey]:
     ]
 
 
-SERIAL_TIMING_REPLICATIONS = 1000
+SERIAL_TIMING_REPLICATIONS = 100
 """A study that trains nothing and has at most this many replications (summed over points
-and policies) runs in the calling process unless ``jobs`` is given: a timing replication
-costs about 0.5 ms (``benchmarks/engine_speed.py``), so these take about 0.5 s of CPU, while
-starting a pool (forking workers, their set-up, sending each task its scenario) costs
-0.1–0.2 s of CPU; on two cores the pool would save less than it costs (prod50h's 300
-replications: 1.0 s of CPU serial against 1.2 s with two workers, whole command)."""
+and policies) runs in the calling process unless ``jobs`` is given: there a pool of workers
+would save at most a few milliseconds of the user's wait, for some 50 ms more CPU. Measured
+(quiet 2-core machine, medians of 5-7 runs alternating, ``run prod50h --no-trainer --set
+run.replications=R``, whole command): with two workers rather than one, 60 replications
+took 358 against 368 ms, 150 took 418 against 474 ms, 300 took 506 against 623 ms, 600 took
+661 against 909 ms, for 46-100 ms more CPU. Starting the pool costs little wall time since
+the workers inherit the parent's BLAS limit instead of restarting OpenBLAS's threads
+(:func:`ftsim.experiments.pool.process_pool`)."""
 
 
 def local_workers(plan: Plan, jobs: int | None, batch: int) -> tuple[int, str | None]:
