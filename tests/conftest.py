@@ -1,5 +1,6 @@
 """Shared fixtures: paths to the scenarios and a loader with overrides."""
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,12 @@ def smoke():
 def scenario(name: str, *overrides: str):
     """Load ``scenarios/<name>.yaml`` with ``--set``-style overrides."""
     return load_scenario(SCENARIOS / f"{name}.yaml", list(overrides))
+
+
+def terminal_signals() -> None:
+    """``preexec_fn`` of a command a test signals as a terminal would: SIGINT and SIGHUP at
+    their defaults, as a terminal's foreground job has them. A test runner started in the
+    background (``pytest &`` in a script, ``nohup``) ignores them, its children inherit
+    that, and ftsim, like any well-behaved command, leaves an ignored signal ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)

@@ -31,7 +31,7 @@ import yaml
 
 import ftsim
 from ftsim.scenario.loader import read_yaml, set_path
-from tests.conftest import SCENARIOS
+from tests.conftest import SCENARIOS, terminal_signals
 
 SMOKE = SCENARIOS / "smoke.yaml"
 SMOKE_DATA = read_yaml(SMOKE)
@@ -947,6 +947,7 @@ def test_ctrl_c_in_a_sweep_says_what_was_saved_and_how_to_resume(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=terminal_signals,
     )
     _wait_for(lambda: _shards(out), 60, "the first shard")
     os.killpg(sweep.pid, signal.SIGINT)  # as a terminal does: the whole process group
@@ -963,7 +964,11 @@ def test_ctrl_c_in_a_run_is_one_line_and_leaves_no_folder(tmp_path):
     out = tmp_path / "r"
     args = ["run", str(SMOKE), "--no-trainer", "--reps", "100000", "-q", "-o", str(out)]
     process = subprocess.Popen(
-        [*FTSIM, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*FTSIM, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=terminal_signals,
     )
     _wait_for(out.exists, 60, "the run folder")
     time.sleep(0.3)

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from ftsim.cli import main
 from ftsim.experiments.folders import check_results
-from tests.conftest import SCENARIOS
+from tests.conftest import SCENARIOS, terminal_signals
 
 EXAMPLES = int(os.environ.get("FTSIM_FAULT_EXAMPLES", "3"))
 SMOKE = SCENARIOS / "smoke.yaml"
@@ -81,20 +81,13 @@ def _seen(out: Path, trigger: str) -> bool:
     return True  # the folder
 
 
-def _default_signals() -> None:
-    """In the child: SIGINT and SIGHUP as a terminal gives them (a test runner started in
-    the background ignores them, and the child would inherit that)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
-
-
 def _interrupt(args, out, signum, trigger, delay, group) -> subprocess.CompletedProcess:
     process = subprocess.Popen(
         [sys.executable, "-m", "ftsim", *args, "-o", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_default_signals,
+        preexec_fn=terminal_signals,
         start_new_session=True,
     )
     deadline = time.monotonic() + 120
