@@ -35,8 +35,6 @@ long run therefore holds one replication's state at a time, whatever its length.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
-
 import numpy as np
 
 from ftsim.policies.events import ModelEvent
@@ -51,6 +49,7 @@ from ftsim.trainer import (
     TrainerConfig,
     TrainerSnapshot,
 )
+from ftsim.trainer.blas import one_blas_thread
 from ftsim.trainer.trainer import make_data
 
 
@@ -213,21 +212,6 @@ def cosimulate(scenario: Scenario, sims: list[Simulation]) -> list[dict]:
         finally:
             for model in models:
                 model.release()
-
-
-def one_blas_thread() -> AbstractContextManager:
-    """BLAS limited to one thread for the block, restored after; nothing to do when every
-    BLAS NumPy loaded runs one thread already (a pool worker inherits its parent's limit,
-    :mod:`ftsim.experiments.pool`). Setting the limit again there is not free: in a forked
-    child, OpenBLAS starts its thread server anew and the new thread spins some 0.1 s of
-    CPU before it sleeps (measured: a child forked from a parent at one thread, 105 ms of
-    CPU with the limit set, 2 ms with this check; OpenBLAS 0.3.31), once per worker."""
-    from threadpoolctl import ThreadpoolController
-
-    blas = ThreadpoolController().select(user_api="blas")
-    if all(lib.num_threads == 1 for lib in blas.lib_controllers):
-        return nullcontext()
-    return blas.limit(limits=1)
 
 
 def _columns(base: Trainer, models: list[PolicyModel]) -> list[dict]:

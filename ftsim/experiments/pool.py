@@ -12,11 +12,12 @@ The workers are forked (:data:`START_METHOD`), all of them as soon as the pool i
 (:meth:`_Pool.start`), so that they are ready by the time the caller has its tasks.
 
 BLAS runs on one thread in the workers because it does in the parent while it forks them
-and as long as the pool lives (:func:`_one_blas_thread`), not by a limit each worker sets:
-OpenBLAS starts its thread server again to set it (its threads are stopped at a fork),
-and the new thread spins waiting for work for some 0.1 s before it sleeps (100 ms of CPU
-per worker, measured with ``/proc/<pid>/task/*/schedstat``, taken from the workers' tasks
-on a busy machine), while a child forked from a parent limited to one thread starts none.
+and as long as the pool lives (:func:`~ftsim.trainer.blas.one_blas_thread`), not by a
+limit each worker sets: OpenBLAS starts its thread server again to set it (its threads
+are stopped at a fork), and the new thread spins waiting for work for some 0.1 s before
+it sleeps (100 ms of CPU per worker, measured with ``/proc/<pid>/task/*/schedstat``,
+taken from the workers' tasks on a busy machine), while a child forked from a parent
+limited to one thread starts none.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 
 from ftsim.experiments import interrupts
+from ftsim.trainer.blas import one_blas_thread
 
 WATCHDOG_PERIOD_S = 0.5
 """How often a pool worker checks that the process that started it is still alive."""
@@ -98,7 +100,10 @@ def process_pool(jobs: int):
         initializer=_init_worker,
         initargs=(os.getpid(),),
     )
-    with _one_blas_thread():  # inherited by the workers
+    # inherited by the workers; restored once they have exited (OpenBLAS restarts its
+    # threads then, one of which spins for a while: on the cores the workers need, were
+    # they still running)
+    with one_blas_thread():
         try:
             pool.start()
             yield pool
@@ -111,21 +116,6 @@ def process_pool(jobs: int):
             raise
         pool.shutdown()
         pool.join()
-
-
-@contextmanager
-def _one_blas_thread():
-    """BLAS on one thread in this process for the block, as it was after (see the module
-    docstring: the workers forked meanwhile inherit the limit). Restored only once the
-    workers have exited: OpenBLAS restarts its threads then, one of which spins for a while
-    (on the cores the workers need, were they still running)."""
-    from threadpoolctl import threadpool_limits
-
-    limits = threadpool_limits(limits=1, user_api="blas")
-    try:
-        yield
-    finally:
-        limits.restore_original_limits()
 
 
 class _Pool(ProcessPoolExecutor):

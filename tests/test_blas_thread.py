@@ -1,4 +1,4 @@
-"""The co-simulation's trainer runs on one BLAS thread (:func:`ftsim.cosim.replay.one_blas_thread`),
+"""The trainer runs on one BLAS thread (:func:`ftsim.trainer.blas.one_blas_thread`),
 without setting the limit again where it holds already (a pool worker: setting it starts
 OpenBLAS's thread server anew, whose thread spins ~0.1 s of CPU)."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
-from ftsim.cosim.replay import one_blas_thread
+from ftsim.trainer.blas import one_blas_thread
 
 
 def _blas():
