@@ -32,7 +32,6 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 
 from ftsim.experiments import interrupts
-from ftsim.trainer.blas import one_blas_thread
 
 WATCHDOG_PERIOD_S = 0.5
 """How often a pool worker checks that the process that started it is still alive."""
@@ -94,6 +93,8 @@ def process_pool(jobs: int):
     (an error, Ctrl-C), tasks in flight are abandoned and the workers terminated at once
     instead of being waited for.
     """
+    from ftsim.trainer.blas import one_blas_thread  # the trainer's, not a timing run's
+
     pool = _Pool(
         max_workers=jobs,
         mp_context=multiprocessing.get_context(START_METHOD),
