@@ -473,3 +473,30 @@ def test_a_persist_slows_a_policy_by_its_own_slowdown_and_the_writers(policy, mo
     monkeypatch.setattr(Simulation, "_start_compute", checked)
     simulate(scenario("smoke", EXAMPLE_FAILURES, f"policies=[{policy}]"), 0, 0)
     assert seen["persisting"] > 3 and seen["not"] > 3
+
+
+def test_a_persist_slows_training_for_exactly_its_own_duration():
+    """Closed form of a re-plan: with no failure, CheckFreq's persist slows training by
+    ``persist_slowdown`` s from the instant it starts to the instant it ends (each a re-plan
+    of the compute phase under way), so a persist of wall duration D costs D·s/(1 + s) of
+    ``other`` and of wall time, on top of the snapshot stalls."""
+    s = 0.25
+    sim = simulate(
+        scenario(
+            "smoke",
+            "failures=[]",
+            "policies.0.interval=20 min",
+            "policies.0.save_mode=checkfreq",
+            f"policies.0.persist_slowdown={s}",
+            "cluster.storage.write_bandwidth=10 MB/s",
+        ),
+        0,
+        0,
+    )
+    persists = [p.end_s - p.start_s for p in sim.timeline if p.category == "persist"]
+    assert len(persists) == sim.policy.n_checkpoints == 11
+    assert min(persists) > 60  # long enough for a wrong rate to show
+    other_s = sum(d * s / (1 + s) for d in persists)
+    assert sim.breakdown_s()["other"] == pytest.approx(other_s, rel=1e-12)
+    snapshots_s = 11 * sim.policy.writer.snapshot_s
+    assert sim.wall_s == pytest.approx(4 * 3600 + snapshots_s + other_s, rel=1e-12)
