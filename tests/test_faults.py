@@ -555,19 +555,33 @@ def test_a_second_writer_is_refused_naming_the_folder_and_the_holder(
     assert not (out / LOCK).exists()  # the holder's lock goes with it
 
 
+def _lock_holder(folder: Path) -> int | None:
+    """The pid the lock of ``folder`` holds (None: no lock, or its pid not written yet)."""
+    try:
+        text = (folder / LOCK).read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 def test_a_run_and_a_sweep_started_together_never_mix(tmp_path):
-    """Both orders: the first holds the folder to the end, the second is refused."""
+    """Both orders: the first holds the folder to the end, the second is refused. The first
+    is stopped (SIGSTOP) from the moment its lock appears until the second has tried: its
+    900 replications alone take less time than the second's start-up on a fast machine."""
     for first, second in (("run", "sweep"), ("sweep", "run")):
         out = tmp_path / f"{first}_first"
-        # the same 900 replications each: long enough to start the second meanwhile
         long = {"run": [*RUN, "--reps", "300"], "sweep": [*SWEEP, "--reps", "300", "--batch", "20"]}
         process = subprocess.Popen(
             [*FTSIM, *long[first], "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
         try:
-            while not (out / LOCK).exists():
+            while _lock_holder(out) != process.pid:  # the lock made and its pid written
                 assert process.poll() is None
-            refused = _ftsim([*{"run": RUN, "sweep": SWEEP}[second], "-o", str(out)])
+            process.send_signal(signal.SIGSTOP)
+            try:
+                refused = _ftsim([*{"run": RUN, "sweep": SWEEP}[second], "-o", str(out)])
+            finally:
+                process.send_signal(signal.SIGCONT)
         finally:
             process.wait(timeout=600)
         assert refused.returncode == 2 and f"(pid {process.pid})" in refused.stderr
