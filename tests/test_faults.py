@@ -566,8 +566,8 @@ def _lock_holder(folder: Path) -> int | None:
 
 def test_a_run_and_a_sweep_started_together_never_mix(tmp_path):
     """Both orders: the first holds the folder to the end, the second is refused. The first
-    is stopped (SIGSTOP) from the moment its lock appears until the second has tried: its
-    900 replications alone take less time than the second's start-up on a fast machine."""
+    is stopped (SIGSTOP) from the moment its lock holds its pid until the second has tried:
+    its 900 replications take less time than the second's start-up on a fast machine."""
     for first, second in (("run", "sweep"), ("sweep", "run")):
         out = tmp_path / f"{first}_first"
         long = {"run": [*RUN, "--reps", "300"], "sweep": [*SWEEP, "--reps", "300", "--batch", "20"]}
