@@ -703,9 +703,10 @@ def _cmd_show_presets(args, argv) -> int:
 
 
 def _cmd_show_reference(args, argv) -> int:
-    from ftsim.policies import catalog  # noqa: F401 (the kinds the reference describes)
+    from ftsim.policies.catalog import policy_params
     from ftsim.scenario.reference import scenario_reference
 
+    policy_params()  # every kind: the reference describes them all
     sys.stdout.write(scenario_reference())
     return 0
 

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from ftsim.policies import catalog  # noqa: F401 (every policy kind, before scenarios load)
+from ftsim.policies.catalog import policy_params
 from ftsim.scenario.loader import load_scenario
+
+policy_params()  # every policy kind imported: tests go through them all
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"

@@ -6,11 +6,9 @@ import types
 import typing
 
 import pytest
-from pydantic import Field, create_model
 
-import ftsim.scenario.loader
 from ftsim.cli import main
-from ftsim.policies.catalog import policy_params
+from ftsim.policies.catalog import policy_params, require
 from ftsim.scenario import registry
 from ftsim.scenario.reference import GENERATED_BY, scenario_reference
 from ftsim.scenario.schema import Scenario
@@ -69,27 +67,24 @@ def _files(text: str) -> dict[str, str]:
 
 @pytest.fixture
 def doc_policy(monkeypatch):
-    """The doc's policy module imported as ``ftsim.policies.reinit_shards``, with the
-    scenario schema rebuilt to accept it (as its line in ``ftsim/policies/catalog.py`` would,
-    importing it before the schema is completed); the registry and the schema are restored
-    afterwards."""
+    """The doc's policy module imported as ``ftsim.policies.reinit_shards`` (registering its
+    kind, as the catalog's import of it would), and the scenario schema completed with it
+    (as for a scenario naming it); the registry and the schema are restored afterwards."""
     code = _files(ADDING.read_text())["ftsim/policies/reinit_shards.py"]
     module = types.ModuleType("ftsim.policies.reinit_shards")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setattr(registry, "POLICY_PARAMS", dict(registry.POLICY_PARAMS))
-    monkeypatch.setattr(registry, "_closed", False)
+    kinds = dict(registry.POLICY_PARAMS)
     exec(compile(code, f"{ADDING} (ftsim/policies/reinit_shards.py)", "exec"), vars(module))
-    policy = registry.discriminated(registry.POLICY_PARAMS)
-    extended = create_model(
-        "Scenario", __base__=Scenario, policies=(list[policy], Field(min_length=1))
-    )
-    monkeypatch.setattr(ftsim.scenario.loader, "Scenario", extended)
+    require({"reinit_shards"})
     yield module
+    registry.POLICY_PARAMS.clear()
+    registry.POLICY_PARAMS.update(kinds)
+    policy_params()  # the schema of the catalog's own kinds again
 
 
 def test_the_worked_example_and_its_tests_run_as_written(doc_policy):
     assert registry.POLICY_PARAMS["reinit_shards"].plan_class is doc_policy.ReinitShardsPlan
-    assert "reinit_shards" not in policy_params()  # the catalog's own kinds are untouched
+    assert list(policy_params())[-1] == "reinit_shards"  # after the catalog's own kinds
     code = _files(ADDING.read_text())["tests/test_reinit_shards.py"]
     namespace: dict = {"__name__": "test_reinit_shards"}
     exec(compile(code, f"{ADDING} (tests/test_reinit_shards.py)", "exec"), namespace)

@@ -2,8 +2,8 @@
 
 A timing-only run must not import the trainer (beyond its config, which the scenario
 schema validates), pandas, SciPy or Matplotlib (issue 26: start-up was 6× the floor of
-``import numpy, simpy, yaml``). Every policy module is imported (the schema is the union of
-every kind's parameters). Each check
+``import numpy, simpy, yaml``), nor the modules of policy kinds the scenario does not name
+(:mod:`ftsim.policies.catalog` imports them on demand). Each check
 runs the command in a fresh interpreter and reads ``sys.modules`` at its end; the teeth
 tests put one eager import back into a copy of the package and see it caught.
 """
@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from ftsim.policies.registry import POLICIES
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "scenarios" / "smoke.yaml"  # policies of one kind: full
 
@@ -27,6 +29,9 @@ pandas; figures, statistics tables and progress bars are other commands' busines
 
 TRAINER_ALLOWED = {"ftsim.trainer", "ftsim.trainer.config"}
 """The trainer's config is the schema of a scenario's ``trainer:`` section."""
+
+OTHER_KINDS = {f"ftsim.policies.{i.module}" for i in POLICIES} - {"ftsim.policies.full"}
+"""The modules of the policy kinds smoke.yaml does not name."""
 
 _PROGRAM = """
 import json, sys
@@ -56,7 +61,7 @@ def modules_after_run(tmp_path: Path, package_root: Path = ROOT) -> set[str]:
 def unneeded(modules: set[str]) -> list[str]:
     """The loaded modules a timing-only run should not have loaded."""
     found = [m for m in modules if m.split(".")[0] in HEAVY or m.startswith("ftsim.trainer.")]
-    return sorted(m for m in found if m not in TRAINER_ALLOWED)
+    return sorted({m for m in found if m not in TRAINER_ALLOWED} | (modules & OTHER_KINDS))
 
 
 def test_a_timing_run_loads_only_what_it_needs(tmp_path):
@@ -72,6 +77,8 @@ def test_a_timing_run_loads_only_what_it_needs(tmp_path):
         ("trainer/__init__.py", "from ftsim.trainer import trainer", "ftsim.trainer.trainer"),
         # a pandas import on the way to the results
         ("experiments/output.py", "import pandas", "pandas"),
+        # the catalog importing every policy module, as it did
+        ("policies/catalog.py", "from ftsim.policies import ecrm", "ftsim.policies.ecrm"),
     ],
 )
 def test_an_eager_import_put_back_is_caught(tmp_path, file, statement, caught):

@@ -69,14 +69,16 @@ from ftsim.notices import Notice
 from ftsim.policies.base import Plan, PlanError, Policy, PolicyParams, TrainerSide, register
 from ftsim.policies.events import ModelEvent
 from ftsim.policies.inputs import PlanInputs
+from ftsim.policies.registry import in_table_order
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.registry import POLICY_PARAMS, discriminated
 from ftsim.sim.cluster import StateLayout
 from ftsim.sim.popularity import PopularityParams, top_rows_share
 
-PartPolicy = discriminated(POLICY_PARAMS)
+PartPolicy = discriminated(in_table_order(POLICY_PARAMS))
 """Any registered policy's parameters except ``composed`` (compositions do not nest): the
-kinds registered before this module (it imports every other policy module first)."""
+kinds registered before this module (it imports every other policy module first), in the
+order messages list kinds in."""
 
 
 # -- parameters ----------------------------------------------------------------------------

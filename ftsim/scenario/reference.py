@@ -284,13 +284,15 @@ def _heading(section: _Section) -> str:
 
 
 def scenario_reference() -> str:
-    """The scenario reference, Markdown, ending with a newline (of the kinds registered:
-    import :mod:`ftsim.policies.catalog` first)."""
+    """The scenario reference, Markdown, ending with a newline (of the kinds the schema
+    accepts: :func:`ftsim.policies.catalog.policy_params` first, for every kind)."""
     from ftsim.scenario.registry import RegistryError
     from ftsim.scenario.schema import Scenario
 
     if not Scenario.__pydantic_complete__:
-        raise RegistryError("the scenario schema has no kinds yet: import ftsim.policies.catalog")
+        raise RegistryError(
+            "the scenario schema has no kinds yet: call ftsim.policies.catalog.policy_params()"
+        )
 
     sections = _sections(Scenario)
     out = [

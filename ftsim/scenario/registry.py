@@ -5,22 +5,24 @@ The schema (:mod:`ftsim.scenario.schema`) validates ``policies:`` and ``failures
 against what is registered here, so this package never imports the policies or the
 simulator: each policy module registers its ``Params`` as it is imported
 (:func:`ftsim.policies.base.register`), and :mod:`ftsim.sim.failures` registers its failure
-sources. :mod:`ftsim.policies.catalog` imports every policy module and then completes the
-schema (:func:`ftsim.scenario.schema.complete_schema`); from then on the kinds are fixed: a
-kind registered later would be invisible to the schema, so it is refused.
+sources. Policy kinds are imported on demand: before it validates a scenario, the loader
+asks for the kinds the scenario names (:func:`require_policy_kinds`), and the provider
+(:mod:`ftsim.policies.catalog`, which sets itself as it is imported) imports their modules
+and completes the schema with them (:func:`ftsim.scenario.schema.complete_schema`).
 """
 
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from typing import Annotated, Union
 
 from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 
 POLICY_PARAMS: dict[str, type[BaseModel]] = {}
-"""Policy kind → its ``Params`` (a :class:`ftsim.policies.base.PolicyParams`), in the order
-registered (the order the schema lists them in messages)."""
+"""Policy kind → its ``Params`` (a :class:`ftsim.policies.base.PolicyParams`), of the kinds
+imported so far, in the order registered (the schema lists them in the catalog's order)."""
 
 FAILURE_SOURCES: dict[str, type[BaseModel]] = {}
 """Failure-source kind → its section, in the order registered."""
@@ -28,11 +30,11 @@ FAILURE_SOURCES: dict[str, type[BaseModel]] = {}
 FAILURE_SOURCE_VALIDATORS: list = []
 """Validators that the failure sources' union runs first (e.g. a preset's shorthand)."""
 
-_closed = False
+_provider: Callable[[set[str]], None] | None = None
 
 
 class RegistryError(RuntimeError):
-    """A kind registered twice, or after the schema was completed."""
+    """A kind registered twice, or asked for with no provider of kinds."""
 
 
 def kind_of(model: type[BaseModel]) -> str:
@@ -58,8 +60,6 @@ def register_failure_sources(union) -> None:
 
 def _add(table: dict, model: type[BaseModel], what: str) -> None:
     kind = kind_of(model)
-    if _closed:
-        raise RegistryError(f"{what} kind {kind!r} registered after the schema was completed")
     if table.get(kind, model) is not model:
         raise RegistryError(f"{what} kind {kind!r} registered twice")
     table[kind] = model
@@ -74,11 +74,21 @@ def discriminated(table: dict[str, type[BaseModel]], validators=()):
     return Annotated[union, Field(discriminator="kind"), *validators]
 
 
-def close() -> None:
-    """Fix the kinds (the schema is being completed with them)."""
-    global _closed
-    _closed = True
+def provide_policy_kinds(provider: Callable[[set[str]], None]) -> None:
+    """Make ``provider`` what :func:`require_policy_kinds` calls."""
+    global _provider
+    _provider = provider
 
 
-def is_closed() -> bool:
-    return _closed
+def has_policy_kinds_provider() -> bool:
+    """Whether a provider of policy kinds is set (:mod:`ftsim.policies.catalog` imported)."""
+    return _provider is not None
+
+
+def require_policy_kinds(kinds: set[str]) -> None:
+    """Have the scenario schema accept the policy kinds ``kinds`` (the ``kind`` values of a
+    scenario's ``policies:``): the provider imports their modules and completes the
+    schema."""
+    if _provider is None:
+        raise RegistryError("no policy kinds: import ftsim.policies.catalog first")
+    _provider(kinds)

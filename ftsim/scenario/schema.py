@@ -9,7 +9,8 @@ Quantities carry units (see :mod:`ftsim.scenario.quantities`); inside, all numbe
 ``policies:`` and ``failures:`` entries are any kind registered in
 :mod:`ftsim.scenario.registry` (``PolicyConfig`` and ``FailureSourceConfig`` below are names
 the schema resolves only then): :func:`complete_schema` builds them into :class:`Scenario`
-once the modules defining the kinds are imported (:mod:`ftsim.policies.catalog` does both).
+once the modules defining the kinds are imported (:mod:`ftsim.policies.catalog` does both,
+for the policy kinds a scenario names).
 """
 
 from __future__ import annotations
@@ -600,6 +601,15 @@ class Scenario(Section):
     sweep: Sweep | None = None
     trainer: TrainerSection | None = None
 
+    def __setstate__(self, state) -> None:
+        """Unpickled (a task in a worker, a study saved to disk): the schema accepts the
+        scenario's policy kinds, as after loading it, once their provider is imported
+        (:mod:`ftsim.policies.catalog`; its modules are, by the unpickling), so that the
+        scenario can be dumped and copied."""
+        super().__setstate__(state)
+        if registry.has_policy_kinds_provider():
+            registry.require_policy_kinds({policy.kind for policy in self.policies})
+
     @model_validator(mode="after")
     def _one_shard_per_embedding_ps(self):
         """Fill in ``trainer.sharding.n_shards`` = ``cluster.emb_ps`` when it is left out: the
@@ -768,16 +778,30 @@ def _non_finite(value, path: str) -> Iterator[tuple[str, str]]:
         yield path, f"must be at most {MAX_COUNT:.3g}"
 
 
-def complete_schema() -> None:
-    """Build the registered policy and failure-source kinds into :class:`Scenario` (once; the
-    kinds are fixed from then on). Until then a scenario cannot be validated."""
-    if Scenario.__pydantic_complete__:
+_policy_members: tuple[type[BaseModel], ...] = ()
+"""The policy kinds' ``Params`` that :class:`Scenario` accepts now (see :func:`complete_schema`)."""
+
+
+def complete_schema(policy_params: dict[str, type[BaseModel]]) -> None:
+    """Make :class:`Scenario` accept the policy kinds of ``policy_params`` (kind → ``Params``,
+    in the order messages list them) and every registered failure source.
+
+    The first call resolves the schema's two unions; a later one with other kinds (a
+    scenario naming a kind not imported before) puts the new union in the ``policies``
+    field and rebuilds the model (some 2 ms); scenarios validated before stay as they
+    are."""
+    global _policy_members
+    members = tuple(policy_params.values())
+    if members == _policy_members:
         return
-    namespace = {
-        "PolicyConfig": registry.discriminated(registry.POLICY_PARAMS),
-        "FailureSourceConfig": registry.discriminated(
+    union = registry.discriminated(policy_params)
+    if Scenario.__pydantic_complete__:
+        Scenario.model_fields["policies"].annotation = list[union]
+        Scenario.model_rebuild(force=True)
+    else:
+        failures = registry.discriminated(
             registry.FAILURE_SOURCES, registry.FAILURE_SOURCE_VALIDATORS
-        ),
-    }
-    registry.close()
-    Scenario.model_rebuild(_types_namespace=namespace)
+        )
+        namespace = {"PolicyConfig": union, "FailureSourceConfig": failures}
+        Scenario.model_rebuild(_types_namespace=namespace)
+    _policy_members = members
