@@ -153,6 +153,9 @@ def main() -> None:
             for line in timing["timeline"]:
                 print("   ", line)
     print(f"runs.csv identical across job counts: {len(set(outputs.values())) == 1}")
+    if "logloss_delta" not in runs:  # e.g. --no-trainer: no replication trained the model
+        print("no trained replication: no trainer steps or accuracy to report")
+        return
     steps, baseline = steps_trained(runs)
     trained = runs.dropna(subset=["logloss_delta"])
     n_trained = trained["rep"].nunique()

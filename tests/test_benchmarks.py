@@ -49,3 +49,12 @@ def test_quick(script):
     assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-3000:]
     assert done.stdout.strip(), "a benchmark prints its figures"
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def test_the_cosim_benchmark_passes_run_options_on():
+    """``prod50h_cosim.py`` takes ``ftsim run`` options after its own: with ``--no-trainer``
+    nothing trains, and it says so instead of failing on the missing model columns."""
+    script = ROOT / "benchmarks" / "prod50h_cosim.py"
+    done = _run(script, "--quick", "--jobs", "1", "--no-trainer", timeout_s=300)
+    assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-3000:]
+    assert "no trained replication" in done.stdout
