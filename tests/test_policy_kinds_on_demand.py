@@ -47,27 +47,40 @@ print(json.dumps(report))
 """
 
 
-def _python(code: str, package_root: Path = ROOT) -> dict:
-    """Run ``code`` in a fresh interpreter importing ftsim from ``package_root``; the JSON it
-    prints last."""
-    done = subprocess.run(
+def _python(code: str, package_root: Path = ROOT) -> subprocess.CompletedProcess:
+    """``code`` run in a fresh interpreter importing ftsim from ``package_root``."""
+    return subprocess.run(
         [sys.executable, "-c", code],
         cwd=package_root,
         env={"PYTHONPATH": str(package_root), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
     )
+
+
+def _printed(done: subprocess.CompletedProcess):
+    """What a run that succeeded printed last, as JSON."""
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def growing(package_root: Path = ROOT) -> dict:
-    code = _GROWING.format(modules=KIND_MODULES, scenarios=SCENARIOS)
-    return _python(code, package_root)
+def _planted(tmp_path: Path, file: str, old: str, new: str) -> Path:
+    """A copy of the package with ``old`` replaced by ``new`` in ``file`` (a planted bug);
+    the root to import it from."""
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "ftsim", copy / "ftsim", ignore=shutil.ignore_patterns("__pycache__"))
+    module = copy / "ftsim" / file
+    text = module.read_text()
+    assert old in text
+    module.write_text(text.replace(old, new))
+    return copy
+
+
+GROWING = _GROWING.format(modules=KIND_MODULES, scenarios=SCENARIOS)
 
 
 def test_a_scenario_imports_the_kinds_it_names_and_the_schema_grows_with_them():
-    report = growing()
+    report = _printed(_python(GROWING))
     assert report["smoke"] == ["ftsim.policies.full"]
     assert report["prod50h"] == [
         "ftsim.policies.cpr",
@@ -88,21 +101,9 @@ def test_a_scenario_imports_the_kinds_it_names_and_the_schema_grows_with_them():
 def test_the_growth_check_fails_when_the_schema_is_not_rebuilt(tmp_path):
     """Teeth: with the schema completed once and never again, prod50h (naming kinds that smoke
     does not) fails to load after smoke."""
-    copy = tmp_path / "src"
-    shutil.copytree(ROOT / "ftsim", copy / "ftsim", ignore=shutil.ignore_patterns("__pycache__"))
-    schema = copy / "ftsim" / "scenario" / "schema.py"
-    text = schema.read_text()
-    planted = text.replace("    if members == _policy_members:", "    if _policy_members:")
-    assert planted != text
-    schema.write_text(planted)
-    code = _GROWING.format(modules=KIND_MODULES, scenarios=SCENARIOS)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=copy,
-        env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-    )
+    old = "    if members == _policy_members:"
+    root = _planted(tmp_path, "scenario/schema.py", old, "    if _policy_members:")
+    done = _python(GROWING, root)
     assert done.returncode != 0
     assert "unknown kind 'cpr'" in done.stderr
 
@@ -123,16 +124,10 @@ def unpickled_kinds(pickled: Path, first: str, package_root: Path = ROOT) -> lis
             'print(json.dumps([p["kind"] for p in s.model_dump(mode="json")["policies"]]))',
         ]
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=package_root,
-        env={"PYTHONPATH": str(package_root), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-    )
+    done = _python(code, package_root)
     if done.returncode:
         return next(line for line in reversed(done.stderr.splitlines()) if "Error" in line)
-    return json.loads(done.stdout.splitlines()[-1])
+    return _printed(done)
 
 
 @pytest.fixture
@@ -162,10 +157,5 @@ def test_the_unpickling_check_fails_without_what_completes_the_schema(
 ):
     """Teeth: without the unpickling's completion (catalog first) or the catalog's own of
     kinds imported before it (scenario first), the dump fails: the schema is incomplete."""
-    copy = tmp_path / "src"
-    shutil.copytree(ROOT / "ftsim", copy / "ftsim", ignore=shutil.ignore_patterns("__pycache__"))
-    module = copy / "ftsim" / file
-    text = module.read_text()
-    assert line in text
-    module.write_text(text.replace(line, line.replace("if ", "if False and ")))
-    assert "is not fully defined" in unpickled_kinds(pickled, first, copy)
+    root = _planted(tmp_path, file, line, line.replace("if ", "if False and "))
+    assert "is not fully defined" in unpickled_kinds(pickled, first, root)
