@@ -22,7 +22,8 @@ from pydantic.fields import FieldInfo
 
 POLICY_PARAMS: dict[str, type[BaseModel]] = {}
 """Policy kind → its ``Params`` (a :class:`ftsim.policies.base.PolicyParams`), of the kinds
-imported so far, in the order registered (the schema lists them in the catalog's order)."""
+imported so far, in the order registered (the schema lists them in the order of
+:data:`ftsim.policies.registry.POLICIES`)."""
 
 FAILURE_SOURCES: dict[str, type[BaseModel]] = {}
 """Failure-source kind → its section, in the order registered."""
