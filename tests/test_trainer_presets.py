@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ftsim.scenario.loader import load_scenario, validate_scenario
-from ftsim.scenario.schema import TrainerSection
+from ftsim.scenario.trainer_section import TrainerSection
 from ftsim.trainer.config import TRAINER_PRESETS
 from tests.conftest import SCENARIOS
 

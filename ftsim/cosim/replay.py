@@ -38,7 +38,8 @@ from __future__ import annotations
 import numpy as np
 
 from ftsim.policies.events import ModelEvent
-from ftsim.scenario.schema import Scenario, TrainerSection
+from ftsim.scenario.schema import Scenario
+from ftsim.scenario.trainer_section import TrainerSection
 from ftsim.sim.engine import Simulation
 from ftsim.sim.rng import Purpose, stream
 from ftsim.trainer import (

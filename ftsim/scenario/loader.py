@@ -20,9 +20,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ftsim.scenario import overrides as rules
-from ftsim.scenario import registry
 from ftsim.scenario.files import TextFileError, read_text
-from ftsim.scenario.schema import Scenario
+from ftsim.scenario.schema import Scenario, accept_named
 
 
 class ScenarioError(Exception):
@@ -284,9 +283,9 @@ def validate_scenario(
     (a sweep warns about its base scenario, not about every point). ``positions``: where
     each of ``data``'s policies stands in the file, when some were left out (``--policy``):
     problems and warnings name the file's ``policies.N``. The policy and failure-source
-    kinds named are imported first (import :mod:`ftsim.policies.catalog` once before:
-    it provides them)."""
-    registry.require_policy_kinds(_policy_kinds(data))
+    kinds named, and the ``trainer:`` section's model if it has one, are imported first
+    (import :mod:`ftsim.policies.catalog` once before: it provides the kinds)."""
+    accept_named(data)
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": path.parent})
     except ValidationError as exc:
@@ -301,15 +300,6 @@ def validate_scenario(
     for where, message in _in_file(scenario_warnings(scenario) if warn else [], positions):
         warnings.warn(ScenarioWarning(path, where, message), stacklevel=2)
     return scenario
-
-
-def _policy_kinds(data: dict) -> set[str]:
-    """The ``kind`` of every entry of ``data``'s ``policies:`` (as text: a value that is no
-    kind's name makes every kind be imported, for the message that lists them)."""
-    entries = data.get("policies") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        return set()
-    return {str(entry["kind"]) for entry in entries if isinstance(entry, dict) and "kind" in entry}
 
 
 def _in_file(problems: list[tuple[str, str]], positions: list[int] | None) -> list:

@@ -130,11 +130,14 @@ def assign(data: dict, key: str, value, selected: Sequence[int] | None = None) -
     """Set ``value`` at the dotted ``key`` of the scenario mapping ``data`` (module docstring
     for the rules); ``selected``: the policies a wildcard reaches (None: all). Returns the
     fields set; ValueError naming the problem."""
-    from ftsim.scenario.schema import Scenario
+    from ftsim.scenario.schema import Scenario, accept_named, accept_trainer_section
 
     parts = key.split(".")
     if "" in parts:
         raise ValueError(f"{key}: empty key between dots")
+    accept_named(data)  # the walk reads the fields of the sections the data names
+    if parts[0] == "trainer":
+        accept_trainer_section()
     return _assign(data, Scenario, parts, value, "", selected, lenient=False)
 
 
@@ -266,8 +269,9 @@ def _field_names(tp, node) -> set[str]:
 def rename_deprecated(node, tp=None, where: str = "", source: str = "") -> None:
     """Rename, in place, every field the file gives by an old name (with a notice each)."""
     if tp is None:
-        from ftsim.scenario.schema import Scenario
+        from ftsim.scenario.schema import Scenario, accept_named
 
+        accept_named(node)  # the old names are those of the sections the data names
         tp = Scenario
     from ftsim.scenario.loader import _child_type
 

@@ -287,8 +287,9 @@ def scenario_reference() -> str:
     """The scenario reference, Markdown, ending with a newline (of the kinds the schema
     accepts: :func:`ftsim.policies.catalog.policy_params` first, for every kind)."""
     from ftsim.scenario.registry import RegistryError
-    from ftsim.scenario.schema import Scenario
+    from ftsim.scenario.schema import Scenario, accept_trainer_section
 
+    accept_trainer_section()
     if not Scenario.__pydantic_complete__:
         raise RegistryError(
             "the scenario schema has no kinds yet: call ftsim.policies.catalog.policy_params()"

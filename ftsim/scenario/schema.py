@@ -10,7 +10,9 @@ Quantities carry units (see :mod:`ftsim.scenario.quantities`); inside, all numbe
 :mod:`ftsim.scenario.registry` (``PolicyConfig`` and ``FailureSourceConfig`` below are names
 the schema resolves only then): :func:`complete_schema` builds them into :class:`Scenario`
 once the modules defining the kinds are imported (:mod:`ftsim.policies.catalog` does both,
-for the policy kinds a scenario names).
+for the policy kinds a scenario names). The ``trainer:`` section's model, the embedded
+trainer's config, is imported only for a scenario that has one
+(:func:`accept_trainer_section`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from pydantic import (
 from ftsim.scenario import registry
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
 from ftsim.scenario.units import format_duration
-from ftsim.trainer.config import TRAINER_PRESETS, ShardingConfig, TrainerConfig, with_preset
 
 MAX_COUNT = 2**63 - 1
 """Largest count accepted anywhere (a 64-bit integer): ``rows: 1e308`` is a typo, not a model."""
@@ -44,9 +45,6 @@ MAX_NODES = 100_000
 
 MAX_REPLICATIONS = 1_000_000
 """Most replications per policy."""
-
-MAX_TRAINER_STEPS = 1_000_000
-"""Most steps of the embedded trainer per replication (each is a real forward/backward pass)."""
 
 MAX_TRAINER_VALUES = 2**31
 """Most embedding values of the embedded trainer's model (8 GiB in float32)."""
@@ -539,51 +537,6 @@ class Sweep(Section):
         return self
 
 
-class EmbeddingSharding(ShardingConfig):
-    """Placement of the model's embedding rows on its shards, the cluster's embedding PS."""
-
-    n_shards: int | None = Field(
-        None, ge=1, description="shards of the model: cluster.emb_ps (filled in when left out)"
-    )
-
-
-class TrainerSection(TrainerConfig):
-    """The embedded NumPy DLRM trained inside the simulation (co-simulation).
-
-    ``steps`` real trainer steps stand for the whole failure-free training run: simulated
-    progress p maps to step round(p / work × steps). The model's embedding shards are the
-    cluster's embedding PS: ``sharding.n_shards`` is ``cluster.emb_ps`` (filled in when left
-    out, so the resolved scenario saved with the results says what was trained).
-    """
-
-    sharding: EmbeddingSharding = Field(default_factory=EmbeddingSharding)
-
-    preset: Literal[tuple(TRAINER_PRESETS)] | None = Field(
-        None,
-        description="a named trainer configuration filling in the fields not given "
-        "(docs/trainer.md, ftsim.trainer.config.TRAINER_PRESETS)",
-    )
-    enabled: bool = Field(True, description="train the model inside the simulation")
-    steps: int = Field(
-        1000, ge=1, le=MAX_TRAINER_STEPS, description="trainer steps standing for the whole run"
-    )
-    replications: int = Field(
-        3, ge=1, description="replications (the first ones) that also train the model"
-    )
-    share_prefix: bool = Field(
-        True,
-        description="fork each policy from the failure-free run at its first divergence "
-        "instead of retraining the common prefix (results are identical)",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _expand_preset(cls, data):
-        """``preset``'s fields under those the section gives (an unknown name is left to
-        the field's own validation, which names the presets)."""
-        return with_preset(data) if isinstance(data, dict) else data
-
-
 class Scenario(Section):
     """A complete scenario: one job on one cluster under failures, several policies."""
 
@@ -599,14 +552,16 @@ class Scenario(Section):
     )
     run: Run = Run()
     sweep: Sweep | None = None
-    trainer: TrainerSection | None = None
+    trainer: TrainerSectionConfig | None = None  # noqa: F821 (see accept_trainer_section)
 
     def __setstate__(self, state) -> None:
         """Unpickled (a task in a worker, a study saved to disk): the schema accepts the
-        scenario's policy kinds, as after loading it, once their provider is imported
-        (:mod:`ftsim.policies.catalog`; its modules are, by the unpickling), so that the
-        scenario can be dumped and copied."""
+        scenario's trainer section and policy kinds, as after loading it (the kinds once
+        their provider is imported, :mod:`ftsim.policies.catalog`; their modules are, by
+        the unpickling), so that the scenario can be dumped and copied."""
         super().__setstate__(state)
+        if self.trainer is not None:
+            accept_trainer_section()
         if registry.has_policy_kinds_provider():
             registry.require_policy_kinds({policy.kind for policy in self.policies})
 
@@ -802,6 +757,51 @@ def complete_schema(policy_params: dict[str, type[BaseModel]]) -> None:
         failures = registry.discriminated(
             registry.FAILURE_SOURCES, registry.FAILURE_SOURCE_VALIDATORS
         )
-        namespace = {"PolicyConfig": union, "FailureSourceConfig": failures}
+        namespace = {
+            "PolicyConfig": union,
+            "FailureSourceConfig": failures,
+            "TrainerSectionConfig": _trainer_section or type(None),
+        }
         Scenario.model_rebuild(_types_namespace=namespace)
     _policy_members = members
+
+
+def accept_named(data) -> None:
+    """Make :class:`Scenario` accept what the scenario mapping ``data`` names: its
+    ``trainer:`` section (:func:`accept_trainer_section`) and the kinds of its
+    ``policies:`` (imported on demand: :func:`ftsim.scenario.registry.require_policy_kinds`).
+    Called before anything reads the schema for ``data``: its validation, the renaming of
+    old field names, an override's walk down to its field."""
+    if isinstance(data, dict) and data.get("trainer") is not None:
+        accept_trainer_section()
+    registry.require_policy_kinds(_policy_kinds(data))
+
+
+def _policy_kinds(data) -> set[str]:
+    """The ``kind`` of every entry of ``data``'s ``policies:`` (as text: a value that is no
+    kind's name makes every kind be imported, for the message that lists them)."""
+    entries = data.get("policies") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return set()
+    return {str(entry["kind"]) for entry in entries if isinstance(entry, dict) and "kind" in entry}
+
+
+_trainer_section: type[BaseModel] | None = None
+"""The ``trainer:`` section's model once :func:`accept_trainer_section` imported it (until
+then :class:`Scenario` accepts no section but ``trainer: null``)."""
+
+
+def accept_trainer_section() -> None:
+    """Make :class:`Scenario` accept a ``trainer:`` section: its model
+    (:class:`ftsim.scenario.trainer_section.TrainerSection`, the embedded trainer's config)
+    is imported for the scenarios that have one, the loader's first step for them; a
+    schema completed before is rebuilt with it (some 2 ms)."""
+    global _trainer_section
+    if _trainer_section is not None:
+        return
+    from ftsim.scenario.trainer_section import TrainerSection
+
+    _trainer_section = TrainerSection
+    if Scenario.__pydantic_complete__:
+        Scenario.model_fields["trainer"].annotation = TrainerSection | None
+        Scenario.model_rebuild(force=True)

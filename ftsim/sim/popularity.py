@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ftsim.scenario.notices import register_no_effect
-from ftsim.trainer.config import MAX_ZIPF_EXPONENT
+from ftsim.trainer.limits import MAX_ZIPF_EXPONENT
 
 
 class PopularityParams(BaseModel):

@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ftsim.trainer.limits import MAX_ZIPF_EXPONENT
+
 #: Rows of the 26 Criteo Kaggle embedding tables (facebookresearch/dlrm ``ln_emb``), C1..C26.
 KAGGLE_CARDINALITIES: tuple[int, ...] = (
     1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
@@ -93,11 +95,6 @@ class OptimizerConfig(_Strict):
     dense: DenseOptimizerConfig = Field(default_factory=DenseOptimizerConfig)
     sparse: SparseOptimizerConfig = Field(default_factory=SparseOptimizerConfig)
 
-
-MAX_ZIPF_EXPONENT = 10.0
-"""Largest power-law exponent of row popularity accepted. Measured exponents of recommendation
-data are about 0.5–1.5; at 10 the first row of a table already takes 99.9% of its lookups,
-and far above it a table's least popular row has a probability below the smallest float."""
 
 ZipfExponent = Annotated[float, Field(ge=0, le=MAX_ZIPF_EXPONENT)]
 """A power-law exponent of row popularity (0: uniform); the bounds apply to each value of a
