@@ -1,9 +1,9 @@
 """The scenario's ``trainer:`` section: the embedded NumPy DLRM's configuration
 (:mod:`ftsim.trainer.config`) as a scenario gives it.
 
-Imported only for a scenario that has the section (:func:`ftsim.scenario.schema.
-accept_trainer_section`): a timing-only scenario's start-up does without the trainer's
-config and its models.
+Imported only for a scenario that has the section
+(:func:`ftsim.scenario.schema.accept_trainer_section`): a timing-only scenario's start-up
+does without the trainer's config and its models.
 """
 
 from __future__ import annotations
