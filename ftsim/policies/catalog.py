@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 
-from ftsim.policies.registry import POLICIES, in_table_order
+from ftsim.policies.registry import BY_KIND, POLICIES, in_table_order
 from ftsim.scenario import registry
 from ftsim.scenario.schema import complete_schema
 from ftsim.sim import failures  # noqa: F401 (registers the failure sources)
@@ -27,9 +27,8 @@ def require(kinds: set[str]) -> None:
     """Import the modules of the policy kinds ``kinds`` and complete the scenario schema with
     every kind imported so far. A kind that no module defines (a misspelt one), or no kind
     at all, imports every module: the schema's message then lists every kind."""
-    modules = {info.kind: info.module for info in POLICIES}
-    if not kinds or not kinds <= modules.keys() | registry.POLICY_PARAMS.keys():
-        kinds = set(modules)
+    if not kinds or not kinds <= BY_KIND.keys() | registry.POLICY_PARAMS.keys():
+        kinds = set(BY_KIND)
     for info in POLICIES:
         if info.kind in kinds and info.kind not in registry.POLICY_PARAMS:
             importlib.import_module(f"ftsim.policies.{info.module}")
@@ -40,7 +39,7 @@ def policy_params() -> dict[str, type]:
     """Every policy kind → its ``Params`` (whose ``plan_class`` plans it), in the order of
     :data:`~ftsim.policies.registry.POLICIES`; every module imported and the scenario
     schema completed with every kind (as the scenario reference describes it)."""
-    require({info.kind for info in POLICIES})
+    require(set(BY_KIND))
     return in_table_order(registry.POLICY_PARAMS)
 
 

@@ -46,10 +46,12 @@ POLICIES: tuple[PolicyInfo, ...] = (
 
 BY_KIND: dict[str, PolicyInfo] = {info.kind: info for info in POLICIES}
 
+_RANK = {kind: i for i, kind in enumerate(BY_KIND)}
+"""Each kind's place in :data:`POLICIES`."""
+
 
 def in_table_order(table: dict[str, object]) -> dict[str, object]:
     """``table`` (by policy kind) in the order of :data:`POLICIES`, then kinds not listed
     there in their own order: the order messages list kinds in, whichever was imported
     first."""
-    rank = {info.kind: i for i, info in enumerate(POLICIES)}
-    return dict(sorted(table.items(), key=lambda item: rank.get(item[0], len(rank))))
+    return dict(sorted(table.items(), key=lambda item: _RANK.get(item[0], len(_RANK))))

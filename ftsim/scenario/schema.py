@@ -751,8 +751,7 @@ def complete_schema(policy_params: dict[str, type[BaseModel]]) -> None:
         return
     union = registry.discriminated(policy_params)
     if Scenario.__pydantic_complete__:
-        Scenario.model_fields["policies"].annotation = list[union]
-        Scenario.model_rebuild(force=True)
+        _retype("policies", list[union])
     else:
         failures = registry.discriminated(
             registry.FAILURE_SOURCES, registry.FAILURE_SOURCE_VALIDATORS
@@ -803,5 +802,12 @@ def accept_trainer_section() -> None:
 
     _trainer_section = TrainerSection
     if Scenario.__pydantic_complete__:
-        Scenario.model_fields["trainer"].annotation = TrainerSection | None
-        Scenario.model_rebuild(force=True)
+        _retype("trainer", TrainerSection | None)
+
+
+def _retype(field: str, annotation) -> None:
+    """Give the completed :class:`Scenario`'s ``field`` the type ``annotation`` and rebuild
+    the model (pydantic resolves a field's type once: a rebuild alone keeps the old one);
+    scenarios validated before stay as they are."""
+    Scenario.model_fields[field].annotation = annotation
+    Scenario.model_rebuild(force=True)
