@@ -161,10 +161,21 @@ def _settable(scenario) -> tuple[list[tuple], list[tuple]]:
 
 
 def _set_anywhere(data, path, value):
+    """Set ``value`` at ``path`` of ``data``, making the mappings on the way; nothing when an
+    earlier damage put a value without fields on the way (a composed policy's ``parts``
+    made ``None``): that damage stands."""
     node = data
     for key in path[:-1]:
+        if not _holds(node, key):
+            return
         node = node.setdefault(key, {}) if isinstance(node, dict) else node[key]
-    node[path[-1]] = value
+    if _holds(node, path[-1]):
+        node[path[-1]] = value
+
+
+def _holds(node, key) -> bool:
+    """Whether ``node`` has a place for ``key``: a mapping, or a list with that entry."""
+    return isinstance(node, dict) or (isinstance(node, list) and 0 <= key < len(node))
 
 
 @settings(max_examples=_examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
