@@ -19,6 +19,7 @@ from ftsim.policies.ecrm import (
     EcrmPlan,
     EcrmSide,
     quick_memcpy_s,
+    range_arrays_B,
     switch_pauses_s,
 )
 from ftsim.scenario.loader import ScenarioError, load_scenario
@@ -531,11 +532,25 @@ def test_quick_memcpy_copies_below_two_blocks_in_one_call():
 
 def test_switch_pauses_copy_each_array_of_a_range_back_and_aside():
     params = EcrmParams(kind="ecrm", rebuild_ranges=4)
-    arrays = (3 * GIB, 0.5 * GIB)  # values (three 1 GiB blocks at once), state (one call)
+    arrays = ((3 * GIB, 1), (0.5 * GIB, 1))  # values (three 1 GiB blocks at once), state
     one = GIB / 8e9 + 0.5 * GIB / 8e9
     expected = [0.1 + one, 0.1 + 2 * one, 0.1 + 2 * one, 0.1 + 2 * one, 0.1 + one]
     assert switch_pauses_s(params, arrays, 55e9) == pytest.approx(expected)
     assert switch_pauses_s(params.model_copy(update={"freeze": False}), arrays, 55e9) == ()
+
+
+def test_a_job_with_any_number_of_optimizer_slots_plans_its_switches_at_once():
+    """The values and each optimizer slot are arrays alike, copied one after the other: a
+    job of 10^15 slots (a fuzzed scenario once made a list of 10^15 arrays: MemoryError)
+    pauses 1 + 10^15 times one array's copy, worked out at once."""
+    job = scenario("ecrm_vs_checkpoint", "job.optimizer_slots=1e15").job
+    arrays = range_arrays_B(job, job.embedding_bytes / 4, ranges=10)
+    assert [count for _, count in arrays] == [1 + 10**15]  # no row-wise slots
+    params = EcrmParams(kind="ecrm", rebuild_ranges=10)
+    values_B = arrays[0][0]
+    copy_s = quick_memcpy_s(values_B, params.memcpy_bandwidth, 55e9)
+    first = params.switch_drain + (1 + 10**15) * copy_s
+    assert switch_pauses_s(params, arrays, 55e9)[0] == pytest.approx(first, rel=1e-12)
 
 
 def test_a_connection_cap_paces_the_rebuild_by_its_busiest_survivor():

@@ -318,26 +318,31 @@ def quick_memcpy_s(n_bytes: float, thread_Bps: float, copy_Bps: float) -> float:
     return block / min(thread_Bps, copy_Bps / n) + (last - block) / min(thread_Bps, copy_Bps)
 
 
-def range_arrays_B(job, shard_bytes: float, ranges: int) -> tuple[float, ...]:
+def range_arrays_B(job, shard_bytes: float, ranges: int) -> tuple[tuple[float, int], ...]:
     """Bytes of one range of every array a range switch copies, for a server holding
-    ``shard_bytes`` of the job's rows: the values, each optimizer slot, the row-wise slots
-    (ECRec copies its values and its accumulator with one ``QuickMemcpy`` each)."""
+    ``shard_bytes`` of the job's rows, as (bytes, how many arrays of that size): the values
+    and each optimizer slot (1 + ``optimizer_slots`` arrays alike), the row-wise slots
+    (ECRec copies its values and its accumulator with one ``QuickMemcpy`` each). Counted,
+    not listed: a job's slots are a count a scenario may set to any size."""
     values = sum(g.count * g.rows * g.dim for g in job.tables) * job.bytes_per_value
-    arrays = [values] * (1 + job.optimizer_slots)
+    arrays = [(values, 1 + job.optimizer_slots)]
     if job.rowwise_optimizer_slots:
-        arrays.append(job.embedding_rows * job.rowwise_optimizer_slots * job.bytes_per_value)
+        rowwise = job.embedding_rows * job.rowwise_optimizer_slots * job.bytes_per_value
+        arrays.append((rowwise, 1))
     scale = shard_bytes / job.embedding_bytes / ranges
-    return tuple(array * scale for array in arrays)
+    return tuple((array * scale, count) for array, count in arrays)
 
 
-def switch_pauses_s(params: EcrmParams, arrays_B: Iterable[float], copy_Bps: float):
+def switch_pauses_s(params: EcrmParams, arrays_B: Iterable[tuple[float, int]], copy_Bps: float):
     """Training pause of each range switch, in order (none without ``freeze``): one before
     each of the ``rebuild_ranges`` ranges and one closing the last. Each waits
     ``switch_drain`` for the updates in flight and copies every array of the previous range
-    back and of the next one aside; the first has no previous range, the last no next."""
+    back and of the next one aside (``arrays_B``: :func:`range_arrays_B`); the first has no
+    previous range, the last no next."""
     if not params.freeze:
         return ()
-    copies_s = sum(quick_memcpy_s(b, params.memcpy_bandwidth, copy_Bps) for b in arrays_B)
+    thread_Bps = params.memcpy_bandwidth
+    copies_s = sum(count * quick_memcpy_s(b, thread_Bps, copy_Bps) for b, count in arrays_B)
     last = params.rebuild_ranges
     return tuple(
         params.switch_drain + copies_s * (1 if j in (0, last) else 2) for j in range(last + 1)
