@@ -380,6 +380,8 @@ CASES = [
     ),
     ("max wall factor inf", run({"run.max_wall_factor": float("inf")}), "run.max_wall_factor"),
     ("training 1e400 h", sets("job.training=1e400 h"), "job.training"),
+    # shorter than the engine's resolution: the job ended as it started (a zero division)
+    ("training 1e-300 s", sets("job.training=1e-300 s"), "job: the failure-free training must"),
     ("slowdown nan", run({"policies.2.persist_slowdown": float("nan")}), "persist_slowdown"),
     (
         "lognormal cv inf",

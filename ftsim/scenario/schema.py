@@ -46,6 +46,12 @@ MAX_NODES = 100_000
 MAX_REPLICATIONS = 1_000_000
 """Most replications per policy."""
 
+MIN_TRAINING_S = 1e-6
+"""Shortest failure-free training accepted, seconds: the engine counts progress within 1e-9 s
+of a target as reaching it (float rounding), so a shorter job would end as it starts, in no
+time (a fuzzed ``training: 1e-300 s`` divided by that zero); a microsecond keeps every run
+a thousand times above it."""
+
 MAX_TRAINER_VALUES = 2**31
 """Most embedding values of the embedded trainer's model (8 GiB in float32)."""
 
@@ -124,6 +130,11 @@ class Job(Section):
             raise ValueError("iteration_time must be positive")
         if self.training == 0:
             raise ValueError("training must be positive")
+        if self.work_s < MIN_TRAINING_S:
+            raise ValueError(
+                f"the failure-free training must last at least {MIN_TRAINING_S:g} s "
+                f"(got {self.work_s:.3g} s)"
+            )
         return self
 
     @property
