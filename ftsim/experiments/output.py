@@ -115,8 +115,16 @@ class StagedFolder:
         self._staging: Path | None = None
 
     def __enter__(self) -> Path:
-        with writing(self.folder):
-            self._staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=self.folder))
+        """Make the staging folder. A signal received meanwhile is raised once it has a name
+        (deferred), and the folder is removed with it: ``__exit__`` never runs for a block
+        whose entry failed (a SIGTERM right after the folder appeared left it behind)."""
+        try:
+            with interrupts.deferred(), writing(self.folder):
+                self._staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=self.folder))
+        except BaseException:
+            if self._staging is not None:
+                shutil.rmtree(self._staging, ignore_errors=True)
+            raise
         return self._staging
 
     def __exit__(self, kind, error, traceback) -> None:
