@@ -240,3 +240,100 @@ def test_the_reading_check_fails_when_a_walk_does_not_ask_for_the_kinds(tmp_path
     (the old name is not renamed, nor warned about, as the file is read)."""
     root = _planted(tmp_path, "scenario/overrides.py", line, line.replace("accept_named", "print"))
     assert reading_problems(tmp_path, root)
+
+
+_THREADS = """
+import json, threading
+from ftsim.policies import catalog
+from ftsim.scenario import registry, schema
+from ftsim.scenario.loader import load_scenario
+
+# Two threads load scenarios at once; the first is held inside the schema's growth where a
+# race would show, until the second is where it would see it (1 s at most: with the lock, the
+# second waits for the first instead, and the first goes on after that second).
+held, second_there, first_grown = threading.Event(), threading.Event(), threading.Event()
+
+def hold_first():
+    if threading.current_thread().name == "first":
+        held.set()
+        second_there.wait(1)
+
+if {case!r} == "kinds":
+    # the first has made its union (full, cpr) when the second names ecrm: the second's
+    # rebuild comes first, then the first's drops ecrm before the second validates
+    loads = [("smoke.yaml", ["policies.0.kind=cpr"]), ("smoke.yaml", ["policies.0.kind=ecrm"])]
+    made, required = registry.discriminated, registry.require_policy_kinds
+    def slowed(table, *rest):
+        union = made(table, *rest)
+        if "cpr" in table:
+            hold_first()
+        return union
+    def asked(kinds):
+        required(kinds)
+        if "cpr" in kinds and threading.current_thread().name == "first":
+            first_grown.set()
+        if "ecrm" in kinds and threading.current_thread().name == "second":
+            second_there.set()
+            first_grown.wait(1)
+    registry.discriminated, registry.require_policy_kinds = slowed, asked
+else:
+    # the first is about to rebuild the schema for its trainer section; the second, with a
+    # section too, must not validate against the schema before that rebuild
+    loads = [("prod50h.yaml", []), ("prod50h.yaml", ["trainer.steps=6"])]
+    load_scenario("{scenarios}/smoke.yaml")  # the schema complete, without the section
+    retype = schema._retype
+    def slowed(field, annotation):
+        if field == "trainer":
+            hold_first()
+        retype(field, annotation)
+    schema._retype = slowed
+
+errors = []
+def load(name, file, overrides):
+    try:
+        load_scenario("{scenarios}/" + file, overrides)
+    except Exception as exc:
+        errors.append(f"{{name}}: {{exc}}")
+    if name == "second":
+        second_there.set()
+
+first = threading.Thread(target=load, name="first", args=("first", *loads[0]))
+first.start()
+held.wait(5)
+second = threading.Thread(target=load, name="second", args=("second", *loads[1]))
+second.start()
+first.join()
+second.join()
+print(json.dumps(errors))
+"""
+
+
+@pytest.mark.parametrize("case", ["kinds", "trainer"])
+def test_threads_loading_at_once_each_find_what_they_name(case):
+    """A notebook's threads, or a Dask worker's, load scenarios naming different kinds (or a
+    trainer section) at once: the schema grows for each under one lock."""
+    code = _THREADS.format(case=case, scenarios=SCENARIOS)
+    assert _printed(_python(code)) == []
+
+
+@pytest.mark.parametrize("case", ["kinds", "trainer"])
+def test_the_threads_check_fails_without_the_lock(tmp_path, case):
+    """Teeth: without the lock, the first thread's stale union is rebuilt last (ecrm unknown
+    to the second) or the second validates a trainer section before the first's rebuild."""
+    old = "GROWING = threading.RLock()"
+    root = _planted(
+        tmp_path, "scenario/schema.py", old, 'GROWING = __import__("contextlib").nullcontext()'
+    )
+    if case == "trainer":  # the section's model set before the rebuild, as it was
+        schema = root / "ftsim" / "scenario" / "schema.py"
+        text = schema.read_text()
+        moved = "        _trainer_section = TrainerSection  # set last"
+        assert moved in text
+        text = text.replace(moved, "        pass  # set last")
+        first = '        if Scenario.__pydantic_complete__:\n            _retype("trainer"'
+        assert first in text
+        text = text.replace(first, "        _trainer_section = TrainerSection\n" + first)
+        schema.write_text(text)
+    errors = _printed(_python(_THREADS.format(case=case, scenarios=SCENARIOS), root))
+    expected = "unknown kind 'ecrm'" if case == "kinds" else "trainer"
+    assert len(errors) == 1 and errors[0].startswith("second: ") and expected in errors[0], errors

@@ -19,7 +19,7 @@ import importlib
 
 from ftsim.policies.registry import BY_KIND, POLICIES, in_table_order
 from ftsim.scenario import registry
-from ftsim.scenario.schema import complete_schema
+from ftsim.scenario.schema import GROWING, complete_schema
 from ftsim.sim import failures  # noqa: F401 (registers the failure sources)
 
 
@@ -29,10 +29,11 @@ def require(kinds: set[str]) -> None:
     at all, imports every module: the schema's message then lists every kind."""
     if not kinds or not kinds <= BY_KIND.keys() | registry.POLICY_PARAMS.keys():
         kinds = set(BY_KIND)
-    for info in POLICIES:
-        if info.kind in kinds and info.kind not in registry.POLICY_PARAMS:
-            importlib.import_module(f"ftsim.policies.{info.module}")
-    complete_schema(in_table_order(registry.POLICY_PARAMS))
+    with GROWING:  # the kinds registered and the union made of them, as one step
+        for info in POLICIES:
+            if info.kind in kinds and info.kind not in registry.POLICY_PARAMS:
+                importlib.import_module(f"ftsim.policies.{info.module}")
+        complete_schema(in_table_order(registry.POLICY_PARAMS))
 
 
 def policy_params() -> dict[str, type]:

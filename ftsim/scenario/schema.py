@@ -18,6 +18,7 @@ trainer's config, is imported only for a scenario that has one
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from statistics import NormalDist
@@ -747,6 +748,14 @@ def _non_finite(value, path: str) -> Iterator[tuple[str, str]]:
 _policy_members: tuple[type[BaseModel], ...] = ()
 """The policy kinds' ``Params`` that :class:`Scenario` accepts now (see :func:`complete_schema`)."""
 
+GROWING = threading.RLock()
+"""Held while the schema grows: from reading what is registered to the rebuilt
+:class:`Scenario` (kinds imported and their union put in place, the trainer section). Threads
+that load scenarios naming different kinds at once (a notebook's, a Dask worker's) would
+otherwise rebuild with unions read before each other's kinds were registered, and the last
+rebuild could drop a kind another thread had just made it accept. (A validation during a
+rebuild waits for it: pydantic's own lock.)"""
+
 
 def complete_schema(policy_params: dict[str, type[BaseModel]]) -> None:
     """Make :class:`Scenario` accept the policy kinds of ``policy_params`` (kind → ``Params``,
@@ -758,22 +767,23 @@ def complete_schema(policy_params: dict[str, type[BaseModel]]) -> None:
     are."""
     global _policy_members
     members = tuple(policy_params.values())
-    if members == _policy_members:
-        return
-    union = registry.discriminated(policy_params)
-    if Scenario.__pydantic_complete__:
-        _retype("policies", list[union])
-    else:
-        failures = registry.discriminated(
-            registry.FAILURE_SOURCES, registry.FAILURE_SOURCE_VALIDATORS
-        )
-        namespace = {
-            "PolicyConfig": union,
-            "FailureSourceConfig": failures,
-            "TrainerSectionConfig": _trainer_section or type(None),
-        }
-        Scenario.model_rebuild(_types_namespace=namespace)
-    _policy_members = members
+    with GROWING:
+        if members == _policy_members:
+            return
+        union = registry.discriminated(policy_params)
+        if Scenario.__pydantic_complete__:
+            _retype("policies", list[union])
+        else:
+            failures = registry.discriminated(
+                registry.FAILURE_SOURCES, registry.FAILURE_SOURCE_VALIDATORS
+            )
+            namespace = {
+                "PolicyConfig": union,
+                "FailureSourceConfig": failures,
+                "TrainerSectionConfig": _trainer_section or type(None),
+            }
+            Scenario.model_rebuild(_types_namespace=namespace)
+        _policy_members = members
 
 
 def accept_named(data) -> None:
@@ -809,11 +819,14 @@ def accept_trainer_section() -> None:
     global _trainer_section
     if _trainer_section is not None:
         return
-    from ftsim.scenario.trainer_section import TrainerSection
+    with GROWING:
+        if _trainer_section is not None:  # another thread's, while this one waited
+            return
+        from ftsim.scenario.trainer_section import TrainerSection
 
-    _trainer_section = TrainerSection
-    if Scenario.__pydantic_complete__:
-        _retype("trainer", TrainerSection | None)
+        if Scenario.__pydantic_complete__:
+            _retype("trainer", TrainerSection | None)
+        _trainer_section = TrainerSection  # set last: a thread finding it set goes on at once
 
 
 def _retype(field: str, annotation) -> None:
