@@ -8,7 +8,13 @@ as for a process the signal would have killed. A signal the caller ignores (``no
 background job) stays ignored.
 
 A short critical section (moving finished files into place) runs inside :func:`deferred`:
-a signal received there is acted on when it ends, so the section is never cut in half.
+a signal received there is acted on when it ends, so the section is never cut in half. So do
+the calls into a pool of workers (submitting, collecting a result, cancelling, shutting
+down): their locks are Python-level conditions (``concurrent.futures``, ``queue``), and an
+exception raised by a handler right after such a lock is taken, before its ``with`` block
+begins, leaves it taken for good (bpo-29988): the pool's manager thread then waits for it
+forever, and the command with it at exit. A clean-up on the way out of a block that is
+ending anyway runs inside :func:`shielded`.
 """
 
 from __future__ import annotations
@@ -93,6 +99,21 @@ def deferred() -> Iterator[None]:
         if not _deferring and _pending is not None:
             signum, _pending = _pending, None
             raise Interrupted(signum)
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """A clean-up no signal interrupts, on the way out of a block that ends anyway (an
+    error, a signal): a signal received inside is not raised when it ends (the exception
+    under way goes on), only counted for the exit status (:func:`exit_status`)."""
+    global _deferring, _pending
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        if not _deferring:
+            _pending = None
 
 
 @contextmanager

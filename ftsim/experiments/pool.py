@@ -118,14 +118,16 @@ def process_pool(jobs: int):
             pool.start()
             yield pool
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            for worker in pool.workers:
-                worker.kill()
-            for worker in pool.workers:
-                worker.join(timeout=5)
+            with interrupts.shielded():  # (see the interrupts module: the pool's locks)
+                pool.shutdown(wait=False, cancel_futures=True)
+                for worker in pool.workers:
+                    worker.kill()
+                for worker in pool.workers:
+                    worker.join(timeout=5)
             raise
-        pool.shutdown()
-        pool.join()
+        with interrupts.deferred():
+            pool.shutdown()
+            pool.join()
 
 
 class _Pool(ProcessPoolExecutor):

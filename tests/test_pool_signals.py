@@ -1,0 +1,105 @@
+"""Signals and the pool of workers: no call into the pool runs where a signal's handler may
+raise (a lock of ``concurrent.futures`` taken when the exception is raised stays taken, and the
+command hung at exit: found by the fault fuzzer, a run signalled as it submitted its tasks),
+and a signal still stops the wait for the tasks at once."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+
+import pytest
+
+from ftsim.experiments import interrupts, study, sweep
+from ftsim.experiments.pool import process_pool
+from tests.conftest import SCENARIOS
+
+WATCHED = {
+    ProcessPoolExecutor: ("submit", "shutdown"),
+    Future: ("add_done_callback", "result", "cancel"),
+}
+"""The calls into a pool and its futures that a study makes from its main thread."""
+
+
+def _calls_into_the_pool(monkeypatch, tmp_path) -> list[tuple[str, bool]]:
+    """(call, whether signals were deferred) of each watched call a study of two workers
+    makes from the main thread, under the command's handlers."""
+    calls = []
+    main = threading.main_thread()
+
+    def watched(name, real):
+        def call(*args, **kwargs):
+            if threading.current_thread() is main:
+                calls.append((name, interrupts._deferring > 0))
+            return real(*args, **kwargs)
+
+        return call
+
+    for cls, names in WATCHED.items():
+        for name in names:
+            monkeypatch.setattr(cls, name, watched(f"{cls.__name__}.{name}", getattr(cls, name)))
+    plan = study.plan(
+        SCENARIOS / "smoke.yaml", ["run.replications=2"], ["policies.*.interval=10 min,30 min"]
+    )
+    with interrupts.handled():
+        study.execute(plan, tmp_path / "s", jobs=2, batch=2, say=None)
+    return calls
+
+
+def test_every_call_into_the_pool_runs_with_signals_deferred(monkeypatch, tmp_path):
+    calls = _calls_into_the_pool(monkeypatch, tmp_path)
+    made = {name for name, _ in calls}
+    assert made == {f"{cls.__name__}.{name}" for cls, names in WATCHED.items() for name in names}
+    assert [name for name, deferred in calls if not deferred] == []
+
+
+def test_the_deferral_check_fails_when_the_sweep_calls_the_pool_as_it_did(monkeypatch, tmp_path):
+    """Teeth: without the deferral of the sweep's own calls (submitting, collecting, the
+    shutdown after the last task), the check sees them."""
+
+    class Undeferred:  # the sweep's view of the interrupts module
+        deferred = contextlib.nullcontext
+
+    monkeypatch.setattr(sweep, "interrupts", Undeferred)
+    undeferred = {
+        name for name, deferred in _calls_into_the_pool(monkeypatch, tmp_path) if not deferred
+    }
+    assert undeferred == {
+        "ProcessPoolExecutor.submit",
+        "ProcessPoolExecutor.shutdown",
+        "Future.add_done_callback",
+        "Future.result",
+        "Future.cancel",
+    }
+
+
+def _long_task() -> None:
+    time.sleep(20)
+
+
+def test_a_signal_stops_the_wait_for_the_tasks_at_once():
+    """The wait between calls is not deferred: a Ctrl-C there is raised while the tasks run
+    (they take 20 s: a wait the signal did not stop would end with their results), and the
+    pool's workers and manager thread end."""
+    with interrupts.handled(), pytest.raises(interrupts.Interrupted), process_pool(2) as pool:
+        futures = {pool.submit(_long_task): [i] for i in range(2)}
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        next(sweep._finished(futures))
+    pool.manager.join(timeout=30)
+    assert not pool.manager.is_alive()
+    assert not [worker for worker in pool.workers if worker.is_alive()]
+
+
+def test_a_signal_during_a_shielded_clean_up_is_counted_not_raised():
+    """The pool's clean-up after an error or a signal (``shielded``) is not cut by another
+    signal, nor does that signal replace the exception under way; the exit status is its."""
+    with interrupts.handled():
+        with interrupts.shielded():
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert interrupts.exit_status() == 128 + signal.SIGTERM
+        with pytest.raises(interrupts.Interrupted), interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGHUP)  # deferred, by contrast: raised at the end
