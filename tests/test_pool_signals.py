@@ -1,7 +1,8 @@
-"""Signals and the pool of workers: no call into the pool runs where a signal's handler may
-raise (a lock of ``concurrent.futures`` taken when the exception is raised stays taken, and the
-command hung at exit: found by the fault fuzzer, a run signalled as it submitted its tasks),
-and a signal still stops the wait for the tasks at once."""
+"""Signals and a study's threads: no call into the pool of workers, nor the store's wait
+for its syncing thread, runs where a signal's handler may raise (a Python-level lock taken
+when the exception is raised stays taken: the command hung at exit, found by the fault
+fuzzer, a run signalled as it submitted its tasks), and a signal still stops the wait for
+the tasks at once."""
 
 from __future__ import annotations
 
@@ -103,3 +104,57 @@ def test_a_signal_during_a_shielded_clean_up_is_counted_not_raised():
         assert interrupts.exit_status() == 128 + signal.SIGTERM
         with pytest.raises(interrupts.Interrupted), interrupts.deferred():
             os.kill(os.getpid(), signal.SIGHUP)  # deferred, by contrast: raised at the end
+
+
+class _WatchedEvent(threading.Event):
+    """An Event that records whether signals were deferred at each set and clear."""
+
+    calls: list[bool] = []
+
+    def set(self):
+        self.calls.append(interrupts._deferring > 0)
+        super().set()
+
+    def clear(self):
+        self.calls.append(interrupts._deferring > 0)
+        super().clear()
+
+
+def _hurries_of_a_sweep(monkeypatch, tmp_path) -> list[bool]:
+    """Whether signals were deferred at each set and clear of the store's "hurry" event (the
+    sync waiting for the syncing thread) in a sweep of two workers."""
+    from ftsim.experiments import store
+    from ftsim.experiments.store import RunStore
+
+    init = RunStore.__init__
+
+    def watched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self._hurry = _WatchedEvent()
+
+    monkeypatch.setattr(RunStore, "__init__", watched)
+    monkeypatch.setattr(_WatchedEvent, "calls", [])
+    monkeypatch.setattr(store, "SYNC_GAP_S", 60.0)  # the syncing thread still waits at the end
+    plan = study.plan(
+        SCENARIOS / "smoke.yaml", ["run.replications=2"], ["policies.*.interval=10 min,30 min"]
+    )
+    with interrupts.handled():
+        study.execute(plan, tmp_path / "s", jobs=2, batch=2, say=None)
+    return _WatchedEvent.calls
+
+
+def test_the_store_waits_for_its_syncing_thread_with_signals_deferred(monkeypatch, tmp_path):
+    calls = _hurries_of_a_sweep(monkeypatch, tmp_path)
+    assert calls and all(calls)
+
+
+def test_the_store_check_fails_when_the_hurry_is_not_deferred(monkeypatch, tmp_path):
+    """Teeth: with the store's deferral gone, the check sees the set and the clear."""
+    from ftsim.experiments import store
+
+    class Undeferred:  # the store's view of the interrupts module
+        deferred = contextlib.nullcontext
+
+    monkeypatch.setattr(store, "interrupts", Undeferred)
+    calls = _hurries_of_a_sweep(monkeypatch, tmp_path)
+    assert calls and not any(calls)

@@ -49,6 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftsim.experiments import interrupts
 from ftsim.experiments.folders import MANIFEST, FolderError, prepare_output, sha256_of
 from ftsim.experiments.output import atomic_write_text, csv_text, write_json, writing
 
@@ -295,9 +296,13 @@ class RunStore:
         with self._sync_lock:
             syncer = self._syncer
         if syncer is not None:
-            self._hurry.set()
+            # an Event's set and clear take a Python-level lock, which a signal raised
+            # there could leave taken (see ftsim.experiments.interrupts): deferred
+            with interrupts.deferred():
+                self._hurry.set()
             syncer.join()
-            self._hurry.clear()
+            with interrupts.deferred():
+                self._hurry.clear()
         self._raise_sync_failure()
         self._sync_group()
         self._synced_at = time.monotonic()
