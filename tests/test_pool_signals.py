@@ -15,7 +15,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 
 import pytest
 
-from ftsim.experiments import interrupts, study, sweep
+from ftsim.experiments import advise, interrupts, study, sweep
+from ftsim.experiments import pool as pool_module
 from ftsim.experiments.pool import process_pool
 from tests.conftest import SCENARIOS
 
@@ -26,9 +27,9 @@ WATCHED = {
 """The calls into a pool and its futures that a study makes from its main thread."""
 
 
-def _calls_into_the_pool(monkeypatch, tmp_path) -> list[tuple[str, bool]]:
-    """(call, whether signals were deferred) of each watched call a study of two workers
-    makes from the main thread, under the command's handlers."""
+def _calls_into_the_pool(monkeypatch, tmp_path, command: str) -> list[tuple[str, bool]]:
+    """(call, whether signals were deferred) of each watched call that ``command`` (a sweep,
+    or advice) with two workers makes from the main thread, under the command's handlers."""
     calls = []
     main = threading.main_thread()
 
@@ -43,39 +44,40 @@ def _calls_into_the_pool(monkeypatch, tmp_path) -> list[tuple[str, bool]]:
     for cls, names in WATCHED.items():
         for name in names:
             monkeypatch.setattr(cls, name, watched(f"{cls.__name__}.{name}", getattr(cls, name)))
-    plan = study.plan(
-        SCENARIOS / "smoke.yaml", ["run.replications=2"], ["policies.*.interval=10 min,30 min"]
-    )
+    smoke = SCENARIOS / "smoke.yaml"
     with interrupts.handled():
-        study.execute(plan, tmp_path / "s", jobs=2, batch=2, say=None)
+        if command == "sweep":
+            grid = ["policies.*.interval=10 min,30 min"]
+            plan = study.plan(smoke, ["run.replications=2"], grid)
+            study.execute(plan, tmp_path / "s", jobs=2, batch=2, say=None)
+        else:
+            advise.advise(smoke, reps=2, rounds=0, jobs=2)
     return calls
 
 
-def test_every_call_into_the_pool_runs_with_signals_deferred(monkeypatch, tmp_path):
-    calls = _calls_into_the_pool(monkeypatch, tmp_path)
-    made = {name for name, _ in calls}
-    assert made == {f"{cls.__name__}.{name}" for cls, names in WATCHED.items() for name in names}
+EVERY_CALL = {f"{cls.__name__}.{name}" for cls, names in WATCHED.items() for name in names}
+
+
+@pytest.mark.parametrize("command", ["sweep", "advise"])
+def test_every_call_into_the_pool_runs_with_signals_deferred(monkeypatch, tmp_path, command):
+    calls = _calls_into_the_pool(monkeypatch, tmp_path, command)
+    assert {name for name, _ in calls} == EVERY_CALL
     assert [name for name, deferred in calls if not deferred] == []
 
 
-def test_the_deferral_check_fails_when_the_sweep_calls_the_pool_as_it_did(monkeypatch, tmp_path):
-    """Teeth: without the deferral of the sweep's own calls (submitting, collecting, the
-    shutdown after the last task), the check sees them."""
+class _Undeferred:
+    """The interrupts module as the pool and the sweep saw it before: nothing deferred."""
 
-    class Undeferred:  # the sweep's view of the interrupts module
-        deferred = contextlib.nullcontext
+    deferred = shielded = contextlib.nullcontext
 
-    monkeypatch.setattr(sweep, "interrupts", Undeferred)
-    undeferred = {
-        name for name, deferred in _calls_into_the_pool(monkeypatch, tmp_path) if not deferred
-    }
-    assert undeferred == {
-        "ProcessPoolExecutor.submit",
-        "ProcessPoolExecutor.shutdown",
-        "Future.add_done_callback",
-        "Future.result",
-        "Future.cancel",
-    }
+
+def test_the_deferral_check_fails_when_the_pool_is_called_as_it_was(monkeypatch, tmp_path):
+    """Teeth: without the deferral of the calls into the pool (submitting, collecting,
+    cancelling, the shutdowns), the check sees each of them."""
+    monkeypatch.setattr(sweep, "interrupts", _Undeferred)
+    monkeypatch.setattr(pool_module, "interrupts", _Undeferred)
+    calls = _calls_into_the_pool(monkeypatch, tmp_path, "sweep")
+    assert {name for name, deferred in calls if not deferred} == EVERY_CALL
 
 
 def _long_task() -> None:
@@ -152,9 +154,6 @@ def test_the_store_check_fails_when_the_hurry_is_not_deferred(monkeypatch, tmp_p
     """Teeth: with the store's deferral gone, the check sees the set and the clear."""
     from ftsim.experiments import store
 
-    class Undeferred:  # the store's view of the interrupts module
-        deferred = contextlib.nullcontext
-
-    monkeypatch.setattr(store, "interrupts", Undeferred)
+    monkeypatch.setattr(store, "interrupts", _Undeferred)
     calls = _hurries_of_a_sweep(monkeypatch, tmp_path)
     assert calls and not any(calls)

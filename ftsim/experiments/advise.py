@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ftsim.experiments.pool import process_pool
+from ftsim.experiments.pool import finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.stats import mean_ci
 from ftsim.notices import Notice, short_duration
@@ -326,7 +326,12 @@ def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, roun
 
     def evaluate(settings: list[tuple], stage: str) -> None:
         new = [values for values in dict.fromkeys(settings) if values not in tried]
-        rows = pool.map(task, new) if pool is not None else map(task, new)
+        if pool is None:
+            rows = map(task, new)
+        else:  # in the order of new (signals deferred in every call into the pool)
+            futures = submit_all(pool, task, [(values,) for values in new])
+            found = dict(finished(futures))
+            rows = [found[future] for future in futures]
         for values, row in zip(new, rows, strict=True):
             tried[values] = row | {"stage": stage}
 

@@ -25,10 +25,12 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import queue
 import signal
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 
 from ftsim.experiments import interrupts
@@ -128,6 +130,40 @@ def process_pool(jobs: int):
         with interrupts.deferred():
             pool.shutdown()
             pool.join()
+
+
+def submit_all(pool: Executor, fn: Callable, calls: Iterable[tuple]) -> list[Future]:
+    """``pool.submit(fn, *args)`` for each ``args`` of ``calls``, with signals deferred (see
+    :func:`finished`)."""
+    with interrupts.deferred():
+        return [pool.submit(fn, *args) for args in calls]
+
+
+def finished(futures: Iterable[Future]) -> Iterator[tuple[Future, object]]:
+    """(future, result) of each of ``futures`` as they finish; those not yet started are
+    cancelled if the caller stops early.
+
+    Every call into the futures runs with signals deferred, and the wait between is a
+    queue implemented in C, filled by the futures' callbacks, which a signal interrupts
+    with no lock taken: a Ctrl-C raised inside the futures' own locking (as
+    ``as_completed`` and ``Future.result`` take it) could leave a future's lock taken, and
+    the pool's manager thread, which sets the results, waiting for it forever (see
+    :mod:`ftsim.experiments.interrupts`)."""
+    futures = list(futures)
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    with interrupts.deferred():
+        for future in futures:
+            future.add_done_callback(done.put)
+    try:
+        for _ in futures:
+            future = done.get()
+            with interrupts.deferred():
+                result = future.result()
+            yield future, result
+    finally:
+        with interrupts.deferred():
+            for future in futures:
+                future.cancel()
 
 
 class _Pool(ProcessPoolExecutor):

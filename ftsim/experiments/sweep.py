@@ -26,7 +26,6 @@ import hashlib
 import itertools
 import json
 import math
-import queue
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -38,7 +37,7 @@ import yaml
 from pydantic import BaseModel
 
 from ftsim.experiments import interrupts
-from ftsim.experiments.pool import default_jobs, process_pool
+from ftsim.experiments.pool import default_jobs, finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps, training_cost
 from ftsim.experiments.stats import SI_SUFFIX
 from ftsim.experiments.store import RunStore, StoreError, TaskKey, shard_texts
@@ -500,7 +499,7 @@ def compute(
         targets = _more_replications(plan, store, planned, batch)
         round_ = _round(plan, store.covered(), targets, planned, pool, batch) if targets else None
     if isinstance(pool, ProcessPoolExecutor):
-        with interrupts.deferred():  # (as every call into the pool: see _finished)
+        with interrupts.deferred():  # (as every call into the pool: see pool.finished)
             pool.shutdown(wait=False)  # no task follows: its workers exit while results merge
     return computed, reused
 
@@ -668,8 +667,7 @@ def _submit(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, t
         args.append((point.scenario, cells, plan.timeline_cells(point), group))
     if pool is None or len(groups) < 2:
         return _serial(groups, args)
-    with interrupts.deferred():  # (see _finished)
-        futures = {pool.submit(run_task, *arg): g for g, arg in zip(groups, args, strict=True)}
+    futures = dict(zip(submit_all(pool, run_task, args), groups, strict=True))
     return _finished(futures)
 
 
@@ -694,28 +692,10 @@ def _serial(groups: list[list[TaskKey]], args: list[tuple]) -> Iterator[tuple[Ta
 
 def _finished(futures: dict) -> Iterator[tuple[TaskKey, tuple]]:
     """(key, result) of each task of the ``futures`` (future → its group of keys), as they
-    finish; the tasks not yet started are cancelled if the caller stops early.
-
-    Every call into the futures runs with signals deferred, and the wait between is a
-    queue implemented in C that the futures' callbacks fill, which a signal interrupts
-    without any lock taken: a Ctrl-C raised inside the futures' own locking (as
-    ``as_completed`` and ``result`` do it) could leave a future's lock taken, and the pool's
-    manager thread, which sets the results, waiting for it forever (see
-    :mod:`ftsim.experiments.interrupts`)."""
-    finished: queue.SimpleQueue = queue.SimpleQueue()
-    with interrupts.deferred():
-        for future in futures:
-            future.add_done_callback(finished.put)
-    try:
-        for _ in futures:
-            future = finished.get()
-            with interrupts.deferred():
-                result = future.result()
-            yield from zip(futures[future], result, strict=True)
-    finally:
-        with interrupts.deferred():
-            for future in futures:
-                future.cancel()
+    finish (:func:`~ftsim.experiments.pool.finished`: signals deferred in every call into
+    them); the tasks not yet started are cancelled if the caller stops early."""
+    for future, result in finished(futures):
+        yield from zip(futures[future], result, strict=True)
 
 
 @contextmanager
