@@ -157,3 +157,65 @@ def test_the_store_check_fails_when_the_hurry_is_not_deferred(monkeypatch, tmp_p
     monkeypatch.setattr(store, "interrupts", _Undeferred)
     calls = _hurries_of_a_sweep(monkeypatch, tmp_path)
     assert calls and not any(calls)
+
+
+def _handler_at_the_pool_calls(monkeypatch, tmp_path, command: str = "sweep") -> set[bool]:
+    """Whether ftsim's handler took SIGINT at the calls into the pool of a sweep (or advice)
+    run from Python (no command line: Python's default handler before and after)."""
+    seen = set()
+    submit = ProcessPoolExecutor.submit
+
+    def watched(self, *args, **kwargs):
+        seen.add(signal.getsignal(signal.SIGINT) is interrupts._handler)
+        return submit(self, *args, **kwargs)
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", watched)
+    if command == "advise":
+        advise.advise(SCENARIOS / "smoke.yaml", reps=2, rounds=0, jobs=2)
+        return seen
+    grid = ["policies.*.interval=10 min,30 min"]
+    plan = study.plan(SCENARIOS / "smoke.yaml", ["run.replications=2"], grid)
+    study.execute(plan, tmp_path / "s", jobs=2, batch=2, say=None)
+    return seen
+
+
+@pytest.mark.parametrize("command", ["sweep", "advise"])
+def test_from_python_ctrl_c_goes_through_ftsims_handler_while_a_study_runs(
+    monkeypatch, tmp_path, command
+):
+    """A notebook's Ctrl-C, deferred as the command line's is (Python's own handler raises
+    anywhere): ftsim's handler for SIGINT while the study runs, Python's again after."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("the test runner has a SIGINT handler of its own")
+    assert _handler_at_the_pool_calls(monkeypatch, tmp_path, command) == {True}
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_ctrl_c_check_fails_without_the_handler(monkeypatch, tmp_path):
+    """Teeth: with no handler installed for the study (``handled`` doing nothing), the check
+    sees Python's default handler at the calls."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("the test runner has a SIGINT handler of its own")
+    monkeypatch.setattr(interrupts, "handled", lambda signals: contextlib.nullcontext())
+    assert _handler_at_the_pool_calls(monkeypatch, tmp_path) == {False}
+
+
+def test_a_notebooks_ctrl_c_stops_a_sweep_and_keeps_its_finished_tasks(monkeypatch, tmp_path):
+    """From Python, as in a notebook: Ctrl-C while the tasks run (each made to take 1 s)
+    ends the sweep with StudyInterrupted, its folder resumable, Python's handler back."""
+    from ftsim import api
+
+    real = sweep.simulate_reps
+
+    def slow(*args, **kwargs):  # the forked workers inherit it
+        time.sleep(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate_reps", slow)
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    grid = {"policies.*.interval": ["10 min", "30 min"]}
+    with pytest.raises(study.StudyInterrupted) as stopped:
+        api.sweep(SCENARIOS / "smoke.yaml", grid, reps=4, trainer=False, jobs=2, out=tmp_path / "s")
+    assert stopped.value.folder == tmp_path / "s"
+    assert (tmp_path / "s" / "manifest.json").exists()  # resumable
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

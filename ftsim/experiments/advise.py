@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ftsim.experiments import interrupts
 from ftsim.experiments.pool import finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.stats import mean_ci
@@ -275,7 +276,10 @@ def advise(
     base = validate_scenario(rules.only_selected(data, selected), path, positions=selected)
     run = base.run
     advice = Advice(base.name, run.replications, run.seed, max_pls, max_memory_overhead, run.output)
-    with process_pool(jobs) if jobs > 1 else nullcontext() as pool:
+    with (
+        interrupts.ctrl_c_handled(),  # from Python too: a notebook's Ctrl-C deferred likewise
+        process_pool(jobs) if jobs > 1 else nullcontext() as pool,
+    ):
         for index, policy in enumerate(base.policies):
             one = {**data, "policies": [rules.only_selected(data, selected)["policies"][index]]}
             advice.policies.append(_search(one, path, policy, base, advice, rounds, pool))

@@ -65,9 +65,10 @@ def _handler(signum: int, frame) -> None:
 
 
 @contextmanager
-def handled() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` inside the block (the main
-    thread only: Python runs signal handlers there); the previous handlers come back after."""
+def handled(signals: tuple[int, ...] = SIGNALS) -> Iterator[None]:
+    """``signals`` (SIGINT, SIGTERM and SIGHUP) raise :class:`Interrupted` inside the block
+    (the main thread only: Python runs signal handlers there); the previous handlers come
+    back after."""
     global _received, _owner, _handling
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -75,7 +76,7 @@ def handled() -> Iterator[None]:
     _received = None
     _owner = os.getpid()
     previous = {}
-    for signum in SIGNALS:
+    for signum in signals:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             previous[signum] = signal.signal(signum, _handler)
     _handling = True
@@ -85,6 +86,22 @@ def handled() -> Iterator[None]:
         _handling = False
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextmanager
+def ctrl_c_handled() -> Iterator[None]:
+    """For a study started from Python (a notebook, a script): Ctrl-C (SIGINT) raises
+    :class:`Interrupted` through this module's handler inside the block, as under the
+    command line's :func:`handled`, so that the sections it defers hold there too (Python's
+    own handler raises anywhere, in a pool's locking as well). Only in the main thread,
+    while Python's default handler is installed (a program's own handler, or SIGINT
+    ignored, stays as it is), and not inside :func:`handled` already."""
+    default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if _handling or not default or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    with handled((signal.SIGINT,)):
+        yield
 
 
 @contextmanager

@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ftsim.experiments import interrupts
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -177,6 +179,7 @@ def execute(
     # them), and compute a new sweep's first round while its manifest (with the git commit
     # and the packages' versions) and resolved scenario are written
     with (
+        interrupts.ctrl_c_handled(),  # from Python too: a notebook's Ctrl-C deferred likewise
         locked_folder(out, create=not resume),  # removed again if new and left empty
         sweep.workers(executor, jobs or default_jobs(), dask_address) as pool,
     ):
@@ -192,7 +195,7 @@ def _run_into(out: Path, plan, force, started, argv, work) -> Outcome:
     """A run into ``out``: its tasks' shards and results staged inside it and moved into
     place at the end, the manifest last, or nothing at all (an error, Ctrl-C). ``work``
     computes the tasks (:func:`ftsim.experiments.sweep.compute`)."""
-    from ftsim.experiments import interrupts, sweep
+    from ftsim.experiments import sweep
     from ftsim.experiments.folders import prepare_output
     from ftsim.experiments.output import StagedFolder
     from ftsim.experiments.store import RunStore
@@ -216,7 +219,7 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
     """A sweep into ``out``: created (or resumed) at once, each task's shard kept as it
     finishes (``work``: :func:`ftsim.experiments.sweep.compute`), then the merged results
     and the manifest's session."""
-    from ftsim.experiments import interrupts, sweep
+    from ftsim.experiments import sweep
     from ftsim.experiments.output import OutputError
     from ftsim.experiments.store import RunStore
 
