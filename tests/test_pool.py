@@ -212,10 +212,10 @@ def test_a_sigterm_right_after_a_fork_is_dropped_by_a_child_with_a_python_handle
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(143))
         survived = 0
-        for _ in range(20):
+        for _ in range(10):
             pid = os.fork()
             if pid == 0:
-                time.sleep(0.3)  # the handler would have ended this child by now
+                time.sleep(0.2)  # the handler would have ended this child by now
                 os._exit(0)
             os.kill(pid, signal.SIGTERM)
             survived += os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
