@@ -121,7 +121,7 @@ def process_pool(jobs: int):
             yield pool
         except BaseException:
             with interrupts.shielded():  # (see the interrupts module: the pool's locks)
-                pool.shutdown(wait=False, cancel_futures=True)
+                pool.shutdown(wait=False, cancel_futures=True)  # (by its manager thread)
                 for worker in pool.workers:
                     worker.kill()
                 for worker in pool.workers:
@@ -141,7 +141,12 @@ def submit_all(pool: Executor, fn: Callable, calls: Iterable[tuple]) -> list[Fut
 
 def finished(futures: Iterable[Future]) -> Iterator[tuple[Future, object]]:
     """(future, result) of each of ``futures`` as they finish; those not yet started are
-    cancelled if the caller stops early.
+    cancelled if the caller stops asking (closes the generator). On an error or a signal,
+    the futures are left to the pool's owner, which stops the pool: a local pool cancels
+    them in its manager thread and kills its workers, and the manager fails the others
+    (one cancelled here, from another thread, could still be among those: Python 3.11 then
+    sets its exception, ``InvalidStateError``, and the manager died with a traceback on
+    standard error, found by the fault fuzzer); a Dask client closes and releases them.
 
     Every call into the futures runs with signals deferred, and the wait between is a
     queue implemented in C, filled by the futures' callbacks, which a signal interrupts
@@ -160,10 +165,11 @@ def finished(futures: Iterable[Future]) -> Iterator[tuple[Future, object]]:
             with interrupts.deferred():
                 result = future.result()
             yield future, result
-    finally:
+    except GeneratorExit:
         with interrupts.deferred():
             for future in futures:
                 future.cancel()
+        raise
 
 
 class _Pool(ProcessPoolExecutor):

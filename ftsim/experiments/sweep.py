@@ -693,7 +693,7 @@ def _serial(groups: list[list[TaskKey]], args: list[tuple]) -> Iterator[tuple[Ta
 def _finished(futures: dict) -> Iterator[tuple[TaskKey, tuple]]:
     """(key, result) of each task of the ``futures`` (future → its group of keys), as they
     finish (:func:`~ftsim.experiments.pool.finished`: signals deferred in every call into
-    them); the tasks not yet started are cancelled if the caller stops early."""
+    them); the tasks not yet started are cancelled if the caller stops asking."""
     for future, result in finished(futures):
         yield from zip(futures[future], result, strict=True)
 
