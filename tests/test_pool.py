@@ -50,15 +50,6 @@ def test_a_callers_own_frozen_objects_stay_frozen():
         gc.unfreeze()
 
 
-def running(worker) -> bool:
-    """Whether a pool's ``worker`` still runs (a closed one had exited: the pool closes the
-    workers that exited, see ``_Pool.close_workers``)."""
-    try:
-        return worker.is_alive()
-    except ValueError:  # "process object is closed"
-        return False
-
-
 def _linger_at_exit() -> None:
     """Make this worker take 0.5 s to exit once it is let go."""
     Finalize(None, time.sleep, args=(0.5,), exitpriority=0)
@@ -68,7 +59,7 @@ def test_workers_let_go_early_are_waited_for_when_the_pool_block_ends():
     with process_pool(2) as pool:
         pool.submit(_linger_at_exit).result()
         pool.shutdown(wait=False)  # as a study does after its last task
-    assert not [worker for worker in pool.workers if running(worker)]
+    assert not [worker for worker in pool.workers if worker.is_alive()]
 
 
 def test_a_study_leaves_no_worker_behind(tmp_path):
@@ -254,9 +245,9 @@ def _outlives(worker, wait_s: float = 2.0) -> bool:
     """Whether ``worker`` is still running ``wait_s`` after the block (its exit status, once
     one of the threads waiting for it has it: the pool's manager thread reaps workers too)."""
     deadline = time.monotonic() + wait_s
-    while running(worker) and time.monotonic() < deadline:
+    while worker.exitcode is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    return running(worker)
+    return worker.exitcode is None
 
 
 def _failed_block_of_stuck_deaf_workers(monkeypatch, tmp_path: Path) -> list:
@@ -293,43 +284,3 @@ def test_the_deaf_workers_check_fails_when_the_block_terminates_its_workers(monk
     process = multiprocessing.process.BaseProcess  # a forked worker's class derives from it
     monkeypatch.setattr(process, "kill", process.terminate)
     assert len(_failed_block_of_stuck_deaf_workers(monkeypatch, tmp_path)) == 2
-
-
-def _finalizers_deferred(monkeypatch) -> list[bool]:
-    """Whether signals were deferred as each finalizer of a pool's workers (their pipes')
-    ran, the pool made and ended in this function (its objects freed at its end)."""
-    from multiprocessing import util
-
-    from ftsim.experiments import interrupts
-
-    deferred = []
-    mine = set()  # this pool's workers' finalizers (not those of earlier pools, collected now)
-    call = util.Finalize.__call__
-
-    def watched(self, *args, **kwargs):
-        if id(self) in mine:
-            deferred.append(interrupts._deferring > 0)
-        return call(self, *args, **kwargs)
-
-    monkeypatch.setattr(util.Finalize, "__call__", watched)
-    with process_pool(2) as pool:
-        pool.submit(abs, 1).result()
-        mine.update(id(worker._popen.finalizer) for worker in pool.workers)
-    del pool
-    gc.collect()
-    return deferred
-
-
-def test_the_workers_resources_are_released_with_signals_deferred(monkeypatch):
-    """Their finalizers run as the block ends, with signals deferred, not whenever the
-    collector frees them: a signal raised inside one is printed as "Exception ignored" with
-    a traceback, and lost (found by the fault fuzzer: a SIGTERM as a run ended)."""
-    assert _finalizers_deferred(monkeypatch) == [True, True]
-
-
-def test_the_release_check_fails_when_the_workers_are_left_to_the_collector(monkeypatch):
-    """Teeth: without closing the workers, their finalizers run after the block."""
-    from ftsim.experiments.pool import _Pool
-
-    monkeypatch.setattr(_Pool, "close_workers", lambda self: None)
-    assert _finalizers_deferred(monkeypatch) == [False, False]

@@ -19,7 +19,6 @@ from ftsim.experiments import advise, interrupts, study, sweep
 from ftsim.experiments import pool as pool_module
 from ftsim.experiments.pool import finished, process_pool, submit_all
 from tests.conftest import SCENARIOS
-from tests.test_pool import running
 
 WATCHED = {
     ProcessPoolExecutor: ("submit", "shutdown"),
@@ -95,7 +94,7 @@ def test_a_signal_stops_the_wait_for_the_tasks_at_once():
         next(sweep._finished(futures))
     pool.manager.join(timeout=30)
     assert not pool.manager.is_alive()
-    assert not [worker for worker in pool.workers if running(worker)]
+    assert not [worker for worker in pool.workers if worker.is_alive()]
 
 
 def test_a_signal_during_a_shielded_clean_up_is_counted_not_raised():

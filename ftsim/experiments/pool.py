@@ -126,9 +126,6 @@ def process_pool(jobs: int):
                     worker.kill()
                 for worker in pool.workers:
                     worker.join(timeout=5)
-                if pool.manager is not None:
-                    pool.manager.join(timeout=5)  # it fails the futures, then joins them
-                pool.close_workers()
             raise
         with interrupts.deferred():
             pool.shutdown()
@@ -191,20 +188,6 @@ class _Pool(ProcessPoolExecutor):
             self.manager.join()
         for worker in self.workers:
             worker.join()
-        self.close_workers()
-
-    def close_workers(self) -> None:
-        """Release the exited workers' resources now (``Process.close``: their pipes'
-        finalizers), not whenever the objects are collected: the callers run this with
-        signals deferred, and a signal's exception raised inside a finalizer run by the
-        collector is printed as "Exception ignored" with a traceback, and lost (found by
-        the fault fuzzer: a SIGTERM as a run ended). Only once the manager thread, which
-        joins them too, has ended."""
-        if self.manager is not None and self.manager.is_alive():
-            return
-        for worker in self.workers:
-            if worker.exitcode is not None:
-                worker.close()
 
     def start(self) -> None:
         """Fork the workers now (a fork pool otherwise forks them at its first ``submit``)
