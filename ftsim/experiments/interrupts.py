@@ -130,8 +130,9 @@ def ctrl_c_handled() -> Iterator[None]:
 
 
 @contextmanager
-def deferred() -> Iterator[None]:
-    """A section no signal interrupts: one received inside is raised when it ends."""
+def deferred(raise_after: bool = True) -> Iterator[None]:
+    """A section no signal interrupts: one received inside is raised when it ends (unless
+    ``raise_after`` is false: see :func:`shielded`)."""
     global _deferring, _pending
     _deferring += 1
     try:
@@ -140,22 +141,15 @@ def deferred() -> Iterator[None]:
         _deferring -= 1
         if not _deferring and _pending is not None:
             signum, _pending = _pending, None
-            raise Interrupted(signum)
+            if raise_after:
+                raise Interrupted(signum)
 
 
-@contextmanager
-def shielded() -> Iterator[None]:
+def shielded():
     """A clean-up no signal interrupts, on the way out of a block that ends anyway (an
     error, a signal): a signal received inside is not raised when it ends (the exception
     under way goes on), only counted for the exit status (:func:`exit_status`)."""
-    global _deferring, _pending
-    _deferring += 1
-    try:
-        yield
-    finally:
-        _deferring -= 1
-        if not _deferring:
-            _pending = None
+    return deferred(raise_after=False)
 
 
 @contextmanager
