@@ -317,3 +317,43 @@ def test_a_knob_of_another_policy_is_not_named_in_a_policys_breakdown_label(tmp_
     t = pd.read_csv(out / "plots" / "breakdown.csv").set_index("policy")
     assert t.loc["full", "setting"] == "interval=2 h"
     assert pd.isna(t.loc["cpr", "setting"])
+
+
+def _interval_legend(tmp_path, figures, grid: str) -> tuple[list[str], list[str]]:
+    """(legend, policies in the figure's table) of smoke's interval figure over ``grid``
+    (smoke: full, full_daly and checkfreq)."""
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIOS / "smoke.yaml"), "--grid", grid, "--reps", "3", "-q"]
+    assert main([*args, "--jobs", "1", "-o", str(out)]) == 0
+    plot_run(out, formats="png")
+    drawn = pd.read_csv(out / "plots" / "overhead_vs_interval.csv")
+    series = [s for s in dict.fromkeys(drawn["series"]) if s != "daly_model"]
+    return figures["overhead_vs_interval_legend"], series
+
+
+def test_identical_policies_are_one_line_named_after_them_all(tmp_path, figures):
+    """``policies.*.interval`` makes full and full_daly the same setting: their rows are
+    identical, and the last drawn would hide the other; one line, named after both (the
+    table keeps both)."""
+    legend, series = _interval_legend(tmp_path, figures, "policies.*.interval=10 min,30 min")
+    assert "Full checkpoint = full_daly" in legend and "full_daly" not in legend
+    assert series == ["full", "full_daly", "checkfreq"]
+
+
+def test_policies_that_differ_anywhere_keep_their_own_lines(tmp_path, figures):
+    """Only the first policy's interval swept: full_daly runs at Daly's interval, apart."""
+    legend, _ = _interval_legend(tmp_path, figures, "policies.0.interval=10 min,30 min")
+    assert "Full checkpoint" in legend and "full_daly" in legend
+    assert not [name for name in legend if " = " in name]
+
+
+def test_the_identical_check_fails_when_each_policy_keeps_its_line(tmp_path, figures, monkeypatch):
+    """Teeth: with every policy drawn on its own (as before), full_daly is in the legend
+    and no entry names two policies."""
+    from ftsim.plots import interval
+
+    monkeypatch.setattr(
+        interval, "_names", lambda data, _: {p: s.name for p, s in data.styles.items()}
+    )
+    legend, _ = _interval_legend(tmp_path, figures, "policies.*.interval=10 min,30 min")
+    assert "full_daly" in legend and "Full checkpoint = full_daly" not in legend

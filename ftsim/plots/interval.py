@@ -110,13 +110,17 @@ def plot(data: RunData, out: Output, point: int | None = None):
     x_keys = [k for d in data.dimensions if d.sets_interval for k in d.keys]
     along = ", ".join(k for k in x_keys if not k.startswith("policies."))
     fig, axes = facets.figure(grid, 1.7 if grid.cols > 1 else 1.9, 0.4, sharex=True)
+    panels = {}
+    for panel in axes:
+        rows = data.summary[data.summary["point"].isin(panel.points)]
+        panels[panel] = rows, points(data, rows)
+    names = _names(data, [t for _, t in panels.values()])
     tables = []
     fell_back = False
     model = {}
     for panel, ax in axes.items():
-        rows = data.summary[data.summary["point"].isin(panel.points)]
-        t = points(data, rows)
-        fell_back |= _draw_policies(data, ax, t)
+        rows, t = panels[panel]
+        fell_back |= _draw_policies(data, ax, t, names)
         low, high = t["interval_h"].min(), t["interval_h"].max()
         try:
             if along:
@@ -156,11 +160,33 @@ def plot(data: RunData, out: Output, point: int | None = None):
     return out.save(fig, table, NAME)
 
 
-def _draw_policies(data: RunData, ax, t: pd.DataFrame) -> bool:
+def _names(data: RunData, tables: list[pd.DataFrame]) -> dict[str, str | None]:
+    """Each policy's legend name; None for a policy drawn as another: policies whose points
+    are identical in every panel (intervals, decisions, means and bands: ``full`` and
+    ``full_daly`` once ``policies.*.interval`` sets both) are one line, named after them
+    all ("Full checkpoint = full_daly"), where the last drawn would hide the others."""
+    columns = ["interval_h", "decision", "overhead_pct", "ci95_low_pct", "ci95_high_pct"]
+    first_of: dict[tuple, str] = {}
+    names: dict[str, str | None] = {}
+    for policy, style in data.styles.items():
+        key = tuple(
+            tuple(map(tuple, t.loc[t["series"] == policy, columns].sort_values(columns).values))
+            for t in tables
+        )
+        first = first_of.setdefault(key, policy)
+        names[policy] = style.name if first == policy else None
+        if first != policy:
+            names[first] += f" = {style.name}"
+    return names
+
+
+def _draw_policies(data: RunData, ax, t: pd.DataFrame, names: dict[str, str | None]) -> bool:
     """Each policy's line and band through the points it ran as asked, and its fall-backs
-    apart; whether there was a fall-back."""
+    apart, once for identical policies (``names``); whether there was a fall-back."""
     fell_back = False
     for policy, g in t.groupby("series", sort=False):
+        if names[policy] is None:
+            continue
         g = g.sort_values("interval_h")
         style = data.styles[policy]
         asked = g[g["decision"] != "full"]
@@ -177,7 +203,7 @@ def _draw_policies(data: RunData, ax, t: pd.DataFrame) -> bool:
             asked["overhead_pct"],
             color=style.color,
             marker=style.marker,
-            label=style.name,
+            label=names[policy],
         )
         back = g[g["decision"] == "full"]
         if len(back):
