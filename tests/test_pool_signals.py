@@ -212,7 +212,7 @@ def test_a_notebooks_ctrl_c_stops_a_sweep_and_keeps_its_finished_tasks(monkeypat
         return real(*args, **kwargs)
 
     monkeypatch.setattr(sweep, "simulate_reps", slow)
-    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
     grid = {"policies.*.interval": ["10 min", "30 min"]}
     with pytest.raises(study.StudyInterrupted) as stopped:
         api.sweep(SCENARIOS / "smoke.yaml", grid, reps=4, trainer=False, jobs=2, out=tmp_path / "s")
