@@ -176,3 +176,14 @@ def test_the_finalizer_check_fails_without_keeping_the_signal(capsys, monkeypatc
     unraisable exceptions itself, its traceback printed)."""
     monkeypatch.setattr(interrupts, "_kept_pending", lambda hook: hook)
     assert _freed_under_the_handlers(capsys, "end")[0] is None
+
+
+def test_a_signal_kept_from_an_earlier_block_is_not_raised_in_the_next(capsys):
+    """A notebook's second study does not inherit a signal the first one kept pending (its
+    block ended with an error before raising it)."""
+    with pytest.raises(RuntimeError), interrupts.handled():
+        freed = _SignalledWhenFreed()
+        del freed  # kept pending
+        raise RuntimeError("the block ends with an error first")
+    with interrupts.handled(), interrupts.deferred():
+        pass  # nothing raised here

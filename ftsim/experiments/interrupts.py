@@ -74,7 +74,7 @@ def handled(signals: tuple[int, ...] = SIGNALS) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _received = None
+    _received = _pending = None  # (a signal kept from an earlier block is that block's)
     _owner = os.getpid()
     previous = {}
     for signum in signals:
