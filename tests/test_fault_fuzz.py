@@ -100,15 +100,21 @@ def _interrupt(args, out, signum, trigger, delay, group) -> subprocess.Completed
     return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
 
 
+STARTING = ("Python runtime state: core initialized", "Python runtime state: initialized")
+"""The runtime states of CPython's fatal errors while it initialises (its core; then its
+``site`` module)."""
+
+
 def _while_python_starts(done: subprocess.CompletedProcess) -> bool:
     """Whether the interpreter stopped with its own fatal error while it initialised (a
     SIGINT during its start-up, before any of ftsim runs: CPython prints a traceback of its
-    frozen imports and exits with status 1)."""
+    frozen imports, or of ``site``'s, and exits with status 1)."""
     first = done.stderr.split("\n", 2)[:2]
     return (
         done.returncode == 1
         and first[0].startswith("Fatal Python error: init_")
-        and first[1:] == ["Python runtime state: core initialized"]
+        and len(first) == 2
+        and first[1] in STARTING
     )
 
 
@@ -210,7 +216,8 @@ def test_an_ignored_hangup_stays_ignored(tmp_path):
 
 def test_only_the_interpreters_own_start_up_error_is_excused():
     """The one traceback the checks excuse: CPython's fatal error when a SIGINT lands while
-    it initialises (seen: a run signalled as it started); not one of ftsim's, nor at exit."""
+    it initialises (seen: a run and an advice signalled as they started, in the streams'
+    set-up and in ``site``'s imports); not one of ftsim's, nor at exit."""
     startup = (
         "Fatal Python error: init_sys_streams: can't initialize sys standard streams\n"
         "Python runtime state: core initialized\n"
@@ -219,7 +226,12 @@ def test_only_the_interpreters_own_start_up_error_is_excused():
     )
     ftsims = "Traceback (most recent call last):\n  File ftsim/cli.py ...\nKeyboardInterrupt\n"
     at_exit = startup.replace("core initialized", "finalizing (tstate=0x1)")
+    site = startup.replace(
+        "init_sys_streams: can't initialize sys standard streams",
+        "init_import_site: Failed to import the site module",
+    ).replace("core initialized", "initialized")
     assert _while_python_starts(subprocess.CompletedProcess([], 1, "", startup))
+    assert _while_python_starts(subprocess.CompletedProcess([], 1, "", site))
     assert not _while_python_starts(subprocess.CompletedProcess([], 1, "", ftsims))
     assert not _while_python_starts(subprocess.CompletedProcess([], 1, "", at_exit))
     assert not _while_python_starts(subprocess.CompletedProcess([], 130, "", startup))
