@@ -66,7 +66,7 @@ def test_every_call_into_the_pool_runs_with_signals_deferred(monkeypatch, tmp_pa
 
 
 class _Undeferred:
-    """The interrupts module as the pool and the sweep saw it before: nothing deferred."""
+    """The interrupts module as the pool saw it before: nothing deferred."""
 
     deferred = shielded = contextlib.nullcontext
 
@@ -74,7 +74,6 @@ class _Undeferred:
 def test_the_deferral_check_fails_when_the_pool_is_called_as_it_was(monkeypatch, tmp_path):
     """Teeth: without the deferral of the calls into the pool (submitting, collecting,
     the shutdowns), the check sees each of them."""
-    monkeypatch.setattr(sweep, "interrupts", _Undeferred)
     monkeypatch.setattr(pool_module, "interrupts", _Undeferred)
     calls = _calls_into_the_pool(monkeypatch, tmp_path, "sweep")
     assert {name for name, deferred in calls if not deferred} == EVERY_CALL

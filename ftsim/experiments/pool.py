@@ -127,8 +127,8 @@ def process_pool(jobs: int):
                 for worker in pool.workers:
                     worker.join(timeout=5)
             raise
+        pool.shutdown()
         with interrupts.deferred():
-            pool.shutdown()
             pool.join()
 
 
@@ -179,6 +179,12 @@ class _Pool(ProcessPoolExecutor):
     """The worker processes (kept here: a shut-down pool forgets them)."""
     manager: threading.Thread | None = None
     """The pool's manager thread, which reaps the workers once the pool is shut down."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Shut the pool down (:meth:`ProcessPoolExecutor.shutdown`) with signals deferred,
+        as every call into the pool (see :func:`finished`), whoever calls it."""
+        with interrupts.deferred():
+            super().shutdown(wait, cancel_futures=cancel_futures)
 
     def join(self) -> None:
         """Wait until every worker has exited, also after ``shutdown(wait=False)``: for the

@@ -36,7 +36,6 @@ from typing import Protocol
 import yaml
 from pydantic import BaseModel
 
-from ftsim.experiments import interrupts
 from ftsim.experiments.pool import default_jobs, finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps, training_cost
 from ftsim.experiments.stats import SI_SUFFIX
@@ -499,8 +498,7 @@ def compute(
         targets = _more_replications(plan, store, planned, batch)
         round_ = _round(plan, store.covered(), targets, planned, pool, batch) if targets else None
     if isinstance(pool, ProcessPoolExecutor):
-        with interrupts.deferred():  # (as every call into the pool: see pool.finished)
-            pool.shutdown(wait=False)  # no task follows: its workers exit while results merge
+        pool.shutdown(wait=False)  # no task follows: its workers exit while the results merge
     return computed, reused
 
 

@@ -174,8 +174,10 @@ def _names(data: RunData, tables: list[pd.DataFrame]) -> dict[str, str | None]:
             for t in tables
         )
         first = first_of.setdefault(key, policy)
-        names[policy] = style.name if first == policy else None
-        if first != policy:
+        if first == policy:
+            names[policy] = style.name
+        else:  # drawn as ``first``, named with it
+            names[policy] = None
             names[first] += f" = {style.name}"
     return names
 
