@@ -29,6 +29,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ftsim.experiments.options import from_python
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -58,6 +60,7 @@ def run(
     trainer: bool = True,
     jobs: int | None = None,
     out: str | Path | None = None,
+    force: bool = False,
     progress: bool = False,
 ) -> Results:
     """Run every policy (or those labelled ``policies``) of ``scenario`` (a file or a loaded
@@ -66,18 +69,21 @@ def run(
     ``reps``, ``seed`` and ``trainer=False`` (timing only) stand for the overrides
     ``run.replications``, ``run.seed`` and ``trainer.enabled: false``; ``jobs`` worker
     processes (default: the CPUs); ``progress`` prints progress lines on standard error.
-    ``out`` may be new, empty or an earlier run's folder (replaced).
+    ``out`` may be new, empty or an earlier run's folder (replaced); ``force`` writes into
+    any other folder (files of the same names are replaced).
     """
     from ftsim.experiments import study
 
-    _check_arguments(scenario, jobs, trainer, out, progress)
-    plan = study.plan(
-        scenario,
-        _assignments(overrides, reps, seed, trainer),
-        policies=_labels(policies),
-        command="run",
-    )
-    return _execute(plan, out, jobs, "process", progress)
+    with from_python():
+        _check_arguments(scenario, jobs, trainer, out, progress)
+        _check_type("force", force, bool, "True or False")
+        plan = study.plan(
+            scenario,
+            _assignments(overrides, reps, seed, trainer),
+            policies=_labels(policies),
+            command="run",
+        )
+        return _execute(plan, out, progress, jobs=jobs, force=force)
 
 
 def sweep(
@@ -89,9 +95,16 @@ def sweep(
     seed: int | None = None,
     policies: str | Sequence[str] | None = None,
     trainer: bool = True,
+    reference: str | None = None,
+    target_halfwidth: float | None = None,
+    max_reps: int = 1000,
     jobs: int | None = None,
     executor: str = "process",
+    dask_address: str | None = None,
+    batch: int = 10,
     out: str | Path | None = None,
+    resume: str | Path | None = None,
+    force: bool = False,
     progress: bool = False,
 ) -> Results:
     """Run the policies of ``scenario`` at every point of ``grid``, as ``ftsim sweep`` does.
@@ -102,23 +115,58 @@ def sweep(
     [...]}}``), as in a scenario's ``sweep:`` section, whose entries these add to or
     replace. Each swept key is a column of the results (its values as text) followed, for
     a numeric field, by ``<key>_si``: the value in SI base units (seconds, bytes, bytes/s).
-    ``executor`` is "process" (local workers) or "dask" (a local Dask cluster). ``out``
-    must be new or empty. The other arguments are those of :func:`run`.
+    ``reference``: the policy of the paired differences (default: the first);
+    ``target_halfwidth``: replications are added (up to ``max_reps``) until the 95% CI
+    half-width of ``overhead_frac`` is at most this. ``executor`` is "process" (local
+    workers) or "dask" (a local Dask cluster, or the scheduler at ``dask_address``);
+    ``batch`` replications per task. ``out`` must be new or empty (``force``: any folder,
+    an earlier sweep's started over); ``resume`` is the folder of an interrupted sweep to
+    continue, with the same scenario, grid and options. The other arguments are those of
+    :func:`run`.
     """
     from ftsim.experiments import study
 
-    _check_arguments(scenario, jobs, trainer, out, progress)
-    if executor not in EXECUTORS:
-        raise study.StudyError(f"executor must be one of {', '.join(EXECUTORS)} (got {executor!r})")
-    if not isinstance(grid, Mapping):
-        raise study.StudyError(f"grid must map dotted keys to lists of values (got {grid!r})")
-    plan = study.plan(
-        scenario,
-        _assignments(overrides, reps, seed, trainer),
-        grid,
-        _labels(policies),
-    )
-    return _execute(plan, out, jobs, executor, progress)
+    with from_python():
+        _check_arguments(scenario, jobs, trainer, out, progress)
+        _check_type("resume", resume, str | Path | None, "a folder's path or None")
+        _check_type("force", force, bool, "True or False")
+        if executor not in EXECUTORS:
+            raise study.StudyError(
+                f"executor must be one of {', '.join(EXECUTORS)} (got {executor!r})"
+            )
+        study.check_sweep_options(
+            jobs=jobs,
+            batch=batch,
+            max_reps=max_reps,
+            target_halfwidth=target_halfwidth,
+            executor=executor,
+            dask_address=dask_address,
+            out=out,
+            resume=resume,
+            force=force,
+        )
+        if not isinstance(grid, Mapping):
+            raise study.StudyError(f"grid must map dotted keys to lists of values (got {grid!r})")
+        plan = study.plan(
+            scenario,
+            _assignments(overrides, reps, seed, trainer),
+            grid,
+            _labels(policies),
+            reference=reference,
+            target_halfwidth=target_halfwidth,
+            max_reps=max_reps,
+        )
+        return _execute(
+            plan,
+            resume if resume is not None else out,
+            progress,
+            jobs=jobs,
+            force=force,
+            resume=resume is not None,
+            executor=executor,
+            dask_address=dask_address,
+            batch=batch,
+        )
 
 
 def advise(
@@ -132,6 +180,7 @@ def advise(
     policies: str | Sequence[str] | None = None,
     jobs: int | None = None,
     out: str | Path | None = None,
+    force: bool = False,
 ) -> Advice:
     """The cheapest setting of each policy of ``scenario`` within the limits, searched with
     the simulator (timing only), as ``ftsim advise`` does, into the folder ``out``.
@@ -140,29 +189,33 @@ def advise(
     the extra memory per embedding PS as a share of its shard; ``reps`` and ``seed`` are
     the replications of every candidate (default: the scenario's) and their seed; ``jobs``
     worker processes (default: the CPUs; the results do not depend on it). ``out`` must be
-    new, empty or an earlier advice's; None makes a temporary one. The returned
-    :class:`~ftsim.experiments.advise.Advice` has ``.picks`` and ``.candidates``
-    (DataFrames), ``.recommendation``, ``.text()`` (the table the command line prints),
-    ``.figure()`` (the frontier) and ``.folder``. The other arguments are those of
-    :func:`run`.
+    new, empty or an earlier advice's (``force``: any folder); None makes a temporary one.
+    The returned :class:`~ftsim.experiments.advise.Advice` has ``.picks`` and
+    ``.candidates`` (DataFrames), ``.recommendation``, ``.text()`` (the table the command
+    line prints), ``.figure()`` (the frontier) and ``.folder``. The other arguments are
+    those of :func:`run`.
     """
     from ftsim.experiments import advise as search
     from ftsim.experiments.pool import default_jobs
 
-    jobs = default_jobs() if jobs is None else jobs
-    search.check_options(max_pls, max_memory_overhead, jobs)
-    return search.execute(
-        scenario,
-        _assignments(overrides),
-        out,
-        default=_temporary_advice_folder,
-        max_pls=max_pls,
-        max_memory_overhead=max_memory_overhead,
-        reps=reps,
-        seed=seed,
-        policies=_labels(policies) or None,
-        jobs=jobs,
-    )
+    with from_python():
+        _check_type("out", out, str | Path | None, "a folder's path or None")
+        _check_type("force", force, bool, "True or False")
+        jobs = default_jobs() if jobs is None else jobs
+        search.check_options(max_pls, max_memory_overhead, jobs)
+        return search.execute(
+            scenario,
+            _assignments(overrides),
+            None if out is None else Path(out),
+            force=force,
+            default=_temporary_advice_folder,
+            max_pls=max_pls,
+            max_memory_overhead=max_memory_overhead,
+            reps=reps,
+            seed=seed,
+            policies=_labels(policies) or None,
+            jobs=jobs,
+        )
 
 
 def _temporary_advice_folder(advice: Advice, started) -> Path:
@@ -260,7 +313,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
     return pa_csv.read_csv(path, convert_options=options).to_pandas()
 
 
-def _execute(plan, out, jobs: int | None, executor: str, progress: bool) -> Results:
+def _execute(plan, out, progress: bool, **options) -> Results:
+    """Execute ``plan`` into ``out`` (default: a new temporary folder) with the options of
+    :func:`ftsim.experiments.study.execute`, and read the results back."""
     from ftsim.experiments import study
     from ftsim.experiments.progress import Progress
 
@@ -268,9 +323,7 @@ def _execute(plan, out, jobs: int | None, executor: str, progress: bool) -> Resu
         out = tempfile.mkdtemp(prefix=f"ftsim-{plan.base.name}-")
     reporter = Progress(plan.command) if progress else None
     try:
-        outcome = study.execute(
-            plan, Path(out), executor=executor, jobs=jobs, progress=reporter, say=_stderr
-        )
+        outcome = study.execute(plan, Path(out), progress=reporter, say=_stderr, **options)
     finally:
         if reporter is not None:
             reporter.close()

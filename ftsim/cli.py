@@ -478,34 +478,25 @@ def _unfinished_status(summary, point_columns: list[str] = ()) -> int:
     return EXIT_UNFINISHED if warnings else 0
 
 
-def _check_sweep_options(args) -> None:
-    """UsageError for option values and combinations a sweep cannot use."""
-    import math
-
-    from ftsim.scenario.schema import MAX_REPLICATIONS
-
-    for name in ("jobs", "batch", "max_reps"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.max_reps > MAX_REPLICATIONS:
-        raise UsageError(f"--max-reps must be at most {MAX_REPLICATIONS:,} (got {args.max_reps})")
-    width = args.target_halfwidth
-    if width is not None and not (math.isfinite(width) and width > 0):
-        raise UsageError(f"--target-halfwidth must be a positive number (got {width})")
-    if args.resume and args.output and args.resume != args.output:
-        raise UsageError("--resume RUN_DIR writes to RUN_DIR; leave out -o")
-    if args.resume and args.force:
-        raise UsageError("--force does not apply to --resume (it only continues a sweep)")
-    if args.dask_address and args.executor != "dask":
-        raise UsageError("--dask-address needs --executor dask")
-
-
 def _cmd_sweep(args, argv) -> int:
     from ftsim.experiments import study
     from ftsim.experiments.progress import Progress
     from ftsim.experiments.tables import sweep_table
 
-    _check_sweep_options(args)
+    try:
+        study.check_sweep_options(
+            jobs=args.jobs,
+            batch=args.batch,
+            max_reps=args.max_reps,
+            target_halfwidth=args.target_halfwidth,
+            executor=args.executor,
+            dask_address=args.dask_address,
+            out=args.output,
+            resume=args.resume,
+            force=args.force,
+        )
+    except study.StudyError as exc:
+        raise UsageError(str(exc)) from None
     plan = study.plan(
         args.scenario,
         _overrides(args),

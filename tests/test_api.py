@@ -228,3 +228,111 @@ def test_plan_time_decisions_are_notices_at_the_callers_line(tmp_path):
         warnings.simplefilter("ignore", ftsim.Notice)
         ftsim.sweep(PROD50H, grid, **options, out=tmp_path / "b")
     assert not [w for w in seen if issubclass(w.category, ftsim.Notice)]
+
+
+# -- the sweep's options from Python: the command line's, named as Python arguments --------
+
+GRID = {"policies.*.interval": ["20 min", "1 h"]}
+
+
+def _cli_sweep(out, *options: str) -> None:
+    grid = "policies.*.interval=20 min,1 h"
+    argv = ["sweep", str(SMOKE), "--grid", grid, "--no-trainer", "-q", "-o", str(out), *options]
+    assert main(argv) == 0
+
+
+def test_a_sweep_to_a_target_halfwidth_gives_the_command_lines_rows(tmp_path):
+    """``target_halfwidth``, ``max_reps``, ``reference`` and ``batch`` as ``--target-halfwidth``
+    and the others: the same rows, summary and notes."""
+    options = dict(reps=2, target_halfwidth=0.001, max_reps=6, reference="checkfreq", batch=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        api = ftsim.sweep(SMOKE, GRID, trainer=False, out=tmp_path / "api", **options)
+    _cli_sweep(tmp_path / "cli", "--reps", "2", "--target-halfwidth", "0.001", "--max-reps",
+               "6", "--reference", "checkfreq", "--batch", "2")  # fmt: skip
+    for name in ("runs.csv", "summary.csv"):
+        assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
+    assert api.runs["rep"].max() == 5  # replications added up to the cap
+    assert set(api.summary["reference"]) == {"checkfreq"}
+    assert api.manifest["config_hash"] == ftsim.load(tmp_path / "cli").manifest["config_hash"]
+
+
+def test_an_interrupted_sweep_is_resumed_from_python(tmp_path):
+    """A sweep whose folder lost tasks (as one interrupted) is continued with ``resume``:
+    the missing tasks are computed again, the rows are those of the whole sweep; started
+    over into the same folder without ``resume``, the error names the Python remedies."""
+    whole = ftsim.sweep(SMOKE, GRID, reps=4, trainer=False, batch=2, out=tmp_path / "whole")
+    cut = tmp_path / "cut"
+    ftsim.sweep(SMOKE, GRID, reps=4, trainer=False, batch=2, out=cut)
+    shards = sorted((cut / "shards").glob("p00001-*-r0000002-*.csv"))  # point 1, reps 2-3
+    assert shards
+    for shard in shards:  # as if the sweep had been stopped before these tasks finished
+        shard.unlink()
+    for merged in ("runs.csv", "runs.parquet", "summary.csv", "timeline.csv"):
+        (cut / merged).unlink()
+    with pytest.raises(FolderError) as held:
+        ftsim.sweep(SMOKE, GRID, reps=4, trainer=False, batch=2, out=cut)
+    assert f"continue it with resume='{cut}', start it over with force=True" in str(held.value)
+    resumed = ftsim.sweep(SMOKE, GRID, reps=4, trainer=False, batch=2, resume=cut)
+    assert resumed.folder == cut
+    pd.testing.assert_frame_equal(resumed.runs, whole.runs, check_exact=True)
+    assert (cut / "summary.csv").read_bytes() == (tmp_path / "whole" / "summary.csv").read_bytes()
+    restarted = ftsim.sweep(SMOKE, GRID, reps=2, trainer=False, out=cut, force=True)
+    assert restarted.runs["rep"].max() == 1
+
+
+def test_resuming_another_sweep_says_so_in_python_terms(tmp_path):
+    ftsim.sweep(SMOKE, GRID, reps=2, trainer=False, out=tmp_path / "s")
+    with pytest.raises(FolderError, match=rf"^resume='{tmp_path / 's'}': the folder holds a diff"):
+        ftsim.sweep(SMOKE, GRID, reps=3, trainer=False, resume=tmp_path / "s")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_reps": 0}, "max_reps must be a whole number of at least 1 (got 0)"),
+        ({"batch": 2.5}, "batch must be a whole number of at least 1 (got 2.5)"),
+        ({"target_halfwidth": -1}, "target_halfwidth must be a positive number (got -1)"),
+        ({"dask_address": "tcp://x:1"}, "dask_address needs executor='dask'"),
+        (
+            {"resume": "a", "out": "b"},
+            "resume continues the sweep in its own folder; leave out out",
+        ),
+        ({"resume": "a", "force": True}, "force does not apply to resume"),
+    ],
+)
+def test_bad_sweep_options_are_named_as_python_arguments(options, message):
+    """Checked before anything is planned or written, with the command line's checks
+    (``test_bad_inputs``: the same ones named as flags)."""
+    with pytest.raises(StudyError) as bad:
+        ftsim.sweep(SMOKE, GRID, **options)
+    assert str(bad.value).startswith(message)
+
+
+def test_run_and_advise_write_into_any_folder_with_force(tmp_path):
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("keep")
+    with pytest.raises(FolderError, match=r"or pass force=True to write into it"):
+        ftsim.run(SMOKE, reps=2, out=foreign)
+    assert ftsim.run(SMOKE, reps=2, out=foreign, force=True).runs["rep"].max() == 1
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "mine.txt").write_text("keep")
+    with pytest.raises(FolderError, match=r"force=True"):
+        ftsim.advise(SMOKE, reps=2, policies="full", out=other)
+    advice = ftsim.advise(SMOKE, reps=2, policies="full", out=other, force=True)
+    assert (other / "candidates.csv").is_file() and advice.folder == other
+    assert (foreign / "mine.txt").read_text() == (other / "mine.txt").read_text() == "keep"
+
+
+def test_the_command_line_names_the_same_checks_as_flags(tmp_path, capsys):
+    """The Python spelling stays inside the API's calls: the command line's messages name
+    its flags, also after a call of the API in the same process."""
+    with pytest.raises(StudyError):
+        ftsim.sweep(SMOKE, GRID, max_reps=0)
+    argv = ["sweep", str(SMOKE), "--max-reps", "0", "-o", str(tmp_path / "x")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "ftsim: --max-reps must be a whole number of at least 1 (got 0)\n"
+    )

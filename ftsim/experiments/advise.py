@@ -37,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from ftsim.experiments import interrupts
+from ftsim.experiments.options import named
 from ftsim.experiments.pool import finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.stats import mean_ci
@@ -291,13 +292,11 @@ def check_options(max_pls, max_memory_overhead, jobs, rounds=0) -> None:
     from ftsim.experiments.study import StudyError
 
     if max_pls is not None and not (_number(max_pls) and 0 < max_pls < 1):
-        raise StudyError(f"max_pls (--max-pls) must be between 0 and 1 (got {max_pls!r})")
+        raise StudyError(f"{named('max_pls')} must be between 0 and 1 (got {max_pls!r})")
     memory = max_memory_overhead
     if memory is not None and not (_number(memory) and math.isfinite(memory) and memory >= 0):
-        raise StudyError(
-            f"max_memory_overhead (--max-memory-overhead) must be a share >= 0 (got {memory!r})"
-        )
-    for name, value, least in (("jobs (--jobs)", jobs, 1), ("rounds", rounds, 0)):
+        raise StudyError(f"{named('max_memory_overhead')} must be a share >= 0 (got {memory!r})")
+    for name, value, least in ((named("jobs"), jobs, 1), ("rounds", rounds, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise StudyError(f"{name} must be a whole number of at least {least} (got {value!r})")
 

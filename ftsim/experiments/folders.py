@@ -27,6 +27,7 @@ import math
 import tempfile
 from pathlib import Path
 
+from ftsim.experiments.options import option
 from ftsim.scenario.files import TextFileError, read_text
 from ftsim.sim.accounting import CATEGORIES
 
@@ -63,22 +64,23 @@ def prepare_output(
         found = manifest.get("command")
         if found == "sweep" and not force:
             raise FolderError(
-                f"{folder} already holds a sweep; continue it with --resume {folder}, start "
-                "it over with --force, or choose another folder"
+                f"{folder} already holds a sweep; continue it with {option('resume', folder)}, "
+                f"start it over with {option('force')}, or choose another folder"
             )
         if found != command and not force:
             held = f"the output of 'ftsim {found}'" if found else f"no {MANIFEST} of ftsim"
             raise FolderError(
                 f"{folder}: the folder is not empty and holds {held}, not earlier output of "
-                f"'ftsim {command}'; choose another folder, or pass --force to write into it "
-                "(files of the same names are replaced)"
+                f"'ftsim {command}'; choose another folder, or pass {option('force')} to write "
+                "into it (files of the same names are replaced)"
             )
         earlier = manifest.get("config_hash")
         if found == command and config_hash and earlier != config_hash and not force:
             raise FolderError(
                 f"{folder} holds the results of another {command} (scenario "
                 f"{manifest.get('scenario')!r}, config hash {earlier}; this one: "
-                f"{config_hash}); choose another folder, or pass --force to replace them"
+                f"{config_hash}); choose another folder, or pass {option('force')} to replace "
+                "them"
             )
     make_writable_folder(folder)
 
@@ -137,7 +139,7 @@ def _earlier_manifest(folder: Path, command: str, force: bool) -> dict:
     raise FolderError(
         f"{path}: cannot be read ({reason}), so whether {folder} holds earlier output of "
         f"'ftsim {command}' is unknown; repair or remove it, choose another folder, or pass "
-        "--force to write into it (files of the same names are replaced)"
+        f"{option('force')} to write into it (files of the same names are replaced)"
     )
 
 

@@ -51,6 +51,7 @@ from pathlib import Path
 
 from ftsim.experiments import interrupts
 from ftsim.experiments.folders import MANIFEST, FolderError, prepare_output, sha256_of
+from ftsim.experiments.options import option
 from ftsim.experiments.output import atomic_write_text, csv_text, write_json, writing
 
 SHARDS = "shards"
@@ -163,25 +164,25 @@ class RunStore:
         """An existing run folder made by a sweep with the same ``config_hash``; its shards
         are verified against their recorded checksums."""
         store = cls(root)
+        where = option("resume", root)  # as the caller gave the folder
         if root.is_file():
-            raise StoreError(f"--resume {root}: is a file; give the sweep's folder")
+            raise StoreError(f"{where}: is a file; give the sweep's folder")
         try:
             manifest = store.manifest()
             found = manifest["config_hash"]
         except (FileNotFoundError, NotADirectoryError, ValueError, KeyError, TypeError):
-            raise StoreError(f"--resume {root}: no sweep manifest ({root / MANIFEST})") from None
+            raise StoreError(f"{where}: no sweep manifest ({root / MANIFEST})") from None
         except OSError as exc:  # it is there but cannot be read: say so, not "missing"
             raise StoreError(
-                f"--resume {root}: cannot read the sweep manifest {root / MANIFEST} "
-                f"({exc.strerror})"
+                f"{where}: cannot read the sweep manifest {root / MANIFEST} ({exc.strerror})"
             ) from None
         if manifest.get("command", "sweep") != "sweep":
-            raise StoreError(f"--resume {root}: the folder holds the output of ftsim run")
+            raise StoreError(f"{where}: the folder holds the output of ftsim run")
         if found != config_hash:
             raise StoreError(
-                f"--resume {root}: the folder holds a different sweep (config hash {found}; "
-                f"this scenario, grid and options give {config_hash}); run the same command "
-                "that started it, or start a new folder"
+                f"{where}: the folder holds a different sweep (config hash {found}; this "
+                f"scenario, grid and options give {config_hash}); give the scenario, grid and "
+                "options that started it, or start a new folder"
             )
         with writing(store.shards):
             store.shards.mkdir(exist_ok=True)

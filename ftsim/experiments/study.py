@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ftsim.experiments import interrupts
+from ftsim.experiments.options import named, option
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -125,6 +126,48 @@ def plan(
         max_reps,
         command,
     )
+
+
+def check_sweep_options(
+    *,
+    jobs: int | None = None,
+    batch: int = 10,
+    max_reps: int = 1000,
+    target_halfwidth: float | None = None,
+    executor: str = "process",
+    dask_address: str | None = None,
+    out: Path | str | None = None,
+    resume: Path | str | None = None,
+    force: bool = False,
+) -> None:
+    """StudyError naming the first option of a sweep (as the caller spells it:
+    :mod:`~ftsim.experiments.options`) with a value or a combination it cannot use."""
+    import math
+
+    from ftsim.scenario.schema import MAX_REPLICATIONS
+
+    for name, value in (("jobs", jobs), ("batch", batch), ("max_reps", max_reps)):
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if value is not None and not (whole and value >= 1):
+            raise StudyError(f"{named(name)} must be a whole number of at least 1 (got {value!r})")
+    if max_reps > MAX_REPLICATIONS:
+        raise StudyError(
+            f"{named('max_reps')} must be at most {MAX_REPLICATIONS:,} (got {max_reps})"
+        )
+    width = target_halfwidth
+    number = isinstance(width, int | float) and not isinstance(width, bool)
+    if width is not None and not (number and math.isfinite(width) and width > 0):
+        raise StudyError(f"{named('target_halfwidth')} must be a positive number (got {width!r})")
+    if resume is not None and out is not None and Path(resume) != Path(out):
+        raise StudyError(
+            f"{named('resume')} continues the sweep in its own folder; leave out {named('out')}"
+        )
+    if resume is not None and force:
+        raise StudyError(
+            f"{named('force')} does not apply to {named('resume')} (it only continues a sweep)"
+        )
+    if dask_address and executor != "dask":
+        raise StudyError(f"{named('dask_address')} needs {option('executor', 'dask')}")
 
 
 def default_folder(plan: Plan, started: datetime) -> Path:
@@ -246,7 +289,7 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
     except OutputError as exc:
         with contextlib.suppress(OutputError):
             store.sync()
-        note = f"the finished tasks are kept: continue with --resume {store.root}"
+        note = f"the finished tasks are kept: continue with {option('resume', store.root)}"
         raise OutputError(exc.reason, exc.path, note) from None
     return Outcome(plan, store.root, summary, computed, reused)
 

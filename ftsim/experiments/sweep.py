@@ -36,6 +36,7 @@ from typing import Protocol
 import yaml
 from pydantic import BaseModel
 
+from ftsim.experiments.options import option
 from ftsim.experiments.pool import default_jobs, finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps, training_cost
 from ftsim.experiments.stats import SI_SUFFIX
@@ -592,7 +593,7 @@ def local_workers(plan: Plan, jobs: int | None, batch: int) -> tuple[int, str | 
     reason = min(limits, key=limits.get)
     if wanted <= limits[reason]:
         return wanted, None
-    note = f"--jobs {jobs}: using {limits[reason]} ({reason})" if jobs else None
+    note = f"{option('jobs', jobs)}: using {limits[reason]} ({reason})" if jobs else None
     return limits[reason], note
 
 
@@ -727,7 +728,7 @@ def _distributed():
         import distributed
     except ImportError:
         raise StoreError(
-            "--executor dask needs dask.distributed: pip install 'ftsim[dask]'"
+            f"{option('executor', 'dask')} needs dask.distributed: pip install 'ftsim[dask]'"
         ) from None
     return distributed
 
@@ -738,7 +739,7 @@ def _dask_client(target):
     try:
         return _distributed().Client(target, timeout=DASK_CONNECT_TIMEOUT_S)
     except (OSError, ValueError, TypeError) as exc:
-        raise StoreError(f"--dask-address {target}: cannot connect ({exc})") from None
+        raise StoreError(f"{option('dask_address', target)}: cannot connect ({exc})") from None
 
 
 @contextmanager
@@ -852,9 +853,9 @@ def short_of_target(plan: Plan, summary: list[dict]) -> list[str]:
         half = row.get("overhead_frac_ci95_half", math.nan)
         if row["n"] + row["n_unfinished"] >= plan.max_reps and not half <= plan.target_halfwidth:
             lines.append(
-                f"{row['policy']} at point {row['point']}: --max-reps {plan.max_reps} reached "
-                f"with a 95% CI half-width of {half:.3g}, above --target-halfwidth "
-                f"{plan.target_halfwidth:g}"
+                f"{row['policy']} at point {row['point']}: {option('max_reps', plan.max_reps)} "
+                f"reached with a 95% CI half-width of {half:.3g}, above "
+                f"{option('target_halfwidth', plan.target_halfwidth)}"
             )
     return lines
 
