@@ -29,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ftsim.experiments.options import from_python
+from ftsim.options import from_python
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,7 +47,8 @@ def load_scenario(path: str | Path, overrides: Mapping[str, object] | None = Non
     from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
     from ftsim.scenario.loader import load_scenario as load
 
-    return load(path, _assignments(overrides))
+    with from_python():
+        return load(path, _assignments(overrides))
 
 
 def run(

@@ -73,8 +73,13 @@ def test_overrides_are_validated_like_set(tmp_path, capsys):
         ftsim.run(SMOKE, {"policies.0.interval": "soon", "policies.9.interval": "1 h"})
     assert main(["run", str(SMOKE), "--set", "policies.0.interval=soon", "--set",
                  "policies.9.interval=1 h", "-o", str(tmp_path / "x")]) == 2  # fmt: skip
-    assert str(api.value) == capsys.readouterr().err.strip()
-    assert "smoke.yaml: --set: policies.9: no list entry '9'" in str(api.value)
+    # the command line's lines, the overrides named as the argument they came in
+    cli = capsys.readouterr().err.strip()
+    assert str(api.value) == cli.replace(": --set: ", ": overrides: ")
+    assert "smoke.yaml: --set: policies.9: no list entry '9'" in cli
+    assert "smoke.yaml: overrides: policies.9: no list entry '9'" in str(api.value)
+    with pytest.raises(ScenarioError, match="smoke.yaml: overrides: policies.9: no list"):
+        ftsim.load_scenario(SMOKE, {"policies.9.interval": "1 h"})
     with pytest.raises(ScenarioError, match=r"<scenario smoke>: policies.0.interval:"):
         ftsim.run(ftsim.load_scenario(SMOKE), {"policies.0.interval": "soon"})
     # values are data, not YAML text: a string stays a string
@@ -82,7 +87,7 @@ def test_overrides_are_validated_like_set(tmp_path, capsys):
 
 
 def test_bad_options_are_study_errors():
-    with pytest.raises(ScenarioError, match="--policy: .*nope"):
+    with pytest.raises(ScenarioError, match="smoke.yaml: policies: no policy named 'nope'"):
         ftsim.run(SMOKE, policies="nope")
     with pytest.raises(StudyError, match="jobs must be"):
         ftsim.run(SMOKE, jobs=0)
@@ -335,4 +340,15 @@ def test_the_command_line_names_the_same_checks_as_flags(tmp_path, capsys):
     assert main(argv) == 2
     assert capsys.readouterr().err == (
         "ftsim: --max-reps must be a whole number of at least 1 (got 0)\n"
+    )
+
+
+def test_a_grid_key_replacing_the_files_is_said_in_python_terms(tmp_path):
+    """The note of ``test_overrides``' grid key that replaces the file's, from Python."""
+    grid = {"policies.*.interval": ["1 h", "2 h"]}
+    with pytest.warns(ftsim.Notice) as caught:
+        ftsim.sweep(SCENARIOS / "cpr_pls.yaml", grid, reps=1, trainer=False, out=tmp_path / "s")
+    notes = [str(w.message) for w in caught if issubclass(w.category, ftsim.Notice)]
+    assert notes[0].startswith(
+        "grid policies.*.interval replaces the scenario's sweep.grid key policies.*.target_pls"
     )

@@ -37,11 +37,11 @@ from pathlib import Path
 import pandas as pd
 
 from ftsim.experiments import interrupts
-from ftsim.experiments.options import named
 from ftsim.experiments.pool import finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.stats import mean_ci
 from ftsim.notices import Notice, short_duration
+from ftsim.options import named
 from ftsim.scenario import overrides as rules
 from ftsim.scenario.loader import Overrides, ScenarioError, read_scenario, validate_scenario
 from ftsim.scenario.schema import Scenario

@@ -27,7 +27,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from ftsim.experiments.options import option
+from ftsim.options import option
 from ftsim.scenario.files import TextFileError, read_text
 from ftsim.sim.accounting import CATEGORIES
 

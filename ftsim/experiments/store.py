@@ -51,8 +51,8 @@ from pathlib import Path
 
 from ftsim.experiments import interrupts
 from ftsim.experiments.folders import MANIFEST, FolderError, prepare_output, sha256_of
-from ftsim.experiments.options import option
 from ftsim.experiments.output import atomic_write_text, csv_text, write_json, writing
+from ftsim.options import option
 
 SHARDS = "shards"
 CHECKSUMS = "SHA256SUMS"

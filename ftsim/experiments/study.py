@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ftsim.experiments import interrupts
-from ftsim.experiments.options import named, option
+from ftsim.options import named, option
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -141,7 +141,7 @@ def check_sweep_options(
     force: bool = False,
 ) -> None:
     """StudyError naming the first option of a sweep (as the caller spells it:
-    :mod:`~ftsim.experiments.options`) with a value or a combination it cannot use."""
+    :mod:`~ftsim.options`) with a value or a combination it cannot use."""
     import math
 
     from ftsim.scenario.schema import MAX_REPLICATIONS

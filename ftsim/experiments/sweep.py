@@ -36,12 +36,12 @@ from typing import Protocol
 import yaml
 from pydantic import BaseModel
 
-from ftsim.experiments.options import option
 from ftsim.experiments.pool import default_jobs, finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps, training_cost
 from ftsim.experiments.stats import SI_SUFFIX
 from ftsim.experiments.store import RunStore, StoreError, TaskKey, shard_texts
 from ftsim.notices import Notice
+from ftsim.options import named, option
 from ftsim.scenario.loader import (
     Overrides,
     ScenarioError,
@@ -342,7 +342,8 @@ def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[No
                     del keys[key]
                     notes.append(
                         Notice(
-                            f"--grid {other} replaces the scenario's sweep.{kind} key {key} "
+                            f"{named('grid')} {other} replaces the scenario's sweep.{kind} "
+                            f"key {key} "
                             f"(both set {_choice(clash)})"
                         )
                     )

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ftsim.options import named
 from ftsim.scenario import overrides as rules
 from ftsim.scenario.files import TextFileError, read_text
 from ftsim.scenario.schema import Scenario, accept_named
@@ -245,7 +246,7 @@ def override_scenario(
     try:
         selected = rules.select(data, policies)
     except ValueError as exc:
-        raise ScenarioError(path, [("--policy", str(exc))]) from None
+        raise ScenarioError(path, [(named("policies"), str(exc))]) from None
     problems = rules.apply_overrides(data, overrides, selected)
     if problems:
         raise ScenarioError(path, problems)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import yaml
 
 from ftsim.notices import RenamedField
+from ftsim.options import named
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def apply_overrides(
     data: dict, overrides: Sequence[str] | Mapping[str, object], selected=None
 ) -> list[tuple[str, str]]:
     """Apply ``--set`` assignments (``key=value`` texts) or a mapping of dotted keys to values
-    in place; returns their problems as (``--set``, message)."""
+    in place; returns their problems as (``--set`` or, from Python, ``overrides``, message)."""
     items = overrides.items() if isinstance(overrides, Mapping) else overrides
     problems = []
     for item in items:
@@ -122,7 +123,7 @@ def apply_overrides(
             key, value = item if isinstance(overrides, Mapping) else parse_assignment(item)
             assign(data, key, value, selected)
         except ValueError as exc:
-            problems.append(("--set", str(exc)))
+            problems.append((named("overrides"), str(exc)))
     return problems
 
 

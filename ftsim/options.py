@@ -13,7 +13,7 @@ from pathlib import PurePath
 
 _FROM_PYTHON: ContextVar[bool] = ContextVar("ftsim_options_from_python", default=False)
 
-_FLAGS = {"out": "-o"}
+_FLAGS = {"out": "-o", "overrides": "--set", "policies": "--policy"}
 """Options whose flag is not ``--`` and the name with dashes."""
 
 
