@@ -318,6 +318,12 @@ def _plot_parser(commands) -> None:
         default="auto",
         help="x axis of the breakdown (default auto: log when the bars span more than 10x)",
     )
+    plot.add_argument(
+        "--interval-scale",
+        choices=("auto", "linear", "log"),
+        default="auto",
+        help="y axis of the interval figure (default auto: log when the points span more than 10x)",
+    )
     plot.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     plot.set_defaults(handler=_cmd_plot)
 
@@ -605,6 +611,7 @@ def _cmd_plot(args, argv) -> int:
         args.point,
         quiet=args.quiet,
         breakdown_scale=args.breakdown_scale,
+        interval_scale=args.interval_scale,
         max_pls=args.max_pls,
     )
     return 0

@@ -357,3 +357,105 @@ def test_the_identical_check_fails_when_each_policy_keeps_its_line(tmp_path, fig
     )
     legend, _ = _interval_legend(tmp_path, figures, "policies.*.interval=10 min,30 min")
     assert "full_daly" in legend and "Full checkpoint = full_daly" not in legend
+
+
+# -- the interval figure's overhead axis, and lines that nearly coincide -------------------
+
+
+@pytest.fixture(scope="module")
+def cpr_variants(tmp_path_factory):
+    """prod50h's full, CPR, CPR-MFU and CPR-SSU over two intervals, timing only: full's
+    overhead is 8-20%, the CPR variants' 1-3% and within 0.1 points of each other."""
+    out = tmp_path_factory.mktemp("variants") / "sweep"
+    policies = [a for p in ("full", "cpr", "cpr_mfu", "cpr_ssu") for a in ("--policy", p)]
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), *policies, "--no-trainer"]
+    grid = ["--grid", "policies.*.interval=1 h,4 h", "--reps", "2", "--jobs", "1"]
+    assert main([*args, *grid, "-q", "-o", str(out)]) == 0
+    return out
+
+
+def _y_scale(figures) -> str:
+    return figures["overhead_vs_interval"][0].axes[0].get_yscale()
+
+
+def test_the_interval_figure_is_on_a_log_axis_when_points_span_more_than_10x(
+    cpr_variants, sweep_dir, figures
+):
+    plot_run(cpr_variants, formats="png")
+    assert _y_scale(figures) == "log"
+    fig = figures["overhead_vs_interval"][0]
+    assert fig.get_supylabel() == "overhead (%, log axis)"
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+    assert "1" in ticks and "10" in ticks  # plain numbers, not powers of ten
+    plot_run(cpr_variants, formats="png", interval_scale="linear")
+    assert _y_scale(figures) == "linear"
+    assert fig is not figures["overhead_vs_interval"][0]
+    assert figures["overhead_vs_interval"][0].axes[0].get_ylim()[0] == 0
+    plot_run(sweep_dir, formats="png")  # smoke: its policies within 10x of each other
+    assert _y_scale(figures) == "linear"
+    with pytest.raises(ValueError, match="interval_scale must be one of auto, linear, log"):
+        plot_run(sweep_dir, interval_scale="logarithmic")
+
+
+def _widths(figures) -> dict[str, tuple[float, float]]:
+    """(line width, marker size) of each policy's line in the first panel."""
+    ax = figures["overhead_vs_interval"][0].axes[0]
+    return {
+        line.get_label(): (line.get_linewidth(), line.get_markersize())
+        for line in ax.get_lines()
+        if not line.get_label().startswith(("_", "Daly", "Full checkpoint:"))
+    }
+
+
+def test_nearly_coinciding_lines_are_drawn_nested(cpr_variants, figures):
+    """On a linear axis the three CPR lines lie within 2% of the axis of each other and the
+    last drawn hid the others: each is drawn wider than the next (markers larger), so every
+    one shows; full is apart, at the usual width; the legend shows them all at it."""
+    plot_run(cpr_variants, formats="png", interval_scale="linear")
+    widths = _widths(figures)
+    usual = widths["Full checkpoint"]
+    assert widths["CPR"] > widths["CPR-MFU"] > widths["CPR-SSU"] == usual
+    fig = figures["overhead_vs_interval"][0]
+    entries = {
+        t.get_text(): h
+        for t, h in zip(_legend(fig).get_texts(), _legend(fig).legend_handles, strict=True)
+    }
+    assert {entries[name].get_linewidth() for name in ("CPR", "CPR-MFU", "CPR-SSU")} == {usual[0]}
+
+
+def test_the_nesting_check_fails_when_lines_are_drawn_alike(cpr_variants, figures, monkeypatch):
+    """Teeth: with every line at the usual width (as before), the last drawn CPR line hides
+    the others and the check above sees equal widths."""
+    from ftsim.plots import interval
+
+    monkeypatch.setattr(interval, "_nesting", lambda tables, drawn, log: {})
+    plot_run(cpr_variants, formats="png", interval_scale="linear")
+    widths = _widths(figures)
+    assert not widths["CPR"] > widths["CPR-MFU"] > widths["CPR-SSU"]
+
+
+def test_nesting_groups_lines_close_on_the_axis_as_drawn():
+    """Lines within 2% of the panel's range at every interval are one nested group, on the
+    axis as drawn: 0.5 and 0.55 are close on a linear axis up to 40, not on a log axis from
+    0.5 to 40 (0.04 of its 1.9 decades)."""
+    from ftsim.plots.interval import NEST, _nesting
+
+    def line(series, *values):
+        return pd.DataFrame(
+            {
+                "series": series,
+                "interval_h": [1.0, 4.0],
+                "decision": "",
+                "overhead_pct": values,
+                "ci95_high_pct": values,
+            }  # fmt: skip
+        )
+
+    table = pd.concat([line("a", 0.5, 2.0), line("b", 0.55, 2.1), line("c", 0.5, 2.0),
+                       line("d", 10.0, 40.0)])  # fmt: skip
+    linear = _nesting([table], ["a", "b", "c", "d"], log=False)
+    assert linear == {"a": 1 + 2 * NEST, "b": 1 + NEST, "c": 1.0, "d": 1.0}
+    log = _nesting([table], ["a", "b", "c", "d"], log=True)
+    assert log == {"a": 1 + NEST, "b": 1.0, "c": 1.0, "d": 1.0}  # a and c only
+    other_intervals = pd.concat([table, line("e", 0.5, 2.0).assign(interval_h=[1.0, 2.0])])
+    assert _nesting([other_intervals], ["a", "e"], log=False) == {"a": 1.0, "e": 1.0}

@@ -36,6 +36,7 @@ from ftsim.experiments.lock import locked_folder  # noqa: E402
 from ftsim.experiments.output import StagedFolder  # noqa: E402
 from ftsim.plots import breakdown, interval, pls, timeline, tradeoff  # noqa: E402
 from ftsim.plots.data import RunData, Skip  # noqa: E402
+from ftsim.plots.facets import SCALES  # noqa: E402
 from ftsim.plots.style import DEFAULT_FORMATS, FORMATS, STYLE, Output  # noqa: E402
 
 FIGURES = (breakdown, interval, tradeoff, pls, timeline)
@@ -49,6 +50,7 @@ def plot_run(
     quiet: bool = True,
     breakdown_scale: str = "auto",
     max_pls: float | None = None,
+    interval_scale: str = "auto",
 ) -> list[tuple[str, str]]:
     """Draw every figure of the run or sweep in ``folder``; nothing is simulated again.
 
@@ -57,17 +59,26 @@ def plot_run(
     never over them. ``formats``: image formats among pdf, png, svg (a list or
     ``"pdf,png"``); the CSV of the plotted numbers is always written. ``max_pls``: the
     breakdown's best point of each policy is its cheapest with a PLS at most this.
+    ``breakdown_scale`` and ``interval_scale``: the overhead axis of the breakdown and of
+    the interval figure, ``auto`` (logarithmic when the values span more than 10×),
+    ``linear`` or ``log``.
     ``quiet=False`` prints a line per figure. Returns (figure name, files written or
     'skipped: why'), the files followed by the overlays left out of the figure and why.
     """
     folder = Path(folder)
     formats = parse_formats(formats)
+    for name, scale in (("breakdown_scale", breakdown_scale), ("interval_scale", interval_scale)):
+        if scale not in SCALES:
+            raise ValueError(f"{name} must be one of {', '.join(SCALES)} (got {scale!r})")
     data = RunData.load(folder)
     target = Path(out) if out is not None else folder / "plots"
     if point is not None:
         target = target / f"point_{point}"
     check_figures_folder(target)
-    options = {breakdown.NAME: {"scale": breakdown_scale, "max_pls": max_pls}}
+    options = {
+        breakdown.NAME: {"scale": breakdown_scale, "max_pls": max_pls},
+        interval.NAME: {"scale": interval_scale},
+    }
     outcomes = []
     # one writer at a time; the figures replace the earlier ones all together, or not at all
     with locked_folder(target), StagedFolder(target) as staging, plt.style.context(STYLE):

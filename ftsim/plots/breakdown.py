@@ -5,7 +5,7 @@ the part's own columns (``<part>/<category>_h``): the parts' bars add up to the 
 less its rescheduling, which belongs to the whole job.
 
 Overheads of the policies differ by orders of magnitude (0.5% next to 8%), so the axis is
-logarithmic when the totals span more than ``SPAN``× (or when asked). On a log axis a
+logarithmic when the totals span more than 10× (or when asked). On a log axis a
 stack's segments cannot be read as differences of cumulative sums, so each bar is split in
 proportion to its categories in log space: the top of the bar is the total, and each
 segment's share of the bar's height is its share of the overhead.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ftsim.notices import short_duration
 from ftsim.plots import facets
@@ -24,9 +23,6 @@ from ftsim.plots.style import CATEGORY_COLORS, Output
 from ftsim.sim.accounting import CATEGORIES, OTHER, PART_CATEGORIES
 
 NAME = "breakdown"
-SPAN = 10.0
-"""``auto`` scale: logarithmic when the largest total exceeds the smallest by this factor."""
-SCALES = ("auto", "linear", "log")
 LABELS = {c: c for c in CATEGORIES} | {"other": OTHER.replace(": ", ":\n", 1)}
 """Legend entries; ``other`` says what it is (background traffic), on two lines."""
 
@@ -171,11 +167,9 @@ def _part_rows(row: dict, best: pd.Series, ideal: float) -> list[dict]:
 
 
 def log_axis(t: pd.DataFrame, scale: str) -> bool:
-    """Whether to draw on a log axis: as asked, or (``auto``) when totals span > ``SPAN``×."""
-    if scale != "auto":
-        return scale == "log"
-    totals = t.loc[t["overhead_pct"] > 0, "overhead_pct"]
-    return len(totals) > 1 and totals.max() > SPAN * totals.min()
+    """Whether to draw on a log axis: as asked, or (``auto``) when the totals span more than
+    :data:`~ftsim.plots.facets.SPAN`×."""
+    return facets.log_scale(t["overhead_pct"], scale)
 
 
 def segments(t: pd.DataFrame, log: bool, floor: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -221,10 +215,7 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
         if log:
             ax.set_xscale("log")
             ax.set_xlim(floor, top * 1.5)
-            decades = np.log10(top * 1.5 / floor)
-            ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5) if decades <= 3 else (1,)))
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-            ax.xaxis.set_minor_formatter(NullFormatter())
+            facets.plain_log_ticks(ax.xaxis, floor, top * 1.5)
         else:
             ax.set_xlim(0, top * 1.1)
         ax.grid(axis="y", visible=False)
