@@ -528,11 +528,7 @@ def _cmd_sweep(args, argv) -> int:
             say=_say,
         )
     except study.StudyInterrupted as stop:
-        print(
-            f"ftsim: interrupted; {stop.kept_tasks} of {stop.tasks} tasks ({stop.kept_reps} "
-            f"of {stop.reps} replications) are saved in {stop.folder}",
-            file=sys.stderr,
-        )
+        print(f"ftsim: interrupted; {stop.kept()} are saved in {stop.folder}", file=sys.stderr)
         print(f"ftsim: continue with: {resume_command(argv, stop.folder)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:

@@ -72,3 +72,33 @@ def test_a_run_plan_has_one_point_without_point_columns():
     assert plan.row_cells(plan.points[0], 0) == {} and plan.timeline_cells(plan.points[0]) == {}
     assert plan.base.policy_labels == ["checkfreq"]
     assert plan.reference == "checkfreq"
+
+
+def _interrupt_task(monkeypatch, number: int):
+    calls = []
+    original = sweep.simulate_reps
+
+    def simulate_reps(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == number:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate_reps", simulate_reps)
+
+
+def test_an_interrupted_sweep_says_what_it_kept(tmp_path, monkeypatch, capsys):
+    """Of a fixed sweep: kept of planned tasks and replications; of one that adds
+    replications until a target half-width, the planned first round is no bound (it said
+    "184 of 36 tasks"): kept tasks, and replications of the most it may run."""
+    _interrupt_task(monkeypatch, 3)
+    grid = ["--grid", "policies.*.interval=10 min,30 min", "--jobs", "1", "-q"]
+    fixed = ["sweep", SMOKE, *grid, "--reps", "4", "--batch", "2", "-o", str(tmp_path / "a")]
+    assert main(fixed) == EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert "interrupted; 2 of 12 tasks (4 of 24 replications) are saved in" in err
+    _interrupt_task(monkeypatch, 14)  # in the second round: replications added
+    adaptive = [*fixed[:-1], str(tmp_path / "b"), "--target-halfwidth", "1e-6", "--max-reps", "8"]
+    assert main(adaptive) == EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert "interrupted; 13 tasks (26 of at most 48 replications) are saved in" in err

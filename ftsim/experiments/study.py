@@ -47,20 +47,28 @@ class StudyError(Exception):
 class StudyInterrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM, SIGHUP) during a study, after what was kept is settled:
     ``folder`` holds the tasks finished so far (a sweep, which can be resumed); a run's
-    folder holds its results only if they were ``committed`` before the signal."""
+    folder holds its results only if they were ``committed`` before the signal. ``tasks``
+    is None when the number of tasks is not known in advance (a sweep that adds replications
+    until a target half-width: ``reps`` is then the most it may run)."""
 
     def __init__(
         self,
         folder: Path,
         kept_tasks: int,
-        tasks: int,
+        tasks: int | None,
         kept_reps: int,
         reps: int,
         committed: bool = False,
     ):
-        super().__init__(f"interrupted: {kept_tasks} of {tasks} tasks kept in {folder}")
         self.folder, self.kept_tasks, self.tasks = folder, kept_tasks, tasks
         self.kept_reps, self.reps, self.committed = kept_reps, reps, committed
+        super().__init__(f"interrupted: {self.kept()} kept in {folder}")
+
+    def kept(self) -> str:
+        """What was kept, e.g. "12 of 36 tasks (120 of 360 replications)"."""
+        of = "" if self.tasks is None else f" of {self.tasks}"
+        most = "at most " if self.tasks is None else ""
+        return f"{self.kept_tasks}{of} tasks ({self.kept_reps} of {most}{self.reps} replications)"
 
 
 @dataclass
@@ -324,9 +332,12 @@ def _interrupted(plan: Plan, store: RunStore, batch: int) -> StudyInterrupted:
 
     store.sync()
 
-    total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
     done = [key for key in store.done() if (store.shards / f"{key.name}.csv").exists()]
     reps = sum(len(key.reps) for key in done)
+    if plan.target_halfwidth is not None:  # replications added up to max_reps per pair
+        most = plan.max_reps * len(plan.points) * len(plan.policies)
+        return StudyInterrupted(store.root, len(done), None, reps, most)
+    total = sum(p.scenario.run.replications for p in plan.points) * len(plan.policies)
     return StudyInterrupted(store.root, len(done), n_tasks(plan, batch), reps, total)
 
 
