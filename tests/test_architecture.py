@@ -146,7 +146,7 @@ def _within(module: str, prefix: str) -> bool:
 
 
 LAYERS = (
-    ("ftsim.trainer", "ftsim.stripes", "ftsim.notices"),
+    ("ftsim.trainer", "ftsim.stripes", "ftsim.notices", "ftsim.options"),
     ("ftsim.scenario",),
     ("ftsim.sim",),
     ("ftsim.policies",),
@@ -221,13 +221,19 @@ def test_back_arrow_finder_finds_an_injected_back_arrow(tmp_path, importer, impo
         ("ftsim.trainer", ("ftsim.trainer", "ftsim.stripes"), True),
         ("ftsim.stripes", (), True),
         ("ftsim.notices", (), True),
+        ("ftsim.options", (), True),
         ("ftsim.sim.accounting", (), True),
         ("ftsim.scenario.units", (), True),
         ("ftsim.scenario.registry", (), True),
         ("ftsim.policies.registry", (), True),
         # the schema of the embedded trainer's section is the trainer's own config (the
-        # trainer, the bottom layer, imports nothing of ftsim)
-        ("ftsim.scenario", ("ftsim.scenario", "ftsim.trainer", "ftsim.notices"), True),
+        # trainer, the bottom layer, imports nothing of ftsim); a problem of the overrides is
+        # located as the caller passed them (options: a leaf)
+        (
+            "ftsim.scenario",
+            ("ftsim.scenario", "ftsim.trainer", "ftsim.notices", "ftsim.options"),
+            True,
+        ),
         # the row-popularity model shares the trainer's bound on Zipf exponents
         ("ftsim.sim", ("ftsim.sim", "ftsim.scenario", "ftsim.trainer", "ftsim.notices"), True),
         # the time model never loads the trainer (its trainer sides import it when used)
