@@ -202,6 +202,19 @@ def trainer_steps(old: Path | None, rounds: int, quick: bool) -> dict[str, tuple
     }
 
 
+def _commit(root: Path) -> str:
+    """The commit checked out at ``root`` (``+`` when its files differ from it), or why not."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return f"{root} (not a git checkout)"
+    return commit + ("+" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
@@ -212,11 +225,14 @@ def table(args) -> str:
     from threadpoolctl import threadpool_info
 
     old = args.compare
-    lines = [f"load average before: {_load()}"]
+    lines = [f"new: {_commit(ROOT)}" + (f"; old: {_commit(old)}" if old is not None else "")]
+    lines.append(f"load average before: {_load()}")
+    names = ", ".join(engine_speed.ONE_THREAD)
     for lib in threadpool_info():
         lines.append(
             f"BLAS: {lib.get('internal_api')} {lib.get('version')} kernel "
-            f"{lib.get('architecture')}, {lib.get('num_threads')} thread(s)"
+            f"{lib.get('architecture')}, run on one thread by every measured command ({names} "
+            "= 1; the trainer step: threadpoolctl)"
         )
     command = whole_command(old, args.runs, args.cached_bytecode)
     if args.cached_bytecode:
