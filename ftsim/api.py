@@ -29,8 +29,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ftsim.options import from_python
-
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -47,8 +45,7 @@ def load_scenario(path: str | Path, overrides: Mapping[str, object] | None = Non
     from ftsim.policies import catalog  # noqa: F401 (the kinds a scenario may name)
     from ftsim.scenario.loader import load_scenario as load
 
-    with from_python():
-        return load(path, _assignments(overrides))
+    return load(path, _assignments(overrides))
 
 
 def run(
@@ -75,16 +72,15 @@ def run(
     """
     from ftsim.experiments import study
 
-    with from_python():
-        _check_arguments(scenario, jobs, trainer, out, progress)
-        _check_type("force", force, bool, "True or False")
-        plan = study.plan(
-            scenario,
-            _assignments(overrides, reps, seed, trainer),
-            policies=_labels(policies),
-            command="run",
-        )
-        return _execute(plan, out, progress, jobs=jobs, force=force)
+    _check_arguments(scenario, jobs, trainer, out, progress)
+    _check_type("force", force, bool, "True or False")
+    plan = study.plan(
+        scenario,
+        _assignments(overrides, reps, seed, trainer),
+        policies=_labels(policies),
+        command="run",
+    )
+    return _execute(plan, out, progress, jobs=jobs, force=force)
 
 
 def sweep(
@@ -127,47 +123,44 @@ def sweep(
     """
     from ftsim.experiments import study
 
-    with from_python():
-        _check_arguments(scenario, jobs, trainer, out, progress)
-        _check_type("resume", resume, str | Path | None, "a folder's path or None")
-        _check_type("force", force, bool, "True or False")
-        if executor not in EXECUTORS:
-            raise study.StudyError(
-                f"executor must be one of {', '.join(EXECUTORS)} (got {executor!r})"
-            )
-        study.check_sweep_options(
-            jobs=jobs,
-            batch=batch,
-            max_reps=max_reps,
-            target_halfwidth=target_halfwidth,
-            executor=executor,
-            dask_address=dask_address,
-            out=out,
-            resume=resume,
-            force=force,
-        )
-        if not isinstance(grid, Mapping):
-            raise study.StudyError(f"grid must map dotted keys to lists of values (got {grid!r})")
-        plan = study.plan(
-            scenario,
-            _assignments(overrides, reps, seed, trainer),
-            grid,
-            _labels(policies),
-            reference=reference,
-            target_halfwidth=target_halfwidth,
-            max_reps=max_reps,
-        )
-        return _execute(
-            plan,
-            resume if resume is not None else out,
-            progress,
-            jobs=jobs,
-            force=force,
-            resume=resume is not None,
-            executor=executor,
-            dask_address=dask_address,
-            batch=batch,
-        )
+    _check_arguments(scenario, jobs, trainer, out, progress)
+    _check_type("resume", resume, str | Path | None, "a folder's path or None")
+    _check_type("force", force, bool, "True or False")
+    if executor not in EXECUTORS:
+        raise study.StudyError(f"executor must be one of {', '.join(EXECUTORS)} (got {executor!r})")
+    study.check_sweep_options(
+        jobs=jobs,
+        batch=batch,
+        max_reps=max_reps,
+        target_halfwidth=target_halfwidth,
+        executor=executor,
+        dask_address=dask_address,
+        out=out,
+        resume=resume,
+        force=force,
+    )
+    if not isinstance(grid, Mapping):
+        raise study.StudyError(f"grid must map dotted keys to lists of values (got {grid!r})")
+    plan = study.plan(
+        scenario,
+        _assignments(overrides, reps, seed, trainer),
+        grid,
+        _labels(policies),
+        reference=reference,
+        target_halfwidth=target_halfwidth,
+        max_reps=max_reps,
+    )
+    return _execute(
+        plan,
+        resume if resume is not None else out,
+        progress,
+        jobs=jobs,
+        force=force,
+        resume=resume is not None,
+        executor=executor,
+        dask_address=dask_address,
+        batch=batch,
+    )
 
 
 def advise(
@@ -199,24 +192,23 @@ def advise(
     from ftsim.experiments import advise as search
     from ftsim.experiments.pool import default_jobs
 
-    with from_python():
-        _check_type("out", out, str | Path | None, "a folder's path or None")
-        _check_type("force", force, bool, "True or False")
-        jobs = default_jobs() if jobs is None else jobs
-        search.check_options(max_pls, max_memory_overhead, jobs)
-        return search.execute(
-            scenario,
-            _assignments(overrides),
-            None if out is None else Path(out),
-            force=force,
-            default=_temporary_advice_folder,
-            max_pls=max_pls,
-            max_memory_overhead=max_memory_overhead,
-            reps=reps,
-            seed=seed,
-            policies=_labels(policies) or None,
-            jobs=jobs,
-        )
+    _check_type("out", out, str | Path | None, "a folder's path or None")
+    _check_type("force", force, bool, "True or False")
+    jobs = default_jobs() if jobs is None else jobs
+    search.check_options(max_pls, max_memory_overhead, jobs)
+    return search.execute(
+        scenario,
+        _assignments(overrides),
+        None if out is None else Path(out),
+        force=force,
+        default=_temporary_advice_folder,
+        max_pls=max_pls,
+        max_memory_overhead=max_memory_overhead,
+        reps=reps,
+        seed=seed,
+        policies=_labels(policies) or None,
+        jobs=jobs,
+    )
 
 
 def _temporary_advice_folder(advice: Advice, started) -> Path:

@@ -34,6 +34,7 @@ from ftsim import console
 from ftsim.experiments import interrupts
 from ftsim.experiments.folders import FolderError
 from ftsim.experiments.output import OutputError
+from ftsim.options import command_line
 
 EXIT_USAGE = 2
 EXIT_UNFINISHED = 3
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     with console.whole_writes(), console.ascii_fallbacks():
         try:
-            with interrupts.handled():
+            with interrupts.handled(), command_line():
                 args = _parser().parse_args(argv)
                 with warnings.catch_warnings():
                     warnings.showwarning = _show_warning
@@ -586,30 +587,21 @@ def resume_command(argv: list[str], folder: Path) -> str:
 
 
 def _cmd_plot(args, argv) -> int:
-    from ftsim.experiments.folders import check_results
-    from ftsim.experiments.lock import settle
-    from ftsim.plots import parse_formats, plot_run
+    from ftsim.plots import OptionError, plot_run
 
     try:
-        formats = parse_formats(args.format)
-    except ValueError as exc:
-        raise UsageError(f"--format: {exc}") from None
-    if args.max_pls is not None and not args.max_pls >= 0:
-        raise UsageError(f"--max-pls: must be a number >= 0 (got {args.max_pls})")
-    settle(args.run_dir)  # the moves of a run killed while making them are completed
-    for note in check_results(args.run_dir, args.point):
-        print(f"ftsim: {note}", file=sys.stderr)
-    out = args.output if args.output is not None else args.run_dir / "plots"
-    plot_run(
-        args.run_dir,
-        out,
-        formats,
-        args.point,
-        quiet=args.quiet,
-        breakdown_scale=args.breakdown_scale,
-        interval_scale=args.interval_scale,
-        max_pls=args.max_pls,
-    )
+        plot_run(
+            args.run_dir,
+            args.output,
+            args.format,
+            args.point,
+            quiet=args.quiet,
+            breakdown_scale=args.breakdown_scale,
+            interval_scale=args.interval_scale,
+            max_pls=args.max_pls,
+        )
+    except OptionError as exc:
+        raise UsageError(str(exc)) from None
     return 0
 
 

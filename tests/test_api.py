@@ -174,6 +174,8 @@ def test_plot_delegates_to_the_figures(tmp_path):
     results = ftsim.run(SMOKE, reps=2, out=tmp_path / "r")
     outcomes = dict(results.plot())
     assert "breakdown" in outcomes and (tmp_path / "r" / "plots" / "breakdown.png").is_file()
+    with pytest.raises(FolderError, match=r"^point=3: no such point in "):
+        results.plot(point=3)
 
 
 def test_advise_is_the_search_and_folder_of_the_command_line(tmp_path, capsys):

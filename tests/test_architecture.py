@@ -242,7 +242,8 @@ def test_back_arrow_finder_finds_an_injected_back_arrow(tmp_path, importer, impo
             ("ftsim.policies", "ftsim.scenario", "ftsim.sim", "ftsim.stripes", "ftsim.notices"),
             False,
         ),
-        # figures say a CPR fall-back's interval as its notice does (notices: a leaf)
+        # figures say a CPR fall-back's interval as its notice does, and name their options
+        # as the caller does (notices, options: leaves)
         (
             "ftsim.plots",
             (
@@ -251,6 +252,7 @@ def test_back_arrow_finder_finds_an_injected_back_arrow(tmp_path, importer, impo
                 "ftsim.experiments",
                 "ftsim.policies.registry",
                 "ftsim.notices",
+                "ftsim.options",
             ),
             False,
         ),

@@ -6,6 +6,7 @@ import pytest
 
 from ftsim.experiments import sweep
 from ftsim.experiments.sweep import SERIAL_TIMING_REPLICATIONS, local_workers, plan_sweep
+from ftsim.options import command_line
 from tests.conftest import SCENARIOS
 
 SMOKE = SCENARIOS / "smoke.yaml"  # 3 policies, no trainer
@@ -55,7 +56,9 @@ def test_a_study_that_trains_the_model_gets_the_cpus_however_small():
 
 def test_more_jobs_than_tasks_or_cpus_are_lowered_with_a_note():
     plan = _timing(4)  # 3 tasks of up to 10 replications
-    assert local_workers(plan, 64, 10) == (3, "--jobs 64: using 3 (the tasks to run)")
+    assert local_workers(plan, 64, 10) == (3, "jobs=64: using 3 (the tasks to run)")
     many = _timing(40)
-    assert local_workers(many, 64, 10) == (4, "--jobs 64: using 4 (the CPUs available)")
+    assert local_workers(many, 64, 10) == (4, "jobs=64: using 4 (the CPUs available)")
+    with command_line():  # as ftsim sweep --jobs 64 says it
+        assert local_workers(many, 64, 10) == (4, "--jobs 64: using 4 (the CPUs available)")
     assert local_workers(many, None, 10) == (4, None)  # the default is not a request

@@ -52,7 +52,9 @@ def test_a_wildcard_skips_policies_without_the_field_and_fails_only_when_none_ha
     assert [getattr(p, "k", None) for p in scenario.policies] == [None] * 4 + [3, None]
     with pytest.raises(ScenarioError) as error:
         load_scenario(PROD50H, ["policies.*.k=3"], policies=["full", "cpr"])
-    assert error.value.problems == [("--set", "policies.*.k: no selected policy has a field 'k'")]
+    assert error.value.problems == [
+        ("overrides", "policies.*.k: no selected policy has a field 'k'")  # --set on the CLI
+    ]
     with pytest.raises(ScenarioError, match="did you mean 'interval'"):
         load_scenario(PROD50H, ["policies.*.intervall=1 h"])
 
@@ -165,7 +167,7 @@ def test_a_grid_key_replaces_the_files_key_of_the_same_choice():
     plan = plan_sweep(SCENARIOS / "cpr_pls.yaml", [], ["policies.*.interval=1 h,2 h"])
     assert plan.columns == ["policies.*.interval"]
     assert [str(n) for n in plan.notes] == [
-        "--grid policies.*.interval replaces the scenario's sweep.grid key "
+        "grid policies.*.interval replaces the scenario's sweep.grid key "
         "policies.*.target_pls (both set policies.0.(interval | target_pls | "
         "target_accuracy_loss))"
     ]

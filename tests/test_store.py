@@ -61,7 +61,7 @@ def test_resume_checks_the_config_hash(tmp_path):
         RunStore.resume(tmp_path / "run", "def")
     with pytest.raises(StoreError, match="no sweep manifest"):
         RunStore.resume(tmp_path / "elsewhere", "abc")
-    with pytest.raises(StoreError, match="--resume"):
+    with pytest.raises(StoreError, match="continue it with resume="):
         RunStore.create(tmp_path / "run", {"config_hash": "abc"})
 
 

@@ -189,7 +189,7 @@ def check_results(folder: Path, point: int | None = None) -> list[str]:
     points = sorted({_point(row, folder) for row in runs})
     if point is not None and point not in points:
         listed = ", ".join(map(str, points[:20])) + (", …" if len(points) > 20 else "")
-        raise FolderError(f"--point {point}: no such point in {folder} (it has: {listed})")
+        raise FolderError(f"{option('point', point)}: no such point in {folder} (it has: {listed})")
     return notes
 
 

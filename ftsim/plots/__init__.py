@@ -31,15 +31,20 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ftsim.experiments.folders import check_figures_folder  # noqa: E402
-from ftsim.experiments.lock import locked_folder  # noqa: E402
+from ftsim.experiments.folders import check_figures_folder, check_results  # noqa: E402
+from ftsim.experiments.lock import locked_folder, settle  # noqa: E402
 from ftsim.experiments.output import StagedFolder  # noqa: E402
+from ftsim.options import named  # noqa: E402
 from ftsim.plots import breakdown, interval, pls, timeline, tradeoff  # noqa: E402
 from ftsim.plots.data import RunData, Skip  # noqa: E402
 from ftsim.plots.facets import SCALES  # noqa: E402
 from ftsim.plots.style import DEFAULT_FORMATS, FORMATS, STYLE, Output  # noqa: E402
 
 FIGURES = (breakdown, interval, tradeoff, pls, timeline)
+
+
+class OptionError(ValueError):
+    """An option of :func:`plot_run` with a value it cannot use (exit status 2 for ``plot``)."""
 
 
 def plot_run(
@@ -64,12 +69,23 @@ def plot_run(
     ``linear`` or ``log``.
     ``quiet=False`` prints a line per figure. Returns (figure name, files written or
     'skipped: why'), the files followed by the overlays left out of the figure and why.
+
+    Checked first, as ``ftsim plot`` does (it calls this): the options (:class:`OptionError`
+    naming the first bad one), then the folder (FolderError: not a complete run or sweep folder,
+    no such ``point``), after completing the moves of a run killed while making them;
+    result files changed since ftsim wrote them are said on standard error and plotted as
+    they are.
     """
     folder = Path(folder)
     formats = parse_formats(formats)
     for name, scale in (("breakdown_scale", breakdown_scale), ("interval_scale", interval_scale)):
         if scale not in SCALES:
-            raise ValueError(f"{name} must be one of {', '.join(SCALES)} (got {scale!r})")
+            raise OptionError(f"{named(name)} must be one of {', '.join(SCALES)} (got {scale!r})")
+    if max_pls is not None and not max_pls >= 0:
+        raise OptionError(f"{named('max_pls')} must be a number >= 0 (got {max_pls})")
+    settle(folder)  # the moves of a run killed while making them are completed
+    for note in check_results(folder, point):
+        print(f"ftsim: {note}", file=sys.stderr)
     data = RunData.load(folder)
     target = Path(out) if out is not None else folder / "plots"
     if point is not None:
@@ -108,6 +124,8 @@ def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
     names = [n.strip().lower().lstrip(".") for n in names if n.strip()]
     unknown = [n for n in names if n not in FORMATS]
     if unknown or not names:
-        named = ", ".join(unknown) or "(none)"
-        raise ValueError(f"unknown image format {named}: choose from {', '.join(FORMATS)}")
+        listed = ", ".join(unknown) or "(none)"
+        raise OptionError(
+            f"{named('formats')}: unknown image format {listed}: choose from {', '.join(FORMATS)}"
+        )
     return tuple(dict.fromkeys(names))
