@@ -28,10 +28,15 @@ def command_line() -> Iterator[None]:
         _COMMAND_LINE.reset(token)
 
 
+def on_command_line() -> bool:
+    """Whether options are spelled as the command line's flags here."""
+    return _COMMAND_LINE.get()
+
+
 def named(name: str) -> str:
     """Option ``name`` (its Python argument's name, e.g. ``max_reps``) as the reader knows
     it: ``max_reps``, or ``--max-reps`` on the command line."""
-    if not _COMMAND_LINE.get():
+    if not on_command_line():
         return name
     return _FLAGS.get(name, "--" + name.replace("_", "-"))
 
@@ -39,6 +44,6 @@ def named(name: str) -> str:
 def option(name: str, value: object = True) -> str:
     """Option ``name`` given ``value`` as the reader types it: ``max_reps=5`` or
     ``--max-reps 5``; ``True`` is a flag: ``force=True`` or ``--force``."""
-    if not _COMMAND_LINE.get():
+    if not on_command_line():
         return f"{name}={str(value) if isinstance(value, PurePath) else value!r}"
     return named(name) if value is True else f"{named(name)} {value}"

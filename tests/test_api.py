@@ -174,6 +174,8 @@ def test_plot_delegates_to_the_figures(tmp_path):
     results = ftsim.run(SMOKE, reps=2, out=tmp_path / "r")
     outcomes = dict(results.plot())
     assert "breakdown" in outcomes and (tmp_path / "r" / "plots" / "breakdown.png").is_file()
+    # why a figure is skipped, and how to get it, in Python terms
+    assert "(e.g. grid={'policies.*.interval': […]})" in outcomes["overhead_vs_interval"]
     with pytest.raises(FolderError, match=r"^point=3: no such point in "):
         results.plot(point=3)
 

@@ -23,6 +23,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator
 
+from ftsim.options import on_command_line
 from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
 from ftsim.plots.style import Output
@@ -88,9 +89,12 @@ def _layout(data: RunData) -> facets.Layout:
     sweeps = [d for d in data.dimensions if d.sets_interval]
     varying = s.groupby("policy", sort=False)["interval_h_mean"].nunique()
     if not sweeps or not (varying > 1).any():
-        raise Skip(
-            "needs a sweep over the checkpoint interval (e.g. --grid 'policies.*.interval=…')"
+        example = (
+            "--grid 'policies.*.interval=…'"
+            if on_command_line()
+            else "grid={'policies.*.interval': […]}"
         )
+        raise Skip(f"needs a sweep over the checkpoint interval (e.g. {example})")
     return facets.layout(data, [d for d in data.dimensions if not d.sets_interval])
 
 
