@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from ftsim.experiments.advise import Advice
     from ftsim.scenario.schema import Scenario
 
-EXECUTORS = ("process", "dask")
-
 
 def load_scenario(path: str | Path, overrides: Mapping[str, object] | None = None) -> Scenario:
     """The validated scenario of the file ``path``, with ``overrides`` (dotted key →
@@ -126,8 +124,6 @@ def sweep(
     _check_arguments(scenario, jobs, trainer, out, progress)
     _check_type("resume", resume, str | Path | None, "a folder's path or None")
     _check_type("force", force, bool, "True or False")
-    if executor not in EXECUTORS:
-        raise study.StudyError(f"executor must be one of {', '.join(EXECUTORS)} (got {executor!r})")
     study.check_sweep_options(
         jobs=jobs,
         batch=batch,

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from ftsim.scenario.schema import Scenario
 
 
+EXECUTORS = ("process", "dask")
+"""Where a sweep's tasks may run: local worker processes, or a Dask cluster."""
+
+
 class StudyError(Exception):
     """An option a study cannot use (an unknown policy name, a bad worker count): printed
     as is, exit status 2."""
@@ -174,6 +178,9 @@ def check_sweep_options(
         raise StudyError(
             f"{named('force')} does not apply to {named('resume')} (it only continues a sweep)"
         )
+    if executor not in EXECUTORS:
+        choices = ", ".join(EXECUTORS)
+        raise StudyError(f"{named('executor')} must be one of {choices} (got {executor!r})")
     if dask_address and executor != "dask":
         raise StudyError(f"{named('dask_address')} needs {option('executor', 'dask')}")
 
