@@ -34,6 +34,7 @@ from ftsim import console
 from ftsim.experiments import interrupts
 from ftsim.experiments.folders import FolderError
 from ftsim.experiments.output import OutputError
+from ftsim.experiments.study import EXECUTORS
 from ftsim.options import command_line
 
 EXIT_USAGE = 2
@@ -236,7 +237,7 @@ def _sweep_parser(commands) -> None:
     )
     sweep.add_argument("--reference", help="policy for paired differences (default: first)")
     sweep.add_argument("--jobs", type=int, help="parallel workers (default: the CPU count)")
-    sweep.add_argument("--executor", choices=("process", "dask"), default="process")
+    sweep.add_argument("--executor", choices=EXECUTORS, default="process")
     sweep.add_argument("--dask-address", help="Dask scheduler, e.g. tcp://host:8786")
     sweep.add_argument("--batch", type=int, default=10, help="replications per task (default 10)")
     sweep.add_argument(
