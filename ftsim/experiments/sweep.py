@@ -343,8 +343,7 @@ def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[No
                     notes.append(
                         Notice(
                             f"{named('grid')} {other} replaces the scenario's sweep.{kind} "
-                            f"key {key} "
-                            f"(both set {_choice(clash)})"
+                            f"key {key} (both set {_choice(clash)})"
                         )
                     )
                     break

@@ -118,7 +118,7 @@ def plot_run(
 
 
 def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
-    """``"pdf,png"`` or ``["pdf", "png"]`` as a tuple of known formats; ValueError naming
+    """``"pdf,png"`` or ``["pdf", "png"]`` as a tuple of known formats; OptionError naming
     an unknown one."""
     names = formats.split(",") if isinstance(formats, str) else list(formats)
     names = [n.strip().lower().lstrip(".") for n in names if n.strip()]
