@@ -85,6 +85,23 @@ def test_logging_competes_with_checkpoint_writes():
     assert busy.save_s > quiet.save_s
 
 
+def test_a_log_that_fills_the_storage_bandwidth_is_said():
+    """This SWIFT's log (every touched row: 2.77 GB/s) within prod50h's 4 GB/s of storage says
+    nothing; at 2 GB/s the log takes it all (training slows to it, saves get the 1% floor):
+    a notice with both rates."""
+    from ftsim.experiments.sweep import policy_notices
+
+    assert policy_notices(_swift()) == []
+    slow = _swift("cluster.storage.write_bandwidth=2 GB/s")
+    (notice,) = policy_notices(slow)
+    plan = simulate(slow, 1, 0).policy.plan
+    assert plan.log_rate_Bps == pytest.approx(2.77e9, rel=2e-3) and plan.log_slowdown > 0
+    assert str(notice).startswith(
+        "swift: its update log writes 2.77 GB/s, not less than the storage's write bandwidth "
+        "(2 GB/s)"
+    )
+
+
 def test_trainer_failure_costs_an_undo_and_a_replica_copy():
     s = _swift("failures=[{kind: scheduled, times: [20 h], nodes: [[trainer3]]}]")
     sim = simulate(s, 1, 0)
