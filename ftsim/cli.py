@@ -11,7 +11,8 @@ replication did not finish training within ``run.max_wall_factor`` × the failur
 stops early (``| head``), quietly, as if killed by SIGPIPE. SIGTERM and SIGHUP are handled as
 Ctrl-C (what was kept is said), with exit status 128 + the signal's number: 143 and 129.
 A result that cannot be written (a full disk, a read-only file system) is one line naming
-the path and the reason, exit status 2, with no half-written folder left. On a terminal
+the path and the reason, exit status 2, with no half-written folder left; so is a worker
+process that died (the out-of-memory killer's SIGKILL), with what was kept. On a terminal
 that cannot show a character (an ASCII locale), an ASCII look-alike is printed instead.
 Unexpected exceptions are bugs and keep their traceback.
 """
@@ -156,6 +157,10 @@ def _dispatch(args, argv: list[str]) -> int:
         if not _bad_data(exc):
             raise
         print(f"ftsim: {exc}", file=sys.stderr)
+    except Exception as exc:
+        if not _worker_died(exc):
+            raise
+        print(f"ftsim: {exc}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -165,6 +170,14 @@ def _bad_data(exc: ValueError) -> bool:
     from ftsim.trainer.criteo import CriteoFormatError
 
     return isinstance(exc, CriteoFormatError)
+
+
+def _worker_died(exc: Exception) -> bool:
+    """Whether ``exc`` says that a worker process died (killed by the out-of-memory killer,
+    say): a fault of the machine, said in a line (with what was kept), not a bug. (Only a
+    command that made a pool can raise it: its module is not imported for the others.)"""
+    pool = sys.modules.get("ftsim.experiments.pool")
+    return pool is not None and isinstance(exc, pool.WorkerDied)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -333,7 +333,7 @@ def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, roun
             rows = map(task, new)
         else:  # in the order of new (signals deferred in every call into the pool)
             futures = submit_all(pool, task, [(values,) for values in new])
-            found = dict(finished(futures))
+            found = dict(finished(futures, pool))
             rows = [found[future] for future in futures]
         for values, row in zip(new, rows, strict=True):
             tried[values] = row | {"stage": stage}

@@ -31,12 +31,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 
 from ftsim.experiments import interrupts
 
 WATCHDOG_PERIOD_S = 0.5
 """How often a pool worker checks that the process that started it is still alive."""
+WAIT_FOR_WORKERS_S = 5.0
+"""How long to wait for each worker to end, at most, when the pool stops early."""
 
 START_METHOD = "fork"
 """How workers start, chosen here rather than left to Python's default (``forkserver`` from
@@ -72,6 +75,17 @@ worker after the pool starts."""
 
 _in_worker = False
 """Whether this process is a worker of a pool made here (set by :func:`_init_worker`)."""
+
+
+class WorkerDied(Exception):
+    """A worker process of a local pool ended while tasks were pending: killed by a signal
+    (the kernel's out-of-memory killer sends SIGKILL) or exited. The pool cannot go on (its
+    other workers are stopped); what the study kept is said by its caller. Printed as is,
+    exit status 2: a fault of the machine, not a bug of ftsim's."""
+
+    def __init__(self, cause: str, note: str = ""):
+        super().__init__(f"a worker process {cause}{'; ' if note else ''}{note}")
+        self.cause = cause
 
 
 def in_worker() -> bool:
@@ -125,7 +139,7 @@ def process_pool(jobs: int):
                 for worker in pool.workers:
                     worker.kill()
                 for worker in pool.workers:
-                    worker.join(timeout=5)
+                    worker.join(timeout=WAIT_FOR_WORKERS_S)
             raise
         pool.shutdown()
         with interrupts.deferred():
@@ -139,9 +153,13 @@ def submit_all(pool: Executor, fn: Callable, calls: Iterable[tuple]) -> list[Fut
         return [pool.submit(fn, *args) for args in calls]
 
 
-def finished(futures: Iterable[Future]) -> Iterator[tuple[Future, object]]:
+def finished(
+    futures: Iterable[Future], pool: Executor | None = None
+) -> Iterator[tuple[Future, object]]:
     """(future, result) of each of ``futures`` as they finish; those not yet started are
-    cancelled if the caller stops asking (closes the generator). On an error or a signal,
+    cancelled if the caller stops asking (closes the generator). A worker of the local
+    ``pool`` that died (a ``BrokenProcessPool``) is :class:`WorkerDied`, saying how it
+    ended (:func:`how_it_ended`). On an error or a signal,
     the futures are left to the pool's owner, which stops the pool: a local pool cancels
     them in its manager thread and kills its workers, and the manager fails the others
     (one cancelled here, from another thread, could still be among those: Python 3.11 then
@@ -162,14 +180,43 @@ def finished(futures: Iterable[Future]) -> Iterator[tuple[Future, object]]:
     try:
         for _ in futures:
             future = done.get()
-            with interrupts.deferred():
-                result = future.result()
+            try:
+                with interrupts.deferred():
+                    result = future.result()
+            except BrokenProcessPool:
+                raise WorkerDied(how_it_ended(pool)) from None
             yield future, result
     except GeneratorExit:
         with interrupts.deferred():
             for future in futures:
                 future.cancel()
         raise
+
+
+def how_it_ended(pool: Executor | None) -> str:
+    """How the worker of ``pool`` that died ended, e.g. "was killed by SIGKILL (as the
+    kernel's out-of-memory killer does: fewer workers need less memory)". The pool's
+    manager stops the others with SIGTERM once one has died; each is waited for (a
+    moment: they are ending), then the one that ended otherwise is the one (a worker sent
+    SIGTERM from outside cannot be told apart from them: "ended abruptly")."""
+    workers = getattr(pool, "workers", ())
+    for worker in workers:
+        worker.join(timeout=WAIT_FOR_WORKERS_S)
+    for worker in workers:
+        code = worker.exitcode
+        if code is None or code == -signal.SIGTERM:
+            continue
+        if code >= 0:
+            return f"exited with status {code}"
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        if -code == signal.SIGKILL:
+            oom = "as the kernel's out-of-memory killer does: fewer workers need less memory"
+            return f"was killed by {name} ({oom})"
+        return f"was killed by {name}"
+    return "ended abruptly"
 
 
 class _Pool(ProcessPoolExecutor):

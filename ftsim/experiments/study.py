@@ -256,6 +256,7 @@ def _run_into(out: Path, plan, force, started, argv, work) -> Outcome:
     from ftsim.experiments import sweep
     from ftsim.experiments.folders import prepare_output
     from ftsim.experiments.output import StagedFolder
+    from ftsim.experiments.pool import WorkerDied
     from ftsim.experiments.store import RunStore
 
     prepare_output(out, "run", force, plan.config_hash)
@@ -270,6 +271,8 @@ def _run_into(out: Path, plan, force, started, argv, work) -> Outcome:
             _finish_folder(plan, store, started, argv, computed, reused)
     except KeyboardInterrupt:
         raise StudyInterrupted(out, 0, 0, 0, 0, results.committed) from None
+    except WorkerDied as exc:
+        raise WorkerDied(exc.cause, f"nothing was written to {out}") from None
     return Outcome(plan, out, summary, computed, reused)
 
 
@@ -279,6 +282,7 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
     and the manifest's session."""
     from ftsim.experiments import sweep
     from ftsim.experiments.output import OutputError
+    from ftsim.experiments.pool import WorkerDied
     from ftsim.experiments.store import RunStore
 
     if resume:
@@ -301,10 +305,12 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
             _finish_folder(plan, store, started, argv, computed, reused)
     except KeyboardInterrupt:  # while computing or merging: the shards are kept
         raise _interrupted(plan, store, batch) from None
-    except OutputError as exc:
+    except (OutputError, WorkerDied) as exc:
         with contextlib.suppress(OutputError):
             store.sync()
         note = f"the finished tasks are kept: continue with {option('resume', store.root)}"
+        if isinstance(exc, WorkerDied):
+            raise WorkerDied(exc.cause, note) from None
         raise OutputError(exc.reason, exc.path, note) from None
     return Outcome(plan, store.root, summary, computed, reused)
 

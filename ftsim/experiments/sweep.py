@@ -667,7 +667,7 @@ def _submit(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, t
     if pool is None or len(groups) < 2:
         return _serial(groups, args)
     futures = dict(zip(submit_all(pool, run_task, args), groups, strict=True))
-    return _finished(futures)
+    return _finished(futures, pool)
 
 
 def _start_order(plan: Plan, group: list[TaskKey]) -> tuple[bool, float]:
@@ -689,11 +689,12 @@ def _serial(groups: list[list[TaskKey]], args: list[tuple]) -> Iterator[tuple[Ta
         yield from zip(group, run_task(*arg), strict=True)
 
 
-def _finished(futures: dict) -> Iterator[tuple[TaskKey, tuple]]:
-    """(key, result) of each task of the ``futures`` (future → its group of keys), as they
-    finish (:func:`~ftsim.experiments.pool.finished`: signals deferred in every call into
-    them); the tasks not yet started are cancelled if the caller stops asking."""
-    for future, result in finished(futures):
+def _finished(futures: dict, pool) -> Iterator[tuple[TaskKey, tuple]]:
+    """(key, result) of each task of the ``futures`` (future → its group of keys) of
+    ``pool``, as they finish (:func:`~ftsim.experiments.pool.finished`: signals deferred in
+    every call into them; a dead worker said); the tasks not yet started are cancelled if
+    the caller stops asking."""
+    for future, result in finished(futures, pool):
         yield from zip(futures[future], result, strict=True)
 
 

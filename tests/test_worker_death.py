@@ -1,0 +1,101 @@
+"""A worker process that dies (the out-of-memory killer's SIGKILL, a crash) is one located
+line saying how it ended and what was kept, exit status 2: a sweep keeps its finished tasks
+and is continued to the rows of an uninterrupted one; a run writes nothing. Before, the
+pool's ``BrokenProcessPool`` reached the user as a 30-line traceback that said neither."""
+
+import faulthandler
+import multiprocessing
+import os
+import signal
+
+import pytest
+
+import ftsim
+from ftsim import cli
+from ftsim.experiments import sweep
+from ftsim.experiments.pool import WorkerDied, finished, process_pool, submit_all
+from tests.conftest import SCENARIOS
+
+SMOKE = str(SCENARIOS / "smoke.yaml")
+GRID = ["--grid", "policies.*.interval=10 min,30 min", "--reps", "20", "--batch", "2"]
+REPS_TO_DIE_ON = 10
+"""The task of these replications (any point, any policy) kills its worker."""
+
+
+@pytest.fixture
+def dying_worker(monkeypatch):
+    """Workers forked from now on kill themselves, as the out-of-memory killer would, when
+    given the replications from :data:`REPS_TO_DIE_ON` on (a task of every point and
+    policy: whatever the order, the study cannot finish)."""
+    simulate = sweep.simulate_reps
+
+    def simulate_reps(scenario, policies, reps, *args):
+        reps = list(reps)
+        if reps[0] >= REPS_TO_DIE_ON and multiprocessing.parent_process() is not None:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return simulate(scenario, policies, reps, *args)
+
+    monkeypatch.setattr(sweep, "simulate_reps", simulate_reps)
+    return monkeypatch
+
+
+OOM = (
+    "ftsim: a worker process was killed by SIGKILL (as the kernel's out-of-memory killer "
+    "does: fewer workers need less memory)"
+)
+
+
+def test_a_sweep_whose_worker_is_killed_says_so_in_a_line_and_resumes_to_the_whole_rows(
+    dying_worker, tmp_path, capsys
+):
+    out = tmp_path / "killed"
+    status = cli.main(["sweep", SMOKE, *GRID, "--jobs", "2", "-q", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert status == cli.EXIT_USAGE
+    assert err == f"{OOM}; the finished tasks are kept: continue with --resume {out}\n"
+    assert not multiprocessing.active_children()
+    kept = [p for p in (out / "shards").glob("p*.csv") if not p.name.endswith("timeline.csv")]
+    assert kept  # the first tasks (replications 0-9) finished before the death
+
+    dying_worker.undo()
+    assert cli.main(["sweep", SMOKE, *GRID, "--jobs", "2", "-q", "--resume", str(out)]) == 0
+    whole = tmp_path / "whole"
+    assert cli.main(["sweep", SMOKE, *GRID, "--jobs", "1", "-q", "-o", str(whole)]) == 0
+    assert (out / "runs.csv").read_bytes() == (whole / "runs.csv").read_bytes()
+
+
+def test_a_run_whose_worker_is_killed_writes_nothing(dying_worker, tmp_path, capsys):
+    out = tmp_path / "run"
+    status = cli.main(["run", SMOKE, "--reps", "20", "--no-trainer", "--jobs", "2", "-o", str(out)])
+    assert status == cli.EXIT_USAGE
+    assert capsys.readouterr().err.splitlines()[-1] == f"{OOM}; nothing was written to {out}"
+    assert not out.exists()
+    assert not multiprocessing.active_children()
+
+
+def test_from_python_the_note_names_the_argument_to_resume_with(dying_worker, tmp_path):
+    out = tmp_path / "killed"
+    grid = {"policies.*.interval": ["10 min", "30 min"]}
+    with pytest.raises(WorkerDied, match=f"continue with resume='{out}'$") as raised:
+        ftsim.sweep(SMOKE, grid, reps=20, batch=2, jobs=2, trainer=False, out=out)
+    assert raised.value.cause.startswith("was killed by SIGKILL")
+
+
+def _exit_with_3() -> None:
+    os._exit(3)
+
+
+def _crash() -> None:
+    faulthandler.disable()  # pytest's, inherited: it would print the crash's stack
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+@pytest.mark.parametrize(
+    ("task", "cause"),
+    [(_exit_with_3, "exited with status 3"), (_crash, "was killed by SIGSEGV")],
+)
+def test_how_the_worker_ended_is_said(task, cause):
+    with pytest.raises(WorkerDied) as raised, process_pool(2) as pool:
+        list(finished(submit_all(pool, task, [()]), pool))
+    assert str(raised.value) == f"a worker process {cause}"
+    assert not multiprocessing.active_children()
