@@ -90,7 +90,7 @@ def test_a_signal_stops_the_wait_for_the_tasks_at_once():
     with interrupts.handled(), pytest.raises(interrupts.Interrupted), process_pool(2) as pool:
         futures = {pool.submit(_long_task): [i] for i in range(2)}
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-        next(sweep._finished(futures))
+        next(sweep._finished(futures, pool))
     pool.manager.join(timeout=30)
     assert not pool.manager.is_alive()
     assert not [worker for worker in pool.workers if worker.is_alive()]

@@ -7,6 +7,8 @@ import faulthandler
 import multiprocessing
 import os
 import signal
+import threading
+from concurrent.futures.process import _ExecutorManagerThread
 
 import pytest
 
@@ -98,4 +100,19 @@ def test_how_the_worker_ended_is_said(task, cause):
     with pytest.raises(WorkerDied) as raised, process_pool(2) as pool:
         list(finished(submit_all(pool, task, [()]), pool))
     assert str(raised.value) == f"a worker process {cause}"
+    assert not multiprocessing.active_children()
+
+
+def test_a_pool_whose_manager_thread_dies_is_an_error_not_a_wait_forever(monkeypatch):
+    """The thread that sets the futures' results dying (an error of its own) left the study
+    waiting for them forever; now the wait checks it every second."""
+
+    def dies(self, result_item):
+        raise RuntimeError("injected error in the manager thread")
+
+    monkeypatch.setattr(_ExecutorManagerThread, "process_result_item", dies)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # (Python prints it)
+    pending = pytest.raises(RuntimeError, match="manager thread ended with tasks pending")
+    with pending, process_pool(2) as pool:
+        list(finished(submit_all(pool, abs, [(-1,), (-2,)]), pool))
     assert not multiprocessing.active_children()

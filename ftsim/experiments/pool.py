@@ -38,8 +38,10 @@ from ftsim.experiments import interrupts
 
 WATCHDOG_PERIOD_S = 0.5
 """How often a pool worker checks that the process that started it is still alive."""
+MANAGER_CHECK_S = 1.0
+"""How often a wait for a pool's results checks that its manager thread still runs."""
 WAIT_FOR_WORKERS_S = 5.0
-"""How long to wait for each worker to end, at most, when the pool stops early."""
+"""How long to wait for the workers to end, at most, when the pool stops early."""
 
 START_METHOD = "fork"
 """How workers start, chosen here rather than left to Python's default (``forkserver`` from
@@ -138,8 +140,7 @@ def process_pool(jobs: int):
                 pool.shutdown(wait=False, cancel_futures=True)  # (by its manager thread)
                 for worker in pool.workers:
                     worker.kill()
-                for worker in pool.workers:
-                    worker.join(timeout=WAIT_FOR_WORKERS_S)
+                pool.join(timeout=WAIT_FOR_WORKERS_S)
             raise
         pool.shutdown()
         with interrupts.deferred():
@@ -179,7 +180,7 @@ def finished(
             future.add_done_callback(done.put)
     try:
         for _ in futures:
-            future = done.get()
+            future = _next_done(done, getattr(pool, "manager", None))
             try:
                 with interrupts.deferred():
                     result = future.result()
@@ -193,16 +194,33 @@ def finished(
         raise
 
 
+def _next_done(done: queue.SimpleQueue, manager: threading.Thread | None) -> Future:
+    """The next future put in ``done``. While none comes, the pool's ``manager`` thread (which
+    sets the futures' results) is checked every :data:`MANAGER_CHECK_S`: if it has ended
+    (an error in it, which Python prints), no future will ever come, and this says so
+    instead of waiting forever."""
+    if manager is None:
+        return done.get()
+    while True:
+        try:
+            return done.get(timeout=MANAGER_CHECK_S)
+        except queue.Empty:
+            if not manager.is_alive() and done.empty():
+                raise RuntimeError(
+                    "the process pool's manager thread ended with tasks pending"
+                ) from None
+
+
 def how_it_ended(pool: Executor | None) -> str:
     """How the worker of ``pool`` that died ended, e.g. "was killed by SIGKILL (as the
     kernel's out-of-memory killer does: fewer workers need less memory)". The pool's
-    manager stops the others with SIGTERM once one has died; each is waited for (a
-    moment: they are ending), then the one that ended otherwise is the one (a worker sent
+    manager stops the others with SIGTERM once one has died, and ends; it and they are
+    waited for (a moment), then the one that ended otherwise is the one (a worker sent
     SIGTERM from outside cannot be told apart from them: "ended abruptly")."""
-    workers = getattr(pool, "workers", ())
-    for worker in workers:
-        worker.join(timeout=WAIT_FOR_WORKERS_S)
-    for worker in workers:
+    if not isinstance(pool, _Pool):
+        return "ended abruptly"
+    pool.join(timeout=WAIT_FOR_WORKERS_S)
+    for worker in pool.workers:
         code = worker.exitcode
         if code is None or code == -signal.SIGTERM:
             continue
@@ -233,14 +251,20 @@ class _Pool(ProcessPoolExecutor):
         with interrupts.deferred():
             super().shutdown(wait, cancel_futures=cancel_futures)
 
-    def join(self) -> None:
+    def join(self, timeout: float | None = None) -> None:
         """Wait until every worker has exited, also after ``shutdown(wait=False)``: for the
         manager thread first, which reaps them, then for each (two threads waiting for one
-        process race: the loser's wait returns at once, the process not yet reaped)."""
+        process race: the loser's wait returns at once, the process not yet reaped); for at
+        most ``timeout`` seconds in all, if given."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         if self.manager is not None:
-            self.manager.join()
+            self.manager.join(left())
         for worker in self.workers:
-            worker.join()
+            worker.join(left())
 
     def start(self) -> None:
         """Fork the workers now (a fork pool otherwise forks them at its first ``submit``)
