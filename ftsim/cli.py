@@ -355,6 +355,9 @@ def _trace_parser(commands) -> None:
     trace.add_argument(
         "-o", "--output", type=Path, help="trace file (default RUN_DIR/trace_repN.json; .gz: gzip)"
     )
+    trace.add_argument(
+        "--force", action="store_true", help="replace an existing file that is not a trace"
+    )
     trace.set_defaults(handler=_cmd_trace)
 
 
@@ -624,6 +627,7 @@ def _cmd_trace(args, argv) -> int:
     from ftsim.experiments.trace import (
         TraceError,
         build_trace,
+        check_trace_file,
         edited_scenario,
         mismatches,
         read_run_folder,
@@ -639,12 +643,16 @@ def _cmd_trace(args, argv) -> int:
     reps = scenario.run.replications
     if not 0 <= args.rep < reps:
         raise UsageError(f"--rep: the run has replications 0 to {reps - 1} (got {args.rep})")
-    trace, sims = build_trace(scenario, indices, args.rep)
     names = "_".join(scenario.policy_labels[i] for i in indices) if args.policy else ""
     default = f"trace_rep{args.rep}{'_' if names else ''}{names}.json"
     out = args.output or args.run_dir / default
     if out.is_dir():  # -o DIR: the default name inside it
         out = out / default
+    try:
+        check_trace_file(out, args.force)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    trace, sims = build_trace(scenario, indices, args.rep)
     write_trace(out, trace)
     edited = edited_scenario(args.run_dir, scenario)
     for line in mismatches(sims, rows, edited) or ([f"warning: {edited}"] if edited else []):

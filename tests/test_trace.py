@@ -8,7 +8,10 @@ process and thread) and against the simulation it shows (failures, saves, bytes)
 import csv
 import gzip
 import json
+import os
+import stat
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -288,6 +291,40 @@ def test_a_folder_that_differs_from_this_version_is_traced_with_a_warning(
 def test_bad_options_exit_2(smoke_run, capsys, args, words):
     assert main(["trace", str(smoke_run), *args]) == 2
     assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_a_file_is_replaced_only_if_it_is_a_trace_or_with_force(smoke_run, tmp_path, capsys, name):
+    """A trace replaces an earlier trace (plain or gzip); any other file is refused, left as
+    it was (a trace written over a run's scenario.yaml made the folder unusable), unless
+    --force."""
+    out = tmp_path / name
+    traced = ["trace", str(smoke_run), "--policy", "full", "-o", str(out)]
+    assert main(traced) == 0
+    assert main(traced) == 0  # an earlier trace: replaced
+    other = tmp_path / f"notes{out.suffix}"
+    other.write_bytes(b"mine")
+    assert main([*traced[:-1], str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(
+        f"ftsim: {other}: exists and is not a trace written by ftsim trace; "
+        "give another name, or --force to replace it\n"
+    )
+    assert other.read_bytes() == b"mine"
+    assert main([*traced[:-1], str(other), "--force"]) == 0
+    assert other.read_bytes() == out.read_bytes()
+
+
+def test_a_device_or_fifo_is_never_replaced(smoke_run, tmp_path, capsys):
+    """As root, a trace written to ``-o /dev/full`` replaced the device with a file."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target in (fifo, Path("/dev/null")):
+        assert main(["trace", str(smoke_run), "-o", str(target), "--force"]) == 2
+        assert capsys.readouterr().err == (
+            f"ftsim: {target}: not a regular file; give a new file's name or a folder\n"
+        )
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and stat.S_ISCHR(Path("/dev/null").stat().st_mode)
 
 
 def test_only_run_folders_are_traced(tmp_path, capsys):

@@ -415,7 +415,7 @@ def build_trace(scenario: Scenario, policy_indices: list[int], rep: int) -> tupl
         "traceEvents": trace_events(sims),
         "displayTimeUnit": "ms",
         "otherData": {
-            "generator": "ftsim trace",
+            "generator": GENERATOR,
             "scenario": scenario.name,
             "policies": ", ".join(sim.policy.params.label for sim in sims),
             "replication": rep,
@@ -424,6 +424,42 @@ def build_trace(scenario: Scenario, policy_indices: list[int], rep: int) -> tupl
         },
     }
     return trace, sims
+
+
+GENERATOR = "ftsim trace"
+"""``otherData.generator`` of the traces written here: how an earlier one is recognised."""
+
+
+def check_trace_file(path: Path, force: bool = False) -> None:
+    """TraceError unless a trace may be written to ``path``: a new file, a trace written
+    here before (replaced), or with ``force`` any regular file; never anything else (a
+    device such as ``/dev/full``, a FIFO): the trace is written beside it and moved over
+    it, which replaces the node itself (as root, a device)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise TraceError(f"{path}: {exc.strerror.lower()}") from None
+    if not stat.S_ISREG(mode):
+        raise TraceError(f"{path}: not a regular file; give a new file's name or a folder")
+    if not force and not _is_trace(path):
+        raise TraceError(
+            f"{path}: exists and is not a trace written by ftsim trace; "
+            "give another name, or --force to replace it"
+        )
+
+
+def _is_trace(path: Path) -> bool:
+    """Whether the file ``path`` begins as :func:`write_trace` begins a trace."""
+    try:
+        with gzip.open(path) if path.suffix == ".gz" else path.open("rb") as file:
+            head = file.read(200)
+    except (OSError, EOFError):  # (gzip.BadGzipFile is an OSError)
+        return False
+    return f'"generator": "{GENERATOR}"'.encode() in head
 
 
 def write_trace(path: Path, trace: dict) -> None:
