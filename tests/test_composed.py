@@ -15,6 +15,7 @@ import pytest
 from ftsim.cosim.replay import PolicyModel, trainer_config
 from ftsim.experiments.prepare import prepare
 from ftsim.experiments.runner import simulate
+from ftsim.policies.base import memory_frac
 from ftsim.policies.composed import Composed, PartEvent
 from ftsim.scenario.loader import ScenarioError
 from ftsim.sim.accounting import PART_CATEGORIES
@@ -82,6 +83,25 @@ def test_the_parts_columns_add_up_to_the_jobs_categories():
             row = simulate(s, index, rep).row()
             _parts_add_up(row, names)
             assert sum(row[f"{n}/save_h"] for n in names) > 0
+
+
+ECRM_K2 = "{kind: ecrm, k: 2, r: 1, fallback: partial, interval: 9 h}"
+MFU = "{kind: cpr_mfu, interval: 10 h, fallback: false, trainer_failure: replica}"
+
+
+def test_a_compositions_memory_is_per_ps_as_a_share_of_the_whole_shard():
+    """ECRM (r/k = 1/2 of the state it protects) on the hottest 5% of every shard costs each
+    PS 2.5% of its shard, not 50% (the part's own column, of its own rows), and the limit
+    of ``advise`` reads that (a new user's composition was refused at 0.25 > 0.05, for
+    0.0125). By shards, a PS holds one part's whole shard: the most any part needs."""
+    row = simulate(_cpr_and(_two("hot", "{hottest: 0.05}", ECRM_K2), TWO_FAILURES), 1, 0).row()
+    assert row["hot/parity_mem_frac"] == 0.5  # the part's own, of its rows
+    assert row["parts_mem_frac"] == pytest.approx(0.05 * 0.5, rel=1e-12)
+    assert memory_frac(row) == row["parts_mem_frac"]
+    by_shards = _two("a", "{shards: [0, 1, 2]}", MFU, names=("a", "b"))
+    row = simulate(_cpr_and(by_shards, TWO_FAILURES), 1, 0).row()
+    assert row["parts_mem_frac"] == row["a/tracker_mem_frac"] > 0  # CPR (b) tracks nothing
+    assert memory_frac({"parity_mem_frac": 0.5, "tracker_mem_frac": 0.25}) == 0.75
 
 
 def _only_part_a_reloads(s):

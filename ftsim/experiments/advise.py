@@ -17,8 +17,9 @@ The limits: ``max_pls`` bounds the mean of the time model's ``pls_model`` (the p
 lost samples it counts: updates of failed shards since they were last saved; no model is
 trained, so this is not the measured ``pls_measured``); a policy without the column loses no
 updates (PLS 0). ``max_memory_overhead`` bounds the extra memory per embedding PS as a share
-of its shard (the sum of the row's ``*_mem_frac`` columns: CPR's use tracker, ECRM's
-parity). A candidate with an unfinished replication meets no limit.
+of its shard (:func:`ftsim.policies.base.memory_frac`: the sum of the row's ``*_mem_frac``
+columns: CPR's use tracker, ECRM's parity, a composition's parts together). A candidate
+with an unfinished replication meets no limit.
 """
 
 from __future__ import annotations
@@ -42,12 +43,10 @@ from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.stats import mean_ci
 from ftsim.notices import Notice, short_duration
 from ftsim.options import named
+from ftsim.policies.base import memory_frac
 from ftsim.scenario import overrides as rules
 from ftsim.scenario.loader import Overrides, ScenarioError, read_scenario, validate_scenario
 from ftsim.scenario.schema import Scenario
-
-MEMORY_SUFFIX = "_mem_frac"
-"""Result columns holding memory per embedding PS as a share of its shard."""
 
 COARSE_INTERVALS = 7
 """Coarse grid of checkpoint intervals: this many, geometric, from ``MIN_INTERVAL_S`` to
@@ -371,7 +370,7 @@ def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> di
     done = [r for r in runs if r.get("completed", True)]  # unfinished: no overhead
     mean, half, n = mean_ci([r["overhead_frac"] for r in done])
     pls = [float(r.get("pls_model", 0.0)) for r in done]
-    memory = [sum(v for k, v in r.items() if k.endswith(MEMORY_SUFFIX)) for r in done]
+    memory = [memory_frac(r) for r in done]
     row |= {
         "valid": True,
         "problem": "",
@@ -451,19 +450,24 @@ def _why_none(p: PolicyAdvice, advice: Advice) -> str:
     if valid["n_unfinished"].all():
         return "no setting finished training within run.max_wall_factor"
     reasons = []
-    if advice.max_pls is not None:
-        low = valid.loc[valid["pls_model_mean"].idxmin()]
+    least_pls = valid.loc[valid["pls_model_mean"].idxmin()]
+    least_memory = valid.loc[valid["memory_frac"].idxmin()]
+    if advice.max_pls is not None and not least_pls["pls_model_mean"] <= advice.max_pls:
         reasons.append(
-            f"lowest pls_model {low['pls_model_mean']:.4f} > {advice.max_pls:g} "
-            f"(at {p.setting(low)})"
+            f"lowest pls_model {least_pls['pls_model_mean']:.4g} > {advice.max_pls:g} "
+            f"(at {p.setting(least_pls)})"
         )
-    if advice.max_memory_overhead is not None:
-        low = valid.loc[valid["memory_frac"].idxmin()]
-        if low["memory_frac"] > advice.max_memory_overhead:
-            reasons.append(
-                f"lowest memory {low['memory_frac']:.3g} > {advice.max_memory_overhead:g}"
-            )
-    return "none within the limits: " + "; ".join(reasons)
+    memory = advice.max_memory_overhead
+    if memory is not None and not least_memory["memory_frac"] <= memory:
+        reasons.append(f"lowest memory {least_memory['memory_frac']:.3g} > {memory:g}")
+    if reasons:
+        return "none within the limits: " + "; ".join(reasons)
+    return (  # each limit met by some setting, never both by one
+        f"no setting within both limits: the lowest pls_model, "
+        f"{least_pls['pls_model_mean']:.4g} (at {p.setting(least_pls)}), takes memory "
+        f"{least_pls['memory_frac']:.3g}; the lowest memory, {least_memory['memory_frac']:.3g} "
+        f"(at {p.setting(least_memory)}), loses pls_model {least_memory['pls_model_mean']:.4g}"
+    )
 
 
 def execute(

@@ -326,8 +326,23 @@ class Policy:
         yield from ()
 
     def result_columns(self) -> dict[str, float | str]:
-        """Policy-specific columns of the result row."""
+        """Policy-specific columns of the result row (extra memory per embedding PS as a
+        share of its shard in columns ending in :data:`MEMORY_SUFFIX`)."""
         return {}
+
+
+MEMORY_SUFFIX = "_mem_frac"
+"""Result columns holding a policy's extra memory per embedding PS as a share of its shard
+(CPR's use tracker, ECRM's parity, a composition's parts together): their sum is the
+policy's memory overhead (``ftsim advise``'s limit). A composed policy's part columns
+(``<part>/...``) are the part's own, on its rows: its total is ``parts_mem_frac``."""
+
+
+def memory_frac(row: dict) -> float:
+    """A result row's extra memory per embedding PS as a share of its shard: the sum of its
+    :data:`MEMORY_SUFFIX` columns, but a composed policy's parts' (theirs are in its
+    ``parts_mem_frac``)."""
+    return math.fsum(v for k, v in row.items() if k.endswith(MEMORY_SUFFIX) and "/" not in k)
 
 
 def register(params: type[PolicyParams]):

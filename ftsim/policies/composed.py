@@ -66,7 +66,15 @@ from ftsim.policies import full, cpr, ecrm, swift, checknrun  # noqa: F401
 
 # isort: on
 from ftsim.notices import Notice
-from ftsim.policies.base import Plan, PlanError, Policy, PolicyParams, TrainerSide, register
+from ftsim.policies.base import (
+    Plan,
+    PlanError,
+    Policy,
+    PolicyParams,
+    TrainerSide,
+    memory_frac,
+    register,
+)
 from ftsim.policies.events import ModelEvent
 from ftsim.policies.inputs import PlanInputs
 from ftsim.policies.registry import in_table_order
@@ -503,16 +511,21 @@ class Composed(Policy):
         out: dict[str, float | str] = {}
         pls = 0.0
         saved = 0.0
+        memory = []  # per part: its extra memory per PS, as a share of the job's shard
         for scope, part in zip(self.scopes, self.parts, strict=True):
             columns = part.result_columns()
             pls += scope.lookups_share * float(columns.get("pls_model", 0.0))
             saved += float(columns.get("saved_gb", 0.0))
+            memory.append(scope.rows_share * memory_frac(columns))
             out[f"{scope.name}/lookups_share"] = scope.lookups_share
             share = scope.rows_share * len(scope.shards) / self.plan.inputs.cluster.emb_ps
             out[f"{scope.name}/rows_share"] = share
             out.update({f"{scope.name}/{name}": value for name, value in columns.items()})
         out["pls_model"] = pls
         out["saved_gb"] = saved
+        # by rows, every PS holds each part's share of its rows; by shards, one part's shard
+        by_rows = self.scopes[0].hottest is not None
+        out["parts_mem_frac"] = math.fsum(memory) if by_rows else max(memory)
         out["n_checkpoints"] = sum(part.n_checkpoints for part in self.parts)
         return out
 
