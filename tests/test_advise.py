@@ -172,3 +172,32 @@ def test_candidates_do_not_depend_on_the_worker_processes():
     serial = search.advise(PROD50H, **limits).candidates
     parallel = search.advise(PROD50H, jobs=2, **limits).candidates
     pd.testing.assert_frame_equal(serial, parallel)
+
+
+def _why_none(max_pls, max_memory):
+    """The reason given for two candidates: a low-PLS one that takes memory, a lean one that
+    loses updates."""
+    table = pd.DataFrame(
+        {
+            "interval_s": [1800.0, 7200.0],
+            "valid": True,
+            "n_unfinished": 0,
+            "pls_model_mean": [0.001, 0.2],
+            "memory_frac": [0.5, 0.0],
+        }
+    )
+    policy = search.PolicyAdvice("p", "ecrm", [search.Knob("interval", (1800.0,))], table, None)
+    return search._why_none(policy, search.Advice("s", 2, 0, max_pls, max_memory))
+
+
+def test_the_reason_for_no_pick_names_only_the_limits_missed():
+    """A new user read "lowest pls_model 0.0000 > 0.01": the PLS limit was met (by another
+    setting than the memory one), and said as missed."""
+    assert _why_none(1e-4, None) == (
+        "none within the limits: lowest pls_model 0.001 > 0.0001 (at interval 30 min)"
+    )
+    assert _why_none(0.01, 0.25) == (
+        "no setting within both limits: the lowest pls_model, 0.001 (at interval 30 min), "
+        "takes memory 0.5; the lowest memory, 0 (at interval 2 h), loses pls_model 0.2"
+    )
+    assert _why_none(1e-4, -1.0).endswith("; lowest memory 0 > -1")
