@@ -459,3 +459,38 @@ def test_nesting_groups_lines_close_on_the_axis_as_drawn():
     assert log == {"a": 1 + NEST, "b": 1.0, "c": 1.0, "d": 1.0}  # a and c only
     other_intervals = pd.concat([table, line("e", 0.5, 2.0).assign(interval_h=[1.0, 2.0])])
     assert _nesting([other_intervals], ["a", "e"], log=False) == {"a": 1.0, "e": 1.0}
+
+
+def _composed_interval(tmp_path, figures, *grid: str) -> tuple[pd.DataFrame, str, list[str]]:
+    """(the interval figure's table, what plot said of it, its x tick labels) of a sweep of
+    CPR and ECRM-on-the-hottest-rows + CPR over ``grid``."""
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIOS / "composed.yaml"), "--no-trainer"]
+    args += [word for key in grid for word in ("--grid", key)]
+    policies = ["--policy", "cpr", "--policy", "ecrm_hot.cpr", "--reps", "2", "--jobs", "1"]
+    assert main([*args, *policies, "-q", "-o", str(out)]) == 0
+    said = dict(plot_run(out, formats="png"))["overhead_vs_interval"]
+    ax = figures["overhead_vs_interval"][0].axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    return pd.read_csv(out / "plots" / "overhead_vs_interval.csv"), said, ticks
+
+
+def test_a_composition_is_drawn_at_the_interval_its_parts_ran(tmp_path, figures):
+    """It has no interval_h of its own: its parts' (both swept here) place it; before, it
+    was left out of the figure and nothing said so. Points from 1 to 3 h are ticked at 3
+    too (base-2 ticks alone: 1 and 2)."""
+    table, said, ticks = _composed_interval(tmp_path, figures, "policies.*.interval=1 h,3 h")
+    mine = table[table["series"] == "ecrm_hot.cpr"]
+    assert sorted(mine["interval_h"]) == [1.0, 3.0]
+    assert "without ecrm_hot.cpr" not in said
+    assert ticks == ["1", "2", "3"]
+
+
+def test_a_composition_whose_parts_ran_different_intervals_is_left_out_and_said(tmp_path, figures):
+    part = "policies.2.parts.1.policy.interval=1 h,3 h"  # its parity part keeps 9 h
+    table, said, _ = _composed_interval(tmp_path, figures, "policies.0.interval=1 h,3 h", part)
+    assert "ecrm_hot.cpr" not in set(table["series"])
+    assert (
+        "; without ecrm_hot.cpr: its parts ran different intervals "
+        "(parity/interval_h, checkpoint/interval_h);" in said
+    )

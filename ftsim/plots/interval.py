@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator
 
 from ftsim.options import on_command_line
 from ftsim.plots import facets
@@ -87,7 +87,7 @@ def _layout(data: RunData) -> facets.Layout:
     if "interval_h_mean" not in s:
         raise Skip("no policy has an interval_h column")
     sweeps = [d for d in data.dimensions if d.sets_interval]
-    varying = s.groupby("policy", sort=False)["interval_h_mean"].nunique()
+    varying = interval_run(s).groupby(s["policy"], sort=False).nunique()
     if not sweeps or not (varying > 1).any():
         example = (
             "--grid 'policies.*.interval=…'"
@@ -98,6 +98,17 @@ def _layout(data: RunData) -> facets.Layout:
     return facets.layout(data, [d for d in data.dimensions if not d.sets_interval])
 
 
+def interval_run(rows: pd.DataFrame) -> pd.Series:
+    """The interval each summary row ran, hours: its ``interval_h``, or for a composition
+    the one its parts ran (their ``<part>/interval_h``), NaN if they ran different ones."""
+    ran = rows["interval_h_mean"]
+    parts = rows[[c for c in rows.columns if c.endswith("/interval_h_mean")]]
+    if parts.empty:
+        return ran
+    one = parts.max(axis=1).where(parts.nunique(axis=1) == 1)
+    return ran.fillna(one)
+
+
 def points(data: RunData, rows: pd.DataFrame) -> pd.DataFrame:
     """The plotted points of ``rows`` (summary rows): one per policy and interval run, with
     CPR's decision (``partial``, ``full`` for a fall-back, '' for other policies)."""
@@ -105,7 +116,7 @@ def points(data: RunData, rows: pd.DataFrame) -> pd.DataFrame:
         {
             "series": rows["policy"],
             "point": rows["point"],
-            "interval_h": rows["interval_h_mean"],
+            "interval_h": interval_run(rows),
             "decision": [
                 data.decisions.get((p, q), "")
                 for p, q in zip(rows["point"], rows["policy"], strict=True)
@@ -135,6 +146,9 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
         panels[panel] = rows, points(data, rows)
     names = _names(data, [t for _, t in panels.values()])
     drawn = pd.concat([t for _, t in panels.values()])
+    for policy in data.summary["policy"].unique():
+        if policy not in set(drawn["series"]):
+            data.omit(NAME, f"without {policy}: {_no_interval(data.summary, policy)}")
     log = facets.log_scale(drawn["overhead_pct"], scale)
     widths = _nesting([t for _, t in panels.values()], [p for p, n in names.items() if n], log)
     tables = []
@@ -160,7 +174,7 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
         if grid.panels[1:]:
             ax.set_title("\n".join(x for x in (panel.title, model.get(panel)) if x))
         _overhead_axis(ax, drawn, log)
-        _interval_axis(ax)
+        _interval_axis(ax, drawn["interval_h"].min(), drawn["interval_h"].max())
     ylabel = "overhead (%, log axis)" if log else "overhead (%)"
     facets.axis_labels(fig, "interval τ run (h of compute)", ylabel)
     table = pd.concat(tables, ignore_index=True)
@@ -183,6 +197,16 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
         labels.append("fell back to full recovery (at Daly's τ)")
     facets.legend(fig, grid.width_in, handles, labels)
     return out.save(fig, table, NAME)
+
+
+def _no_interval(summary: pd.DataFrame, policy: str) -> str:
+    """Why ``policy`` has no point: no interval, or a composition's parts ran several."""
+    rows = summary[summary["policy"] == policy]
+    parts = [c for c in rows.columns if c.endswith("/interval_h_mean") and rows[c].notna().any()]
+    if parts:
+        names = ", ".join(c.removesuffix("_mean") for c in parts)
+        return f"its parts ran different intervals ({names})"
+    return "it has no checkpoint interval (interval_h)"
 
 
 def _names(data: RunData, tables: list[pd.DataFrame]) -> dict[str, str | None]:
@@ -329,9 +353,17 @@ def _overhead_axis(ax, drawn: pd.DataFrame, log: bool) -> None:
     facets.plain_log_ticks(ax.yaxis, low, high)
 
 
-def _interval_axis(ax) -> None:
+def _interval_axis(ax, low: float, high: float) -> None:
+    """A log axis of hours ticked at powers of 2, and at the intervals ``low`` and ``high``
+    (the least and most drawn) when fewer than 3 powers fall between them (1 to 3 h had
+    ticks at 1 and 2 only: the points at 3 h sat at a bare tick)."""
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=2))
+    powers = 2.0 ** np.arange(np.floor(np.log2(low)), np.ceil(np.log2(high)) + 1)
+    inside = [x for x in powers if low <= x <= high]
+    if len(inside) >= 3:
+        ax.xaxis.set_major_locator(LogLocator(base=2))
+    else:
+        ax.xaxis.set_major_locator(FixedLocator(sorted({low, *inside, high})))
     ax.xaxis.set_major_formatter(FuncFormatter(_hours))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
