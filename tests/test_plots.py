@@ -494,3 +494,40 @@ def test_a_composition_whose_parts_ran_different_intervals_is_left_out_and_said(
         "; without ecrm_hot.cpr: its parts ran different intervals "
         "(parity/interval_h, checkpoint/interval_h);" in said
     )
+
+
+def test_with_cluster_operations_the_daly_overlay_takes_the_waits_the_runs_measured(
+    tmp_path, monkeypatch
+):
+    """A failure waits for a spare or a repair (operations.yaml: manual repairs of 2 days),
+    not ``cluster.reschedule`` (1 min): Daly's curve with that R fell far below every
+    point; with the runs' mean wait per failure it lies in each point's 95% CI."""
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIOS / "operations.yaml"), "--no-trainer", "--policy", "full"]
+    grid = ["--grid", "policies.0.interval=30 min,1 h,2 h,4 h", "--reps", "40", "--jobs", "1"]
+    assert main([*args, *grid, "-q", "-o", str(out)]) == 0
+
+    def inside() -> bool:
+        plot_run(out, formats="png")
+        t = pd.read_csv(out / "plots" / "overhead_vs_interval.csv")
+        full, model = t[t["series"] == "full"], t[t["series"] == "daly_model"]
+        at = np.interp(
+            np.log(full["interval_h"]), np.log(model["interval_h"]), model["overhead_pct"]
+        )
+        return bool(((full["ci95_low_pct"] <= at) & (at <= full["ci95_high_pct"])).all())
+
+    assert inside()
+    summary = pd.read_csv(out / "summary.csv").iloc[0]
+    waited = 3600 * summary["reschedule_h_mean"] / summary["n_failures_mean"]
+    assert waited > 100 * 60  # hours, not the restart's minute
+    from ftsim.plots.data import RunData
+
+    real = RunData.point_scenario
+
+    def without_operations(self, point):  # injected bug: the overlay ignores operations
+        scenario = real(self, point)
+        cluster = scenario.cluster.model_copy(update={"operations": None})
+        return scenario.model_copy(update={"cluster": cluster})
+
+    monkeypatch.setattr(RunData, "point_scenario", without_operations)
+    assert not inside()

@@ -42,7 +42,11 @@ def model_curve(data: RunData, rows: pd.DataFrame, grid_h: np.ndarray) -> pd.Dat
     """Daly's predicted overhead for ``full`` at the intervals ``grid_h``; Skip says why not.
 
     δ = save_cost_s, R = mean rescheduling delay + load_cost_s, M = the job's MTBF, all from
-    the stored results and the resolved scenario of the first point of ``rows``.
+    the stored results and the resolved scenario of the first point of ``rows``. The
+    rescheduling delay is ``cluster.reschedule``'s mean, or with cluster operations (a
+    failure waits for spares or repairs, as they happen to be) the mean wait per failure
+    that the runs measured (``reschedule_h`` / ``n_failures``): the model then checks the
+    interval's effect, not the operations'.
     """
     from ftsim.scenario.loader import ScenarioError
     from ftsim.sim.failures import job_mtbf_s
@@ -64,7 +68,13 @@ def model_curve(data: RunData, rows: pd.DataFrame, grid_h: np.ndarray) -> pd.Dat
     if not np.isfinite(mtbf):
         raise Skip("the scenario has no failures (infinite MTBF)")
     delta, work = first["save_cost_s_mean"], scenario.job.work_s
-    restart = scenario.cluster.reschedule.expected_s + first["load_cost_s_mean"]
+    waited, how = scenario.cluster.reschedule.expected_s, ""
+    if scenario.cluster.operations is not None:  # replacements wait for spares, repairs
+        if not first["n_failures_mean"] > 0:
+            raise Skip("no failure in the runs to measure the replacements' delay by")
+        waited = 3600 * first["reschedule_h_mean"] / first["n_failures_mean"]
+        how = " (waits measured)"
+    restart = waited + first["load_cost_s_mean"]
     tau = grid_h * 3600
     curve = pd.DataFrame({"interval_h": grid_h})
     curve["overhead_pct"] = [
@@ -76,7 +86,7 @@ def model_curve(data: RunData, rows: pd.DataFrame, grid_h: np.ndarray) -> pd.Dat
         young_h=young_interval_s(delta, mtbf) / 3600,
         daly_pct=100
         * (daly_wall_s(work, daly_interval_s(delta, mtbf), delta, restart, mtbf) / work - 1),
-        text=f"δ = {delta:.0f} s, R = {restart:.0f} s, M = {mtbf / 3600:.3g} h",
+        text=f"δ = {delta:.0f} s, R = {restart:.0f} s{how}, M = {mtbf / 3600:.3g} h",
     )
     return curve
 
