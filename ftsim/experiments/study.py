@@ -243,13 +243,13 @@ def execute(
     ):
         work = functools.partial(sweep.compute, pool=pool, batch=batch, progress=progress)
         if plan.command == "run":
-            return _run_into(out, plan, force, started, argv, work)
+            return _run_into(out, plan, force, started, argv, work, say)
         if not resume:
             work = functools.partial(work, first=sweep.start(plan, pool, batch))
         return _sweep_into(out, plan, force, resume, started, argv, work, batch, say)
 
 
-def _run_into(out: Path, plan, force, started, argv, work) -> Outcome:
+def _run_into(out: Path, plan, force, started, argv, work, say) -> Outcome:
     """A run into ``out``: its tasks' shards and results staged inside it and moved into
     place at the end, the manifest last, or nothing at all (an error, Ctrl-C). ``work``
     computes the tasks (:func:`ftsim.experiments.sweep.compute`)."""
@@ -273,6 +273,8 @@ def _run_into(out: Path, plan, force, started, argv, work) -> Outcome:
         raise StudyInterrupted(out, 0, 0, 0, 0, results.committed) from None
     except WorkerDied as exc:
         raise WorkerDied(exc.cause, f"nothing was written to {out}") from None
+    for line in sweep.pls_over_target(plan, summary):
+        say(f"ftsim: warning: {line}")
     return Outcome(plan, out, summary, computed, reused)
 
 
@@ -302,6 +304,8 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
             summary = sweep.finish(plan, store)
             for line in sweep.short_of_target(plan, summary):
                 say(f"ftsim: {line}")
+            for line in sweep.pls_over_target(plan, summary):
+                say(f"ftsim: warning: {line}")
             _finish_folder(plan, store, started, argv, computed, reused)
     except KeyboardInterrupt:  # while computing or merging: the shards are kept
         raise _interrupted(plan, store, batch) from None

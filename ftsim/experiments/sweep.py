@@ -861,6 +861,36 @@ def short_of_target(plan: Plan, summary: list[dict]) -> list[str]:
     return lines
 
 
+def pls_over_target(plan: Plan, summary: list[dict]) -> list[str]:
+    """One line per (point, policy) whose ``target_pls`` was missed beyond doubt: the 95% CI
+    of its ``pls_model`` lies above the target. CPR plans its interval on failures per hour
+    of the job's wall clock; time the job spends waiting for replacements (cluster
+    operations) or recovering adds failures per hour of training, hence lost updates."""
+    lines = []
+    for row in summary:
+        point = plan.points[int(row.get("point", 0))]
+        labels = point.scenario.policy_labels
+        if row["policy"] not in labels:
+            continue
+        target = getattr(point.scenario.policies[labels.index(row["policy"])], "target_pls", None)
+        low = row.get("pls_model_ci95_low", math.nan)
+        if target is None or not low > target:
+            continue
+        at = f" at point {row['point']}" if plan.command == "sweep" else ""
+        waits = (
+            "while the job waited for its replacements (cluster operations)"
+            if point.scenario.cluster.operations is not None
+            else "while the job recovered"
+        )
+        lines.append(
+            f"{row['policy']}{at}: pls_model {row['pls_model_mean']:.3g} (95% CI from "
+            f"{low:.3g}, n = {row['n']}) is above its target_pls {target:g}: the interval is "
+            "planned on the failures per hour of the job's wall clock, and failures that "
+            f"strike {waits} lose more updates per hour of training"
+        )
+    return lines
+
+
 def _yaml_value(text: str):
     try:
         return parse_yaml(text)
