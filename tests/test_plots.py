@@ -531,3 +531,21 @@ def test_with_cluster_operations_the_daly_overlay_takes_the_waits_the_runs_measu
 
     monkeypatch.setattr(RunData, "point_scenario", without_operations)
     assert not inside()
+
+
+def test_a_part_far_below_every_policy_does_not_stretch_the_log_axis(tmp_path, figures):
+    """Rare failures: CPR's 0.026% is the least policy, the cold rows' part of ECRM-hot +
+    CPR 0.003%: the axis starts at 0.01% (the policies' decade, not the part's 0.001%), and
+    the part's bar, below it, is its number at the axis' start."""
+    out = tmp_path / "run"
+    rare = "failures=[{kind: exponential, role: emb_ps, job_mtbf: 100 h}]"
+    args = ["run", str(SCENARIOS / "composed.yaml"), "--no-trainer", "--reps", "10"]
+    assert main([*args, "--set", rare, "-q", "-o", str(out)]) == 0
+    plot_run(out, formats="png")
+    t = pd.read_csv(out / "plots" / "breakdown.csv")
+    whole = t[t["part"].isna()]["overhead_pct"]
+    part = t[t["part"] == "checkpoint"]["overhead_pct"].iloc[0]
+    assert part < 0.01 <= whole.min() < 0.1
+    fig, scale, (low, _) = figures["breakdown"]
+    assert scale == "log" and low == pytest.approx(0.01)
+    assert [text.get_text() for text in fig.axes[0].texts] == [f" {part:.2g}"]

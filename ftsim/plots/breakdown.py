@@ -5,7 +5,8 @@ the part's own columns (``<part>/<category>_h``): the parts' bars add up to the 
 less its rescheduling, which belongs to the whole job.
 
 Overheads of the policies differ by orders of magnitude (0.5% next to 8%), so the axis is
-logarithmic when the totals span more than 10× (or when asked). On a log axis a
+logarithmic when the policies' totals span more than 10× (or when asked), from the decade of
+the least; a part's bar ending below it is its number at the axis' start. On a log axis a
 stack's segments cannot be read as differences of cumulative sums, so each bar is split in
 proportion to its categories in log space: the top of the bar is the total, and each
 segment's share of the bar's height is its share of the overhead.
@@ -195,8 +196,9 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
     grid = _layout(data, point)
     panels = [p for p in grid.panels if p.title in set(t["panel"])]
     grid = facets.Layout(tuple(panels), grid.rows, grid.cols, grid.dimensions)
-    log = log_axis(t, scale)
-    positive = t.loc[t["overhead_pct"] > 0, "overhead_pct"]
+    whole = t[~_is_part(t)]  # a part far below every policy (0.0007%) sets no decade
+    log = log_axis(whole, scale)
+    positive = whole.loc[whole["overhead_pct"] > 0, "overhead_pct"]
     floor = 10 ** np.floor(np.log10(positive.min())) if log and len(positive) else 0.0
     top = max(t["ci95_high_pct"].fillna(t["overhead_pct"]).max(), t["overhead_pct"].max())
     settings = bool(t["setting"].str.len().gt(0).any())
@@ -256,6 +258,23 @@ def _bars(data: RunData, ax, t: pd.DataFrame, log: bool, floor: float) -> None:
             linewidth=0.3,
         )
     _error_bars(data, ax, t)
+    if log:
+        _below_the_axis(data, ax, t, floor)
+
+
+def _below_the_axis(data: RunData, ax, t: pd.DataFrame, floor: float) -> None:
+    """The total of each part's bar that ends below the log axis' ``floor`` (the policies'
+    decade), written at the axis' start: no bar to see, the number to read."""
+    for i, row in t[_is_part(t)].iterrows():
+        if 0 < row["overhead_pct"] < floor:
+            ax.text(
+                floor,
+                i,
+                f" {row['overhead_pct']:.2g}",
+                va="center",
+                fontsize=6,
+                color=data.styles[row["policy"]].color,
+            )
 
 
 def _error_bars(data: RunData, ax, t: pd.DataFrame) -> None:
