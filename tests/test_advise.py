@@ -5,6 +5,7 @@ meets is said plainly (exit status 1)."""
 import re
 import warnings
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -201,3 +202,27 @@ def test_the_reason_for_no_pick_names_only_the_limits_missed():
         "takes memory 0.5; the lowest memory, 0 (at interval 2 h), loses pls_model 0.2"
     )
     assert _why_none(1e-4, -1.0).endswith("; lowest memory 0 > -1")
+
+
+def test_check_n_run_keeps_its_quantization_and_says_why():
+    """Its checkpoints lose no update at any bit width (pls_model 0): searched, the bits went
+    to the fewest, whatever their accuracy cost; worse, passed as text ('8'), every
+    quantized candidate was refused, so the advice silently dropped the user's 8 bits."""
+    advice = search.advise(SCENARIOS / "checknrun.yaml", policies=["cnr_q8"], reps=2)
+    [policy] = advice.policies
+    assert [knob.field for knob in policy.knobs] == ["interval"]
+    assert policy.candidates["valid"].all()
+    assert (
+        "cnr_q8: quantize_bits 8 kept as set: its accuracy cost is not in pls_model "
+        "(measure it with a trained run: logloss_delta)"
+    ) in advice.text().splitlines()
+
+
+def test_knob_values_enter_the_scenario_as_numbers_and_exact_intervals():
+    """A choice field (Check-N-Run's bits: 2, 3, 4 or 8) refuses text; an interval printed
+    to 6 digits ran a value other than the candidate's recorded one."""
+    assert search.Knob("interval", ()).assigned(10384.234567891) == "10384.234567891 s"
+    bits = search.Knob("quantize_bits", (), integer=True).assigned(np.int64(8))
+    assert bits == 8 and type(bits) is int
+    assert search.Knob("fraction", ()).assigned(0.0334371) == 0.0334371
+    assert search.Knob("quantize_bits", ()).assigned(None) is None

@@ -2,7 +2,8 @@
 
 For each policy of a scenario the search tries settings of its knobs (:func:`knobs`: the
 checkpoint interval of every kind, CPR-MFU/SSU's ``fraction``, ECRM's ``k``, SWIFT's
-``log_budget``, Check-N-Run's ``quantize_bits``) with the simulator, timing only:
+``log_budget``; not Check-N-Run's ``quantize_bits``: :func:`kept_as_set`) with the
+simulator, timing only:
 
 1. a coarse grid (the cartesian product of every knob's coarse values);
 2. refinement around the cheapest setting that meets the limits: for each numeric knob in
@@ -75,13 +76,15 @@ class Knob:
         """The knob's column in the candidates table (with the unit: ``interval_s``)."""
         return "interval_s" if self.field == "interval" else self.field
 
-    def text(self, value) -> str:
-        """The value as a ``--set`` would write it."""
+    def assigned(self, value):
+        """The value as the scenario's mapping holds it: an interval with its unit (seconds,
+        exactly, as recorded), a number as it is (as text, a choice field such as
+        Check-N-Run's ``quantize_bits``, 2, 3, 4 or 8, refused every value: '8' is none)."""
         if value is None:
-            return "null"
+            return None
         if self.field == "interval":
-            return f"{value:.6g} s"
-        return f"{value:.6g}" if isinstance(value, float) else str(value)
+            return f"{float(value)!r} s"
+        return int(value) if self.integer else float(value)
 
     def show(self, value) -> str:
         """The value for people: ``interval 45.8 min``."""
@@ -107,9 +110,22 @@ def knobs(policy, scenario: Scenario) -> list[Knob]:
         "cpr_ssu": Knob("fraction", (0.01, 0.05, 0.2), "geometric", highest=1.0),
         "ecrm": Knob("k", (2, 4, 8), None, integer=True),
         "swift": Knob("log_budget", (0.25, 0.5, 1.0), "linear"),
-        "checknrun": Knob("quantize_bits", (None, 8, 4), None, integer=True),
     }.get(policy.kind)
     return found + ([extra] if extra else [])
+
+
+def kept_as_set(policy) -> str:
+    """What of ``policy`` (its Params) is not searched though it trades cost for accuracy,
+    because the limits cannot see its accuracy cost: Check-N-Run's ``quantize_bits`` (its
+    checkpoints lose no updates, ``pls_model`` 0, at any bit width: a search picks the
+    fewest bits, whatever they cost in accuracy, which only a trained run measures)."""
+    bits = getattr(policy, "quantize_bits", None)
+    if policy.kind != "checknrun" or bits is None:
+        return ""
+    return (
+        f"quantize_bits {bits} kept as set: its accuracy cost is not in pls_model "
+        "(measure it with a trained run: logloss_delta)"
+    )
 
 
 @dataclass
@@ -122,6 +138,9 @@ class PolicyAdvice:
     knobs: list[Knob]
     candidates: pd.DataFrame
     pick: pd.Series | None
+    kept: str = ""
+    """What of the policy is kept as set though it trades cost for accuracy (''): see
+    :func:`kept_as_set`."""
 
     def setting(self, row: pd.Series) -> str:
         """A candidate's setting for people: ``interval 2 h, fraction 0.05``."""
@@ -220,6 +239,7 @@ class Advice:
             cells = zip(row, widths, strict=True)
             line = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(cells)]
             lines.append("  ".join(line).rstrip())
+        lines += [f"{p.policy}: {p.kept}" for p in self.policies if p.kept]
         best = self.recommendation
         if best is None:
             lines.append(f"no policy has a setting within the limits ({self.limits()})")
@@ -348,7 +368,7 @@ def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, roun
     )
     best = _best(tried)
     pick = table.iloc[list(tried).index(best)] if best is not None else None
-    return PolicyAdvice(policy.label, policy.kind, found, table, pick)
+    return PolicyAdvice(policy.label, policy.kind, found, table, pick, kept_as_set(policy))
 
 
 def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> dict:
@@ -358,9 +378,7 @@ def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> di
     candidate = copy.deepcopy(data)
     try:
         for knob, value in zip(found, values, strict=True):
-            rules.assign(
-                candidate, f"policies.*.{knob.field}", value if value is None else knob.text(value)
-            )
+            rules.assign(candidate, f"policies.*.{knob.field}", knob.assigned(value))
         scenario = validate_scenario(candidate, path)
     except (ScenarioError, ValueError) as exc:
         return row | {"valid": False, "problem": str(exc).splitlines()[0], "meets_limits": False}
