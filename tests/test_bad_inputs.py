@@ -455,7 +455,7 @@ CASES = [
     ("run into a file", output_into("run", a_file), "is a file"),
     ("run under a file", output_into("run", lambda f, s: a_file(f, s) / "x"), "lies under"),
     ("run into a foreign folder", output_into("run", lambda f, s: foreign_folder(f)), "--force"),
-    ("run into a sweep", output_into("run", fake_sweep), "already holds a sweep"),
+    ("run into a sweep", output_into("run", fake_sweep), "holds the output of 'ftsim sweep'"),
     (
         "run --force into read-only",
         output_into("run", lambda f, s: read_only(f, s, keep="runs.csv"), "--force"),

@@ -162,6 +162,13 @@ def test_cli_sweep_writes_the_run_folder_and_refuses_a_foreign_resume(tmp_path, 
         assert (out / name).stat().st_size > 0
     assert main(args) == 2
     assert "already holds a sweep" in capsys.readouterr().err
+    for command in ("run", "advise"):  # no --resume to suggest: only a sweep continues
+        assert main([command, str(SMOKE), "--reps", "2", "-q", "-o", str(out)]) == 2
+        assert capsys.readouterr().err == (
+            f"ftsim: {out}: the folder is not empty and holds the output of 'ftsim sweep', not "
+            f"earlier output of 'ftsim {command}'; choose another folder, or pass --force to "
+            "write into it (files of the same names are replaced)\n"
+        )
     resume = ["sweep", str(SMOKE), "--grid", INTERVALS, "--reps", "2", "--resume", str(out)]
     assert main([*resume, "-q"]) == 0
     assert "computed 0, reused 12 (replications)" in capsys.readouterr().out

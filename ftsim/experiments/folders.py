@@ -62,7 +62,7 @@ def prepare_output(
     if folder.is_dir() and any(not p.name.startswith(".ftsim") for p in folder.iterdir()):
         manifest = _earlier_manifest(folder, command, force)
         found = manifest.get("command")
-        if found == "sweep" and not force:
+        if found == "sweep" and command == "sweep" and not force:
             raise FolderError(
                 f"{folder} already holds a sweep; continue it with {option('resume', folder)}, "
                 f"start it over with {option('force')}, or choose another folder"
