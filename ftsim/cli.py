@@ -181,9 +181,12 @@ def _worker_died(exc: Exception) -> bool:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from ftsim import __version__
+
     parser = argparse.ArgumentParser(
         prog="ftsim", description="Simulate fault-tolerance strategies for recommendation training."
     )
+    parser.add_argument("--version", action="version", version=f"ftsim {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run every policy of a scenario over replications")

@@ -98,3 +98,14 @@ def test_show(what):
         [sys.executable, "-m", "ftsim", *what], capture_output=True, text=True, cwd=SCENARIOS.parent
     )
     assert result.returncode == 0 and "interval" in result.stdout
+
+
+def test_version(capsys):
+    """The first command a new user tried was a usage error."""
+    import ftsim
+    from ftsim.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"ftsim {ftsim.__version__}\n"
