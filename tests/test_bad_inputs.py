@@ -406,7 +406,17 @@ CASES = [
     ),
     ("negative dense params", run({"job.dense_params": -1}), "job.dense_params"),
     ("negative latency", run({"cluster.network_latency": "-1 ms"}), "cluster.network_latency"),
-    ("job mtbf 1 ms", sets("failures.0.job_mtbf=1 ms"), "failures.0.job_mtbf: a replication"),
+    (
+        "job mtbf 1 ms",
+        sets("failures.0.job_mtbf=1 ms", "cluster.reschedule.mean=0 s"),
+        "failures.0.job_mtbf: a replication",
+    ),
+    (
+        "job mtbf far below a restart",
+        sets("failures.0.job_mtbf=20 s"),
+        "failures.0.job_mtbf: a failure every 20 s on average (the job's), while a restart "
+        "takes 2 min (cluster.reschedule): 6 failures would strike during each, more than 5",
+    ),
     ("job mtbf 0 s", sets("failures.0.job_mtbf=0 s"), "failures.0.job_mtbf: MTBF must be"),
     (
         "node mtbf 0 s",

@@ -63,6 +63,18 @@ off (``run.max_wall_factor`` × the failure-free time), checkpoints over the fai
 time; a scenario above it is refused rather than left running for hours."""
 
 
+MAX_FAILURES_PER_RESTART = 5.0
+"""Most failures expected during one restart (``cluster.reschedule``'s mean over the job's
+MTBF) when a replication has more than :data:`MANY_FAILURES`. Beyond it the job hardly ever
+trains again (with failures at random, a gap as long as a restart comes once in e^5 ≈ 150
+failures), and every failure restarts the recovery of all those not yet recovered: a
+replication's cost grows with the square of its failures (a 30 s MTBF with 5 min restarts
+and 144,000 failures ran for minutes; 12,000 took 2.7 s). Stated bounds, not measurements."""
+MANY_FAILURES = 10_000
+"""Failures a replication may have before :data:`MAX_FAILURES_PER_RESTART` applies (a
+burst of a few, such as 3 scheduled within a microsecond, costs nothing)."""
+
+
 def _count(value):
     """Accept ``1e9``-style strings (YAML reads them as text) for large integer counts."""
     if isinstance(value, str):
@@ -502,7 +514,10 @@ class Run(Section):
     A scenario whose replication is expected to simulate more than 1,000,000 events is
     refused (the message names the field contributing most): failures are counted up to
     the cut-off at ``max_wall_factor`` × the failure-free time, checkpoints (every policy
-    field named ``*interval``) over the failure-free time.
+    field named ``*interval``) over the failure-free time. So is one with more than 10,000
+    failures that strike more than 5 times during a restart on average (the job's MTBF
+    against ``cluster.reschedule``'s mean): the job would hardly ever train again, and each
+    failure restarts the recovery of all those not yet recovered.
     """
 
     seed: Count = Field(0, ge=0, description="root of every random stream of the run")
@@ -646,13 +661,26 @@ class Scenario(Section):
 
     def _budget_problems(self) -> list[tuple[str, str]]:
         """A replication expected to simulate more than ``MAX_EVENTS_PER_REPLICATION`` events,
-        reported at the field contributing most (a failure source's rate or an interval)."""
+        reported at the field contributing most (a failure source's rate or an interval);
+        or many failures too frequent to restart between (:data:`MAX_FAILURES_PER_RESTART`)."""
         work_s = self.job.work_s
         horizon_s = work_s * self.run.max_wall_factor
         failures = {
             f"failures.{i}.{source.rate_field()}": source.expected_failures(self, horizon_s)
             for i, source in enumerate(self.failures)
         }
+        mtbf, restart = job_mtbf_s(self), self.cluster.reschedule.expected_s
+        if restart > MAX_FAILURES_PER_RESTART * mtbf and sum(failures.values()) > MANY_FAILURES:
+            return [
+                (
+                    max(failures, key=failures.get),
+                    f"a failure every {format_duration(mtbf)} on average (the job's), while a "
+                    f"restart takes {format_duration(restart)} (cluster.reschedule): "
+                    f"{restart / mtbf:.2g} failures would strike during each, more than "
+                    f"{MAX_FAILURES_PER_RESTART:g}, and the job would hardly ever train again; "
+                    "make failures rarer or restarts shorter",
+                )
+            ]
         actions = {i: _checkpoints(policy, self) for i, policy in enumerate(self.policies)}
         busiest = max(actions, key=lambda i: sum(actions[i].values()))
         n_failures, n_actions = sum(failures.values()), sum(actions[busiest].values())
