@@ -226,3 +226,27 @@ def test_knob_values_enter_the_scenario_as_numbers_and_exact_intervals():
     assert bits == 8 and type(bits) is int
     assert search.Knob("fraction", ()).assigned(0.0334371) == 0.0334371
     assert search.Knob("quantize_bits", ()).assigned(None) is None
+
+
+def test_the_picks_are_written_as_a_scenario_that_runs_them_exactly(tmp_path, capsys):
+    """A new user ran the printed setting (interval 2.88 h, fraction 0.0334, rounded) and got
+    pls_model 0.0102 for a pick of 0.0099 under a limit of 0.01. picks.yaml holds each pick
+    as it ran; run, it gives the candidates' measures; a policy without a pick is left out;
+    the candidates' table holds the values exactly."""
+    out = tmp_path / "advice"
+    args = ["advise", str(PROD50H), "--reps", "2", "--max-pls", "0.05"]
+    args += ["--policy", "full", "--policy", "cpr_mfu", "--policy", "ecrm"]
+    args += ["--max-memory-overhead", "0.1"]  # ECRM's parity (0.5 at least): no pick
+    assert main([*args, "-o", str(out)]) == 0
+    assert f"the picks as a scenario: {out / 'picks.yaml'}" in capsys.readouterr().out
+    ran = tmp_path / "ran"
+    assert main(["run", str(out / "picks.yaml"), "--no-trainer", "-q", "-o", str(ran)]) == 0
+    summary = pd.read_csv(ran / "summary.csv").set_index("policy")
+    assert list(summary.index) == ["full", "cpr_mfu"]
+    table = pd.read_csv(out / "candidates.csv")
+    for policy, mine in summary.iterrows():
+        pick = table[(table["policy"] == policy) & table["meets_limits"]]
+        pick = pick.sort_values("overhead_mean").iloc[0]
+        assert mine["overhead_frac_mean"] == pytest.approx(pick["overhead_mean"], rel=1e-9)
+        assert mine["interval_h_mean"] * 3600 == pytest.approx(pick["interval_s"], rel=1e-11)
+    assert not table["interval_s"].round(6).equals(table["interval_s"])  # not cut to 6 digits

@@ -161,7 +161,12 @@ class Advice:
     policies: list[PolicyAdvice] = field(default_factory=list)
     folder: Path | None = None
     """The folder :func:`execute` wrote (``candidates.csv``, ``frontier.pdf``/``.png``,
-    ``manifest.json``); None before it is written."""
+    ``picks.yaml``, ``manifest.json``); None before it is written."""
+    picks_scenario: Scenario | None = None
+    """The scenario as the search ran it (its replications and seed; its trainer section as
+    given), each policy at its pick (the values that ran; those without a pick left out):
+    run, it gives the picks' measures again; with more replications, it confirms them;
+    trained, it measures their accuracy. None if no policy has a pick."""
     files: list[Path] = field(default_factory=list)
     """The files written there, the manifest last."""
 
@@ -251,6 +256,11 @@ class Advice:
                 f"{100 * s['overhead_mean']:.2f}% ± {100 * s['overhead_ci95']:.2f}% "
                 f"(95% CI, n = {int(s['n'])}), pls_model {s['pls_model_mean']:.4f}"
             )
+        if self.folder is not None and self.picks_scenario is not None:
+            lines.append(
+                f"the picks as a scenario: {self.folder / PICKS} (ftsim run it to confirm "
+                "them; with its trainer, to measure their accuracy)"
+            )
         return "\n".join(lines)
 
     def figure(self):
@@ -290,6 +300,7 @@ def advise(
         data["run"]["replications"] = reps
     if seed is not None:
         data["run"]["seed"] = seed
+    as_run = copy.deepcopy(data)  # the picks' scenario: with its trainer
     if isinstance(data.get("trainer"), dict):
         data["trainer"]["enabled"] = False  # timing only: PLS is the time model's
     data.pop("sweep", None)
@@ -303,7 +314,25 @@ def advise(
         for index, policy in enumerate(base.policies):
             one = {**data, "policies": [rules.only_selected(data, selected)["policies"][index]]}
             advice.policies.append(_search(one, path, policy, base, advice, rounds, pool))
+    advice.picks_scenario = _picks_scenario(as_run, path, selected, advice.policies)
     return advice
+
+
+def _picks_scenario(data: dict, path: Path, selected, policies: list[PolicyAdvice]):
+    """:attr:`Advice.picks_scenario` from the scenario mapping as the search ran it
+    (``data``: its replications and seed; its trainer section as given)."""
+    data = rules.only_selected(data, selected)
+    data.pop("sweep", None)
+    picked = []
+    for entry, policy in zip(data["policies"], policies, strict=True):
+        if policy.pick is None:
+            continue
+        one = {**data, "policies": [copy.deepcopy(entry)]}
+        for knob in policy.knobs:
+            value = knob.assigned(_value(policy.pick[knob.column]))
+            rules.assign(one, f"policies.*.{knob.field}", value)
+        picked.append(one["policies"][0])
+    return validate_scenario({**data, "policies": picked}, path) if picked else None
 
 
 def check_options(max_pls, max_memory_overhead, jobs, rounds=0) -> None:
@@ -530,15 +559,33 @@ def default_folder(advice: Advice, started: datetime) -> Path:
 
 
 def write(advice: Advice, folder: Path) -> list[Path]:
-    """``candidates.csv`` (every evaluated candidate) and the frontier figure in ``folder``."""
+    """``candidates.csv`` (every evaluated candidate), the frontier figure and ``picks.yaml``
+    (:attr:`Advice.picks_scenario`) in ``folder``."""
     from ftsim.experiments.output import atomic_write_text
     from ftsim.plots.frontier import plot_frontier
 
     folder.mkdir(parents=True, exist_ok=True)
     table = advice.candidates
     csv = folder / "candidates.csv"
-    atomic_write_text(csv, table.to_csv(index=False, float_format="%.6g"))
-    return [csv, *plot_frontier(advice, folder)]
+    atomic_write_text(csv, table.to_csv(index=False))  # exact: the values that ran
+    written = [csv, *plot_frontier(advice, folder)]
+    if advice.picks_scenario is not None:
+        written.append(folder / PICKS)
+        atomic_write_text(written[-1], _yaml(advice.picks_scenario))
+    return written
+
+
+PICKS = "picks.yaml"
+"""The file of :attr:`Advice.picks_scenario` in an advice's folder."""
+
+
+def _yaml(scenario: Scenario) -> str:
+    """A scenario as a run folder's ``scenario.yaml`` holds it (resolved: paths absolute)."""
+    import yaml
+
+    from ftsim.scenario.notices import resolved_data
+
+    return yaml.safe_dump(resolved_data(scenario), sort_keys=False)
 
 
 def _write_folder(advice: Advice, folder: Path, scenario, argv, started: datetime) -> None:
