@@ -189,14 +189,15 @@ def test_advise_is_the_search_and_folder_of_the_command_line(tmp_path, capsys):
     argv += ["--policy", "cpr", "--jobs", "1", "-o", str(tmp_path / "cli")]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert printed == f"{advice.text()}\nresults: {tmp_path / 'cli'} (candidates.csv, " + (
-        "frontier.pdf, frontier.png)\n"
+    text = advice.text().replace(str(tmp_path / "api"), str(tmp_path / "cli"))
+    assert printed == f"{text}\nresults: {tmp_path / 'cli'} (candidates.csv, " + (
+        "frontier.pdf, frontier.png, picks.yaml)\n"
     )
-    for name in ("candidates.csv", "frontier.png"):
+    for name in ("candidates.csv", "frontier.png", "picks.yaml"):
         assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
     assert advice.folder == tmp_path / "api"
     assert [f.name for f in advice.files] == [
-        "candidates.csv", "frontier.pdf", "frontier.png", "manifest.json"
+        "candidates.csv", "frontier.pdf", "frontier.png", "picks.yaml", "manifest.json"
     ]  # fmt: skip
     manifest = json.loads((tmp_path / "api" / "manifest.json").read_text())
     assert manifest["command"] == "advise" and manifest["max_pls"] == 0.05

@@ -412,6 +412,18 @@ CASES = [
         "failures.0.job_mtbf: a replication",
     ),
     (
+        "both mtbfs",
+        sets("failures.0.node_mtbf=10 h"),
+        "failures.0.node_mtbf: give exactly one of node_mtbf and job_mtbf (got both; an "
+        "override that gives one sets the other to null, e.g. job_mtbf=null)",
+    ),
+    (
+        "bandwidth unit in lower case",
+        sets("cluster.nic_bandwidth=25 gbps"),
+        "cluster.nic_bandwidth: unknown bandwidth unit 'gbps' (e.g. 'GB/s', 'MB/s', 'Gbit/s', "
+        "'Gbps': units are case-sensitive)",
+    ),
+    (
         "job mtbf far below a restart",
         sets("failures.0.job_mtbf=20 s"),
         "failures.0.job_mtbf: a failure every 20 s on average (the job's), while a restart "

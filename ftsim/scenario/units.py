@@ -89,18 +89,22 @@ def parse_bandwidth_Bps(value: float | int | str, default_unit: str = "GB/s") ->
     else:
         number, unit = _split(value)
         unit = unit or default_unit
+    given = unit  # as written, for the messages
     if unit.endswith("bps"):
         unit = unit[:-3] + "bit/s"
     elif unit.endswith("Bps"):
         unit = unit[:-3] + "B/s"
     if not unit.endswith("/s"):
-        raise UnitError(f"bandwidth unit {unit!r} must be per second, e.g. 'GB/s' or 'Gbit/s'")
+        raise UnitError(f"bandwidth unit {given!r} must be per second, e.g. 'GB/s' or 'Gbit/s'")
     base = unit[:-2]
     if base in BYTES_PER:
         return number * BYTES_PER[base]
     if base in BITS_PER:
         return number * BITS_PER[base] / 8.0
-    raise UnitError(f"unknown bandwidth unit {unit!r} (e.g. 'GB/s', 'MB/s', 'Gbit/s')")
+    raise UnitError(
+        f"unknown bandwidth unit {given!r} (e.g. 'GB/s', 'MB/s', 'Gbit/s', 'Gbps': units are "
+        "case-sensitive)"
+    )
 
 
 def format_duration(seconds: float) -> str:

@@ -130,7 +130,14 @@ class _LifetimeSource(_Source):
 
     def problems(self, scenario):
         if (self.node_mtbf is None) == (self.job_mtbf is None):
-            return [("node_mtbf", "give exactly one of node_mtbf and job_mtbf")]
+            given = "neither" if self.node_mtbf is None else "both"
+            return [
+                (
+                    "node_mtbf",
+                    f"give exactly one of node_mtbf and job_mtbf (got {given}; an override "
+                    "that gives one sets the other to null, e.g. job_mtbf=null)",
+                )
+            ]
         mtbf = getattr(self, self.rate_field())
         if mtbf <= 0:
             return [(self.rate_field(), f"MTBF must be positive (got {format_duration(mtbf)})")]
@@ -669,9 +676,9 @@ class FailureLogFailures(_Source):
         if self.system is None and len(systems) > 1:
             found.append(("system", f"the log holds systems {', '.join(systems)}: choose one"))
         elif self.system is not None and plan["other_system"] == plan["rows"]:
-            found.append(
-                ("system", f"no row of system {self.system} (the log has: {', '.join(systems)})")
-            )
+            named = [x for x in systems if x]  # a log without the column: system ''
+            has = f"the log has: {', '.join(named)}" if named else "the log has no System column"
+            found.append(("system", f"no row of system {self.system} ({has})"))
         zoned = bool(self._entries) and self._entries[0].zoned
         if self.start is not None and self._entries and (self.start.tzinfo is not None) != zoned:
             if zoned:
