@@ -9,6 +9,7 @@ from ftsim.cli import main
 from ftsim.notices import short_duration
 from ftsim.plots import plot_run
 from ftsim.plots.breakdown import log_axis, segments
+from ftsim.plots.collisions import collisions
 from ftsim.plots.style import STYLE, PolicyStyle, policy_styles
 from ftsim.plots.tradeoff import frontier
 from ftsim.policies.registry import BY_KIND
@@ -549,3 +550,46 @@ def test_a_part_far_below_every_policy_does_not_stretch_the_log_axis(tmp_path, f
     fig, scale, (low, _) = figures["breakdown"]
     assert scale == "log" and low == pytest.approx(0.01)
     assert [text.get_text() for text in fig.axes[0].texts] == [f" {part:.2g}"]
+
+
+def test_the_pls_figure_of_panels_counts_per_panel_and_says_an_empty_one(tmp_path, figures):
+    """A new user's three-panel figure said "n = 45 trained reps per policy (all panels)" for
+    15 a panel, drew dummy 0-1 axes where no trained replication lost a sample, and left each
+    panel's slopes to the CSV."""
+    out = tmp_path / "sweep"
+    args = ["sweep", SMOKE, "--grid", "policies.*.interval=10 min,40 min", "--reps", "3"]
+    args += ["--grid", "failures.0.job_mtbf=1 h,100000 h"]  # the second: no failure
+    assert main([*args, "--jobs", "1", "-q", "-o", str(out)]) == 0
+    _with_accuracy_columns(out)
+    plot_run(out, formats="png")
+    fig = figures["accuracy_vs_pls"][0]
+    title = fig.get_suptitle().replace("\n", " ").replace("\u00a0", " ")
+    assert "n = 6 trained reps per policy and panel" in title
+    busy, empty = fig.axes[:2]
+    assert [t.get_text() for t in empty.texts] == ["no trained replication\nlost a sample here"]
+    slopes = [t.get_text() for t in busy.texts]
+    assert slopes and all(": slope " in text and ", r² " in text for text in slopes)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)  # (a saved figure keeps no renderer)
+    assert collisions(fig) == []
+
+
+def test_log_ticks_at_1_2_5_only_where_their_labels_have_room():
+    """0.1 to 30 along a 1-in axis: "0.1" and "0.2" would touch, decades only; along 4 in,
+    1, 2 and 5 of each decade."""
+    import matplotlib.pyplot as plt
+
+    from ftsim.plots.facets import plain_log_ticks
+
+    labels = {}
+    for width in (1.0, 4.0):
+        fig, ax = plt.subplots(figsize=(width + 1, 2), layout="constrained")
+        ax.set_xscale("log")
+        ax.set_xlim(0.1, 30)
+        plain_log_ticks(ax.xaxis)
+        fig.canvas.draw()
+        labels[width] = [f"{v:g}" for v in ax.get_xticks() if 0.1 <= v <= 30]
+        plt.close(fig)
+    assert labels[1.0] == ["0.1", "1", "10"]
+    assert labels[4.0] == ["0.1", "0.2", "0.5", "1", "2", "5", "10", "20"]

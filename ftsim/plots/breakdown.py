@@ -217,7 +217,7 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
         if log:
             ax.set_xscale("log")
             ax.set_xlim(floor, top * 1.5)
-            facets.plain_log_ticks(ax.xaxis, floor, top * 1.5)
+            facets.plain_log_ticks(ax.xaxis)
         else:
             ax.set_xlim(0, top * 1.1)
         ax.grid(axis="y", visible=False)

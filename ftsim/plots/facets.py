@@ -13,7 +13,8 @@ import textwrap
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
-import numpy as np
+from matplotlib.font_manager import FontProperties
+from matplotlib.textpath import text_to_path
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ftsim.plots.data import Dimension, RunData
@@ -121,12 +122,19 @@ def figure(grid: Layout, panel_height_in: float, extra_height_in: float = 0.5, *
     return fig, {p: axes[p.row][p.col] for p in grid.panels}
 
 
+LABEL_CHAR_IN = 8 * 0.6 / 72
+"""Width of an average character of an axis label (8 pt), in inches."""
+
+
 def axis_labels(fig, xlabel: str, ylabel: str) -> None:
-    """The x label under the lowest panel of each column (the legend goes below them), one
-    y label for all the panels."""
+    """The x label under the lowest panel of each column (the legend goes below them),
+    wrapped when longer than its column is wide ("PLS measured (portion of lost samples)"
+    overran a 2.3-in column into the next one's), one y label for all the panels."""
     for ax in fig.axes:
         if lowest(ax, fig.axes):
-            ax.set_xlabel(xlabel)
+            column_in = fig.get_figwidth() / ax.get_subplotspec().get_gridspec().ncols
+            fits = len(xlabel) * LABEL_CHAR_IN <= column_in
+            ax.set_xlabel(xlabel if fits else wrap(xlabel, column_in * 7 / 8))
     fig.supylabel(ylabel, fontsize=8)
 
 
@@ -224,10 +232,52 @@ def log_scale(values, scale: str) -> bool:
     return len(positive) > 1 and positive.max() > SPAN * positive.min()
 
 
-def plain_log_ticks(axis, low: float, high: float) -> None:
-    """Ticks of a log ``axis`` (``ax.xaxis`` or ``ax.yaxis``) spanning [``low``, ``high``]
-    labelled as plain numbers: 1, 2, 5, 10, … within three decades, else decades."""
-    decades = np.log10(high / low)
-    axis.set_major_locator(LogLocator(subs=(1, 2, 5) if decades <= 3 else (1,)))
+TICK_GAP_PT = 1.5
+"""Least room between two tick labels of a log axis, in points."""
+
+
+class PlainLogLocator(LogLocator):
+    """Ticks of a log axis at 1, 2 and 5 of each decade when, as the figure is drawn (its
+    panels laid out), their labels do not crowd each other (within :data:`TICK_GAP_PT`),
+    else at the decades: "0.1" and "0.2", or "1000" and "2000", overlapped along a narrow
+    panel's x axis."""
+
+    def __call__(self):
+        self.set_params(subs=(1.0, 2.0, 5.0))
+        ticks = super().__call__()
+        if self._crowded(ticks):
+            self.set_params(subs=(1.0,))
+            ticks = super().__call__()
+        return ticks
+
+    def _crowded(self, ticks) -> bool:
+        axis = self.axis
+        ax = axis.axes
+        low, high = sorted(axis.get_view_interval())
+        shown = [v for v in ticks if low <= v <= high]
+        if len(shown) < 2:
+            return False
+        vertical = axis is ax.yaxis
+        size = plt.rcParams["ytick.labelsize" if vertical else "xtick.labelsize"]
+        font = FontProperties(size=size)
+        formatter = axis.get_major_formatter()
+        points_per_unit = 72 / ax.figure.dpi  # display units to points (PNG, PDF alike)
+        spans = []
+        for value in shown:
+            at = ax.transData.transform((1.0, value) if vertical else (value, 1.0))
+            at = at[int(vertical)] * points_per_unit
+            width, height, _ = text_to_path.get_text_width_height_descent(
+                formatter(value, 0), font, ismath=False
+            )
+            half = (height if vertical else width) / 2
+            spans.append((at - half, at + half))
+        gap = TICK_GAP_PT
+        return any(a[1] + gap > b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def plain_log_ticks(axis) -> None:
+    """Ticks of a log ``axis`` (``ax.xaxis`` or ``ax.yaxis``) labelled as plain numbers:
+    1, 2, 5, 10, … where there is room for them, else decades (:class:`PlainLogLocator`)."""
+    axis.set_major_locator(PlainLogLocator())
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axis.set_minor_formatter(NullFormatter())

@@ -360,7 +360,7 @@ def _overhead_axis(ax, drawn: pd.DataFrame, log: bool) -> None:
     ax.set_yscale("log", nonpositive="clip")
     low, high = positive.min() / 1.3, ax.get_ylim()[1]
     ax.set_ylim(low, high)
-    facets.plain_log_ticks(ax.yaxis, low, high)
+    facets.plain_log_ticks(ax.yaxis)
 
 
 def _interval_axis(ax, low: float, high: float) -> None:

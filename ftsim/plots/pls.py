@@ -49,10 +49,13 @@ def plot(data: RunData, out: Output, point: int | None = None):
         raise Skip("every policy's PLS is 0: no line to fit")
     grid = facets.layout(data, [d for d in data.dimensions if not d.policy_knob])
     fig, axes = facets.figure(grid, 1.8, 0.4)
-    drawn, labels, plotted = {}, {}, []
+    drawn, labels, plotted, counts = {}, {}, [], set()
     for panel, ax in axes.items():
         here = runs[runs["point"].isin(panel.points)]
         mine = fits(here)
+        counts.update(mine["n"])
+        if mine.empty:  # no trained replication of the panel lost a sample
+            _nothing_to_fit(ax)
         rows = here[here["policy"].isin(mine["policy"])][["point", "policy", "rep", X, Y]]
         rows = rows.merge(mine.add_prefix("fit_").rename(columns={"fit_policy": "policy"}))
         plotted.append(rows.assign(panel=panel.title))
@@ -75,16 +78,18 @@ def plot(data: RunData, out: Output, point: int | None = None):
             )
             drawn.setdefault(fit.policy, handle)
             labels.setdefault(fit.policy, []).append(label)
-        ax.axhline(0, color="0.3", linewidth=0.5)
+        if not mine.empty:
+            ax.axhline(0, color="0.3", linewidth=0.5)
         if grid.panels[1:]:
             ax.set_title(panel.title)
+            _fits_in_panel(data, ax, mine)
     facets.axis_labels(
         fig, "PLS measured (portion of lost samples)", "log-loss increase vs failure-free"
     )
-    counts = sorted(set(table["n"]))
-    title = f"{data.scenario_name}: n = {'/'.join(map(str, counts))} trained reps per policy"
+    n = "/".join(map(str, sorted(counts)))
+    title = f"{data.scenario_name}: n = {n} trained reps per policy"
     if grid.panels[1:]:
-        title += " (all panels); one least-squares line per policy and panel"
+        title += " and panel; one least-squares line per policy and panel (slope, r²)"
         legend = [data.styles[p].name for p in drawn]
     else:
         legend = [labels[p][0] for p in drawn]
@@ -98,3 +103,36 @@ def plot(data: RunData, out: Output, point: int | None = None):
     )
     facets.legend(fig, grid.width_in, list(drawn.values()), legend)
     return out.save(fig, pd.concat(plotted, ignore_index=True), NAME)
+
+
+def _fits_in_panel(data: RunData, ax, mine: pd.DataFrame) -> None:
+    """Each policy's slope and r² in the panel's upper left, in its colour (one legend
+    serves every panel: it names the policies only)."""
+    for i, fit in enumerate(mine.itertuples()):
+        if fit.slope != fit.slope:  # one PLS value: no line
+            continue
+        ax.text(
+            0.03,
+            0.97 - 0.09 * i,
+            f"{data.styles[fit.policy].name}: slope {fit.slope:.3g}, r² {fit.r2:.2f}",
+            transform=ax.transAxes,
+            va="top",
+            fontsize=6,
+            color=data.styles[fit.policy].color,
+        )
+
+
+def _nothing_to_fit(ax) -> None:
+    """A panel whose trained replications lost no sample: said, with no axes to read."""
+    ax.text(
+        0.5,
+        0.5,
+        "no trained replication\nlost a sample here",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        fontsize=6,
+        color="0.3",
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])

@@ -1,6 +1,9 @@
 """(c) Accuracy cost versus time overhead: mean log-loss delta against mean overhead for
 every policy at every sweep point, with 95% intervals, and the trade-off frontier (the
-points no other point beats on both), in a panel per environment point of a sweep."""
+points no other point beats on both), in a panel per environment point of a sweep.
+
+The overhead axis is logarithmic when the points span more than 10× (as the other
+figures'): a sweep's 3% next to 1,300% on a linear axis put every point but one at 0."""
 
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ def plot(data: RunData, out: Output, point: int | None = None):
     )
     grid = facets.layout(data, [d for d in data.dimensions if not d.policy_knob])
     fig, axes = facets.figure(grid, 1.8, 0.4)
+    log = facets.log_scale(t["overhead_pct"], "auto")
     tables = []
     for panel, ax in axes.items():
         mine = t[t["point"].isin(panel.points)].copy()
@@ -53,11 +57,13 @@ def plot(data: RunData, out: Output, point: int | None = None):
         mine.insert(0, "panel", panel.title)
         tables.append(mine)
         _draw(data, ax, mine)
+        if log:  # a band reaching below 0 is cut at the axis
+            ax.set_xscale("log", nonpositive="clip")
+            facets.plain_log_ticks(ax.xaxis)
         if grid.panels[1:]:
             ax.set_title(panel.title)
-    facets.axis_labels(
-        fig, "overhead (% of failure-free time)", "log-loss increase vs failure-free"
-    )
+    xlabel = "overhead (%, log axis)" if log else "overhead (%)"
+    facets.axis_labels(fig, xlabel, "log-loss increase vs failure-free")
     n = "/".join(str(v) for v in sorted(set(t["n"])))
     n_trained = "/".join(str(v) for v in sorted(set(t["n_trained"])))
     facets.title(
