@@ -223,3 +223,32 @@ def test_every_policy_recovers_from_a_failure_at_time_zero(tmp_path):
         sim = simulate(s, index, 0)
         assert sim.completed and sim.failures_seen[0].time_s == 0.0
         assert len(sim.failures_seen) == 4
+
+
+def test_a_log_edited_after_a_run_is_another_configuration_and_named_as_the_cause(tmp_path, capsys):
+    """A new user appended a row to the log a run replayed: the run folder's scenario.yaml
+    ran to other results with nothing said, and trace blamed 'another version of ftsim'.
+    The log's SHA-256 is now in the manifest and the config hash."""
+    import json
+    import shutil
+
+    from ftsim.cli import main
+
+    work = tmp_path / "study"
+    shutil.copytree(SCENARIOS, work)
+    scenario = work / "failure_log_example.yaml"
+    log = work / "data" / "synthetic_lanl_failures.csv"
+    out = tmp_path / "run"
+    args = ["run", str(scenario), "--no-trainer", "--reps", "2", "-q", "-o", str(out)]
+    assert main(args) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert list(manifest["inputs"]) == [str(log)]
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join([*lines, lines[-1]]) + "\n")  # one more row
+    capsys.readouterr()
+    assert main(args) == 2  # another configuration: not replaced without --force
+    assert "holds the results of another run" in capsys.readouterr().err
+    assert main(["trace", str(out), "-o", str(tmp_path / "t.json")]) == 0
+    err = capsys.readouterr().err
+    assert f"{log} changed after the run (its SHA-256 is now " in err
+    assert "another version of ftsim" not in err

@@ -516,11 +516,20 @@ def edited_scenario(run_dir: Path, scenario: Scenario) -> str | None:
     """Why the folder's ``scenario.yaml`` is not the one that ran, when its config hash
     differs from the manifest's (it was edited), else None."""
     from ftsim.scenario.loader import config_hash
+    from ftsim.sim.failures import input_digests
 
     try:
-        recorded = json.loads((run_dir / "manifest.json").read_text()).get("config_hash")
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        recorded = manifest.get("config_hash")
     except (OSError, ValueError, AttributeError):
         return None
+    now_inputs = input_digests(scenario)
+    for path, digest in (manifest.get("inputs") or {}).items():
+        if now_inputs.get(path, digest) != digest:
+            return (
+                f"{path} changed after the run (its SHA-256 is now {now_inputs[path][:12]}…, "
+                f"the manifest's {digest[:12]}…)"
+            )
     now = config_hash(scenario)
     if not isinstance(recorded, str) or recorded == now:
         return None

@@ -347,10 +347,14 @@ def _yes_no_numbers(raw, value, path: str = "") -> list[tuple[str, str]]:
 
 def config_hash(scenario: Scenario) -> str:
     """A short stable hash of the resolved scenario (independent of key order, YAML layout,
-    and values that have no effect: :func:`~ftsim.scenario.notices.resolved_data`)."""
+    and values that have no effect: :func:`~ftsim.scenario.notices.resolved_data`) and of
+    the files its failures replay (their SHA-256: a failure log edited after a run is
+    another configuration, a sweep is not resumed over it)."""
     from ftsim.scenario.notices import resolved_data
+    from ftsim.sim.failures import input_digests
 
-    canonical = json.dumps(resolved_data(scenario), sort_keys=True)
+    data, inputs = resolved_data(scenario), input_digests(scenario)
+    canonical = json.dumps({"scenario": data, "inputs": inputs} if inputs else data, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 

@@ -113,6 +113,10 @@ class _Source(BaseModel):
         """The field that sets how often this source fails (named in messages about it)."""
         raise NotImplementedError
 
+    def input_file(self) -> Path | None:
+        """The file this source replays (a trace, a failure log), None for a random one."""
+        return None
+
 
 def _share_of_role(scenario: Scenario, pool: range, role: str) -> float:
     """Fraction of the nodes in ``pool`` that have ``role``."""
@@ -448,6 +452,9 @@ class TraceFailures(_Source):
     def model_post_init(self, __context) -> None:
         self._rows = _read_trace(Path(self.file))
 
+    def input_file(self) -> Path:
+        return Path(self.file)
+
     def problems(self, scenario):
         c = scenario.cluster
         found = []
@@ -502,6 +509,20 @@ class TraceFailures(_Source):
                 pool = role_range(c.trainers, c.emb_ps, value)
                 victim = pool[int(rng.integers(len(pool)))]
             yield Failure(time_s, (victim,), self.kind)
+
+
+def input_digests(scenario: Scenario) -> dict[str, str]:
+    """The SHA-256 of each file the scenario's failures replay (a trace, a failure log), by
+    its path: they are part of what a run ran (its config hash, its manifest). Empty for
+    random failures."""
+    import hashlib
+
+    digests = {}
+    for source in scenario.failures:
+        path = source.input_file()
+        if path is not None:
+            digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
 
 
 def _read_trace(path: Path) -> list[tuple[float, str, str]]:
@@ -618,6 +639,9 @@ class FailureLogFailures(_Source):
             self._entries = failure_log.read_failure_log(Path(self.path))
         except failure_log.LogError as exc:
             self._errors = [("path", str(exc))]
+
+    def input_file(self) -> Path:
+        return Path(self.path)
 
     def _plan(self, scenario) -> dict:
         """Replayed failures ``(t_s, node, repair_s)`` and the counts of rows skipped."""
