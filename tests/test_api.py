@@ -211,6 +211,10 @@ def test_advise_checks_its_options_before_searching(tmp_path, monkeypatch):
     for bad in ({"max_pls": 2}, {"max_pls": "0.1"}, {"max_memory_overhead": -1}, {"jobs": 0}):
         with pytest.raises(StudyError, match=f"{next(iter(bad))} .*must be"):
             ftsim.advise(PROD50H, **bad)
+    with pytest.raises(
+        StudyError, match=r"^max_pls must be a number between 0 and 1 \(got '0.1', a str\)$"
+    ):
+        ftsim.advise(PROD50H, max_pls="0.1")  # (the type was the problem, not the range)
     (tmp_path / "file").write_text("")
     with pytest.raises(FolderError, match="is a file"):
         ftsim.advise(PROD50H, max_pls=0.05, reps=1, out=tmp_path / "file")

@@ -411,6 +411,12 @@ CASES = [
         sets("failures.0.job_mtbf=1 ms", "cluster.reschedule.mean=0 s"),
         "failures.0.job_mtbf: a replication",
     ),
+    ("training 0 s", sets("job.training=0 s"), "job.training: must be positive (got '0 s')"),
+    (
+        "training and iterations",
+        sets("job.iterations=100"),
+        "job: give exactly one of training and iterations\n",  # no dump of the section
+    ),
     (
         "both mtbfs",
         sets("failures.0.node_mtbf=10 h"),
@@ -677,8 +683,12 @@ CASES = [
         advise("--reps", "500", target=a_file, name=SCENARIOS / "prod50h.yaml"),
         "is a file, not a folder",
     ),
-    ("advise max-pls zero", advise("--max-pls", "0"), "--max-pls must be between 0 and 1"),
-    ("advise max-pls nan", advise("--max-pls", "nan"), "--max-pls must be between 0 and 1"),
+    ("advise max-pls zero", advise("--max-pls", "0"), "--max-pls must be a number between 0 and 1"),
+    (
+        "advise max-pls nan",
+        advise("--max-pls", "nan"),
+        "--max-pls must be a number between 0 and 1",
+    ),
     ("advise memory nan", advise("--max-memory-overhead", "nan"), "--max-memory-overhead"),
     ("advise memory negative", advise("--max-memory-overhead", "-1"), "--max-memory-overhead"),
     ("advise jobs zero", advise("--jobs", "0"), "--jobs must be a whole number of at least 1"),

@@ -340,10 +340,14 @@ def check_options(max_pls, max_memory_overhead, jobs, rounds=0) -> None:
     from ftsim.experiments.study import StudyError
 
     if max_pls is not None and not (_number(max_pls) and 0 < max_pls < 1):
-        raise StudyError(f"{named('max_pls')} must be between 0 and 1 (got {max_pls!r})")
+        raise StudyError(
+            f"{named('max_pls')} must be a number between 0 and 1 (got {_shown(max_pls)})"
+        )
     memory = max_memory_overhead
     if memory is not None and not (_number(memory) and math.isfinite(memory) and memory >= 0):
-        raise StudyError(f"{named('max_memory_overhead')} must be a share >= 0 (got {memory!r})")
+        raise StudyError(
+            f"{named('max_memory_overhead')} must be a number >= 0 (got {_shown(memory)})"
+        )
     for name, value, least in ((named("jobs"), jobs, 1), ("rounds", rounds, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise StudyError(f"{name} must be a whole number of at least {least} (got {value!r})")
@@ -351,6 +355,11 @@ def check_options(max_pls, max_memory_overhead, jobs, rounds=0) -> None:
 
 def _number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    """A value a limit refused, with its type when it is not a number ('0.01', a str)."""
+    return repr(value) if _number(value) else f"{value!r}, a {type(value).__name__}"
 
 
 def _read(scenario, overrides, policies) -> tuple[Path, dict, list[int] | None]:

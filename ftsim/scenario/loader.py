@@ -421,8 +421,8 @@ def _describe(error: dict, data: dict) -> tuple[str, str]:
         return _join(path, "kind"), f"unknown kind {tag!r}{hint} (valid: {expected})"
     if kind == "union_tag_not_found":
         return _join(path, "kind"), "is required but missing"
-    if "(got " in message:  # the message already shows the offending value
-        return path, message
+    if "(got " in message or isinstance(error.get("input"), dict):
+        return path, message  # the value is shown already, or is a whole section
     return path, f"{message} (got {_show(error.get('input'))})"
 
 

@@ -133,16 +133,19 @@ class Job(Section):
     training: Seconds | None = Field(None, description="failure-free training time")
     iterations: Count | None = Field(None, ge=1, description="training length in iterations")
 
+    @field_validator("iteration_time", "training")
+    @classmethod
+    def _positive(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be positive")
+        return value
+
     @model_validator(mode="after")
     def _one_of_each(self):
         if (self.iteration_time is None) == (self.throughput is None):
             raise ValueError("give exactly one of iteration_time and throughput")
         if (self.training is None) == (self.iterations is None):
             raise ValueError("give exactly one of training and iterations")
-        if self.iteration_time == 0:
-            raise ValueError("iteration_time must be positive")
-        if self.training == 0:
-            raise ValueError("training must be positive")
         if self.work_s < MIN_TRAINING_S:
             raise ValueError(
                 f"the failure-free training must last at least {MIN_TRAINING_S:g} s "
