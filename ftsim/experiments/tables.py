@@ -80,13 +80,17 @@ def _trained_cells(s: dict) -> list[str]:
 
 def sweep_table(summary, point_columns: list[str]) -> str:
     """One line per point and policy: overhead ± CI and the paired difference over the
-    ``n`` finished replications; when the model trained, the log-loss increase ± CI, its
+    ``n`` finished replications, the time model's ``pls_model`` (when a policy has one);
+    when the model trained, the log-loss increase ± CI, its
     paired difference and the measured PLS over the ``n_trained`` replications; an
     ``unfinished`` column when some replications did not finish. ``summary``: its records,
     or a DataFrame."""
     records, columns = _records(summary)
     ran = _ran_columns(columns)
     header = [*point_columns, "policy", *ran, "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
+    pls = any(s.get("pls_model_mean", math.nan) == s.get("pls_model_mean") for s in records)
+    if pls:  # the time model's PLS, as run's table (a PLS budget's study needs it)
+        header.append("pls_model")
     accuracy = any(s.get("n_trained", 0) > 0 for s in records)
     if accuracy:
         header += ["n_trained", "logloss_delta", "±CI95(n_trained)", "Δ vs ref"]
@@ -103,6 +107,8 @@ def sweep_table(summary, point_columns: list[str]) -> str:
             _pct(s.get("overhead_frac_diff_mean", math.nan)),
             _pct(half_width(s, "overhead_frac_diff")),
         ]
+        if pls:
+            line.append(_cell(s.get("pls_model_mean", math.nan), "{:.4f}"))
         if accuracy:
             line += [
                 str(int(s["n_trained"])),
