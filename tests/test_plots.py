@@ -593,3 +593,11 @@ def test_log_ticks_at_1_2_5_only_where_their_labels_have_room():
         plt.close(fig)
     assert labels[1.0] == ["0.1", "1", "10"]
     assert labels[4.0] == ["0.1", "0.2", "0.5", "1", "2", "5", "10", "20"]
+
+
+def test_a_breakdown_of_one_replication_claims_no_ci(tmp_path, figures):
+    out = tmp_path / "run"
+    assert main(["run", SMOKE, "--reps", "1", "-q", "-o", str(out)]) == 0
+    plot_run(out, formats="png")
+    title = figures["breakdown"][0].get_suptitle().replace("\n", " ").replace("\u00a0", " ")
+    assert "mean of n = 1 replications, no CI from one replication" in title

@@ -334,7 +334,8 @@ def _title(data: RunData, t: pd.DataFrame, point: int | None, max_pls, log: bool
     unfinished = int(t["n_unfinished"].sum())
     excluded = f" ({unfinished} unfinished left out)" if unfinished else ""
     scale = "; log axis, each bar split in proportion to its parts" if log else ""
+    ci = ", 95% CI" if t["n"].max() > 1 else ", no CI from one replication"
     return (
         f"{data.scenario_name}: overhead in % of the failure-free time, mean of n = {n} "
-        f"replications{excluded}, 95% CI{where}{scale}"
+        f"replications{excluded}{ci}{where}{scale}"
     )
