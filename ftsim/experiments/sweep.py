@@ -800,7 +800,7 @@ def manifest(plan: Plan, argv: list[str] | None, started: str) -> dict:
     """The manifest of a study's folder, as written when it starts (a sweep) or ends (a
     run); ``argv`` is the command line, None for a call of the Python API."""
     from ftsim.experiments.output import git_commit, versions
-    from ftsim.sim.failures import input_digests
+    from ftsim.scenario.loader import input_digests
 
     inputs = {k: v for p in plan.points for k, v in input_digests(p.scenario).items()}
     return {

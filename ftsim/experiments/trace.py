@@ -515,8 +515,7 @@ def read_run_folder(run_dir: Path) -> tuple[Scenario, list[dict]]:
 def edited_scenario(run_dir: Path, scenario: Scenario) -> str | None:
     """Why the folder's ``scenario.yaml`` is not the one that ran, when its config hash
     differs from the manifest's (it was edited), else None."""
-    from ftsim.scenario.loader import config_hash
-    from ftsim.sim.failures import input_digests
+    from ftsim.scenario.loader import config_hash, input_digests
 
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text())

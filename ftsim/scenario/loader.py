@@ -345,13 +345,24 @@ def _yes_no_numbers(raw, value, path: str = "") -> list[tuple[str, str]]:
     return found
 
 
+def input_digests(scenario: Scenario) -> dict[str, str]:
+    """The SHA-256 of each file the scenario's failures replay (a trace, a failure log: a
+    source's ``input_file()``), by its path: they are part of what a run ran (its config
+    hash, its manifest). Empty for random failures."""
+    digests = {}
+    for source in scenario.failures:
+        path = source.input_file()
+        if path is not None:
+            digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
 def config_hash(scenario: Scenario) -> str:
     """A short stable hash of the resolved scenario (independent of key order, YAML layout,
     and values that have no effect: :func:`~ftsim.scenario.notices.resolved_data`) and of
     the files its failures replay (their SHA-256: a failure log edited after a run is
     another configuration, a sweep is not resumed over it)."""
     from ftsim.scenario.notices import resolved_data
-    from ftsim.sim.failures import input_digests
 
     data, inputs = resolved_data(scenario), input_digests(scenario)
     canonical = json.dumps({"scenario": data, "inputs": inputs} if inputs else data, sort_keys=True)

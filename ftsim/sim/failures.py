@@ -511,20 +511,6 @@ class TraceFailures(_Source):
             yield Failure(time_s, (victim,), self.kind)
 
 
-def input_digests(scenario: Scenario) -> dict[str, str]:
-    """The SHA-256 of each file the scenario's failures replay (a trace, a failure log), by
-    its path: they are part of what a run ran (its config hash, its manifest). Empty for
-    random failures."""
-    import hashlib
-
-    digests = {}
-    for source in scenario.failures:
-        path = source.input_file()
-        if path is not None:
-            digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return digests
-
-
 def _read_trace(path: Path) -> list[tuple[float, str, str]]:
     """(time seconds, 'node' | 'role', value) per row, in time order; ValueError naming the
     file and line of the first problem."""
