@@ -79,6 +79,10 @@ _in_worker = False
 """Whether this process is a worker of a pool made here (set by :func:`_init_worker`)."""
 
 
+FEWER_WORKERS = "fewer workers need less memory"
+"""The remedy a worker's death by memory suggests (``--jobs``, ``jobs``)."""
+
+
 class WorkerDied(Exception):
     """A worker process of a local pool ended while tasks were pending: killed by a signal
     (the kernel's out-of-memory killer sends SIGKILL) or exited. The pool cannot go on (its
@@ -159,8 +163,9 @@ def finished(
 ) -> Iterator[tuple[Future, object]]:
     """(future, result) of each of ``futures`` as they finish; those not yet started are
     cancelled if the caller stops asking (closes the generator). A worker of the local
-    ``pool`` that died (a ``BrokenProcessPool``) is :class:`WorkerDied`, saying how it
-    ended (:func:`how_it_ended`). On an error or a signal,
+    ``pool`` that died (a ``BrokenProcessPool``) or ran out of memory (its ``MemoryError``)
+    is :class:`WorkerDied`, saying how it ended (:func:`how_it_ended`). On an error or a
+    signal,
     the futures are left to the pool's owner, which stops the pool: a local pool cancels
     them in its manager thread and kills its workers, and the manager fails the others
     (one cancelled here, from another thread, could still be among those: Python 3.11 then
@@ -186,6 +191,10 @@ def finished(
                     result = future.result()
             except BrokenProcessPool:
                 raise WorkerDied(how_it_ended(pool)) from None
+            except MemoryError:  # raised in a worker, whose process lives on
+                if pool is None:
+                    raise
+                raise WorkerDied(f"ran out of memory (MemoryError; {FEWER_WORKERS})") from None
             yield future, result
     except GeneratorExit:
         with interrupts.deferred():
@@ -231,8 +240,9 @@ def how_it_ended(pool: Executor | None) -> str:
         except ValueError:
             name = f"signal {-code}"
         if -code == signal.SIGKILL:
-            oom = "as the kernel's out-of-memory killer does: fewer workers need less memory"
-            return f"was killed by {name} ({oom})"
+            return (
+                f"was killed by {name} (as the kernel's out-of-memory killer does: {FEWER_WORKERS})"
+            )
         return f"was killed by {name}"
     return "ended abruptly"
 
