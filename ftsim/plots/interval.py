@@ -351,14 +351,17 @@ def _fallback_handle():
 
 def _overhead_axis(ax, drawn: pd.DataFrame, log: bool) -> None:
     """The overhead axis: from 0, or logarithmic over the positive values of the ``drawn``
-    points and bands (a band reaching 0 or below is cut at the axis)."""
+    points and bands, the bands down to a decade below the least point at most (a band
+    reaching 0 or below, or near it, is cut at the axis: a 12-h panel's band down to 0.01%
+    stretched every panel four decades below its points)."""
     if not log:
         ax.set_ylim(bottom=0)
         return
     values = drawn[["overhead_pct", "ci95_low_pct", "ci95_high_pct"]].to_numpy().ravel()
     positive = values[values > 0]
+    least = drawn.loc[drawn["overhead_pct"] > 0, "overhead_pct"].min()
     ax.set_yscale("log", nonpositive="clip")
-    low, high = positive.min() / 1.3, ax.get_ylim()[1]
+    low, high = max(positive.min(), least / 10) / 1.3, ax.get_ylim()[1]
     ax.set_ylim(low, high)
     facets.plain_log_ticks(ax.yaxis)
 
