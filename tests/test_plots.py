@@ -601,3 +601,18 @@ def test_a_breakdown_of_one_replication_claims_no_ci(tmp_path, figures):
     plot_run(out, formats="png")
     title = figures["breakdown"][0].get_suptitle().replace("\n", " ").replace("\u00a0", " ")
     assert "mean of n = 1 replications, no CI from one replication" in title
+
+
+def test_a_band_near_zero_cuts_at_a_decade_below_the_least_point():
+    import matplotlib.pyplot as plt
+
+    from ftsim.plots.interval import _overhead_axis
+
+    drawn = pd.DataFrame(
+        {"overhead_pct": [0.5, 20.0], "ci95_low_pct": [1e-4, 15.0], "ci95_high_pct": [1, 25]}
+    )
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [0.5, 20.0])
+    _overhead_axis(ax, drawn, log=True)
+    assert ax.get_ylim()[0] == pytest.approx(0.05 / 1.3)  # not 1e-4 / 1.3
+    plt.close(fig)
