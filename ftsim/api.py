@@ -316,6 +316,8 @@ def _execute(plan, out, progress: bool, **options) -> Results:
     finally:
         if reporter is not None:
             reporter.close()
+    for notice in study.result_warnings(outcome):  # (unfinished replications, ...)
+        study.warn_caller(notice)
     results = Results(outcome.folder, json.loads((outcome.folder / "manifest.json").read_text()))
     results.scenario = plan.base
     return results

@@ -488,21 +488,26 @@ def _cmd_run(args, argv) -> int:
     if not args.quiet:
         print(run_table(outcome.records))
         print(f"results: {outcome.folder}")
-    return _unfinished_status(outcome.records)
+    return _result_status(outcome)
 
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _unfinished_status(summary, point_columns: list[str] = ()) -> int:
-    """Warn on standard error about unfinished replications: exit status 3 if any, else 0."""
-    from ftsim.experiments.tables import unfinished_warnings
+def _result_status(outcome) -> int:
+    """Say on standard error what the results need said with them (unfinished
+    replications, a ``target_pls`` missed: :func:`ftsim.experiments.study.result_warnings`):
+    exit status 3 if a replication did not finish, else 0."""
+    from ftsim.experiments.study import result_warnings
+    from ftsim.notices import UnfinishedReplications
 
-    warnings = unfinished_warnings(summary, point_columns)
-    for line in warnings:
-        print(line, file=sys.stderr)
-    return EXIT_UNFINISHED if warnings else 0
+    notices = result_warnings(outcome)
+    unfinished = [n for n in notices if isinstance(n, UnfinishedReplications)]
+    for notice in notices:
+        prefix = "warning: " if notice in unfinished else "ftsim: warning: "
+        print(f"{prefix}{notice}", file=sys.stderr)
+    return EXIT_UNFINISHED if unfinished else 0
 
 
 def _cmd_sweep(args, argv) -> int:
@@ -558,7 +563,7 @@ def _cmd_sweep(args, argv) -> int:
         print(sweep_table(outcome.records, plan.columns))
     print(f"computed {outcome.computed}, reused {outcome.reused} (replications)")
     print(f"results: {outcome.folder}")
-    return _unfinished_status(outcome.records, plan.columns)
+    return _result_status(outcome)
 
 
 def _cmd_advise(args, argv) -> int:

@@ -19,6 +19,18 @@ class Notice(UserWarning):
         return type(self)(f"{where}: {self}")
 
 
+class UnfinishedReplications(Notice):
+    """Replications of a policy (at a sweep point) did not finish within
+    ``run.max_wall_factor`` × the failure-free time: its statistics are over the others
+    (``n_unfinished`` in the summary)."""
+
+
+class TargetPlsMissed(Notice):
+    """A policy's ``pls_model`` lies above its ``target_pls`` beyond doubt (its 95% CI): the
+    interval planned on the job's MTBF lost more than the target (cluster operations'
+    waits, say)."""
+
+
 class RenamedField(Notice, FutureWarning):
     """A field given by its old name (accepted for now)."""
 

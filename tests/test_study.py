@@ -109,22 +109,21 @@ def test_a_target_pls_missed_beyond_doubt_is_said(tmp_path):
     to days): the wall clock runs ahead of training and failures strike more often per hour
     of training than the job MTBF CPR planned on; its PLS ends at twice its target. Said,
     with the CI; a target met (0.1 at MTBF 10 h, operations.yaml as it is) is not."""
-    said = []
     overrides = ["failures.0.job_mtbf=5 h", "policies.1.target_pls=0.05", "run.replications=40"]
     plan = study.plan(SCENARIOS / "operations.yaml", overrides, policies=["cpr"], command="run")
-    outcome = study.execute(plan, tmp_path / "missed", jobs=1, say=said.append)
+    outcome = study.execute(plan, tmp_path / "missed", jobs=1, say=None)
     [row] = outcome.records
     assert row["pls_model_ci95_low"] > 0.05
-    assert said == [
-        f"ftsim: warning: cpr: pls_model {row['pls_model_mean']:.3g} (95% CI from "
+    [notice] = study.result_warnings(outcome)
+    assert type(notice).__name__ == "TargetPlsMissed"
+    assert str(notice) == (
+        f"cpr: pls_model {row['pls_model_mean']:.3g} (95% CI from "
         f"{row['pls_model_ci95_low']:.3g}, n = 40) is above its target_pls 0.05: the interval "
         "is planned on the failures per hour of the job's wall clock, and failures that strike "
         "while the job waited for its replacements (cluster operations) lose more updates per "
         "hour of training"
-    ]
-    said.clear()
+    )
     plan = study.plan(
         SCENARIOS / "operations.yaml", ["run.replications=40"], policies=["cpr"], command="run"
     )
-    study.execute(plan, tmp_path / "met", jobs=1, say=said.append)
-    assert said == []
+    assert study.result_warnings(study.execute(plan, tmp_path / "met", jobs=1, say=None)) == []

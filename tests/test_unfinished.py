@@ -119,3 +119,24 @@ def test_the_summary_averages_over_finished_replications_only():
     assert frame.loc["b", "overhead_frac_diff_mean"] == pytest.approx(0.1)
     assert "unfinished" in sweep_table(frame.reset_index(), [])
     assert "unfinished" in run_table(frame.reset_index())
+
+
+def test_from_python_unfinished_replications_are_warnings(tmp_path):
+    """ftsim.run and ftsim.sweep said nothing of them (a new user's mean over the one lucky
+    survivor of 10): the command line's lines, as UnfinishedReplications notices."""
+    import ftsim
+    from ftsim.notices import UnfinishedReplications
+
+    overrides = {
+        "failures.0": {"kind": "scheduled", "count": 100, "spacing": "even", "end": "10 h"},
+        "run.max_wall_factor": 2,
+    }
+    with pytest.warns(UnfinishedReplications) as caught:
+        ftsim.run(SMOKE, overrides, reps=2, trainer=False, out=tmp_path / "run")
+    caught = [w for w in caught if w.category is UnfinishedReplications]
+    assert [str(w.message) for w in caught] == [
+        f"{p}: 2 of 2 replications did not finish within run.max_wall_factor × the "
+        "failure-free time; statistics are over the 0 that finished"
+        for p in ("full", "checkfreq")
+    ]
+    assert all(w.filename == __file__ for w in caught)  # the caller's line

@@ -243,13 +243,13 @@ def execute(
     ):
         work = functools.partial(sweep.compute, pool=pool, batch=batch, progress=progress)
         if plan.command == "run":
-            return _run_into(out, plan, force, started, argv, work, say)
+            return _run_into(out, plan, force, started, argv, work)
         if not resume:
             work = functools.partial(work, first=sweep.start(plan, pool, batch))
         return _sweep_into(out, plan, force, resume, started, argv, work, batch, say)
 
 
-def _run_into(out: Path, plan, force, started, argv, work, say) -> Outcome:
+def _run_into(out: Path, plan, force, started, argv, work) -> Outcome:
     """A run into ``out``: its tasks' shards and results staged inside it and moved into
     place at the end, the manifest last, or nothing at all (an error, Ctrl-C). ``work``
     computes the tasks (:func:`ftsim.experiments.sweep.compute`)."""
@@ -273,8 +273,6 @@ def _run_into(out: Path, plan, force, started, argv, work, say) -> Outcome:
         raise StudyInterrupted(out, 0, 0, 0, 0, results.committed) from None
     except WorkerDied as exc:
         raise WorkerDied(exc.cause, f"nothing was written to {out}") from None
-    for line in sweep.pls_over_target(plan, summary):
-        say(f"ftsim: warning: {line}")
     return Outcome(plan, out, summary, computed, reused)
 
 
@@ -304,8 +302,6 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
             summary = sweep.finish(plan, store)
             for line in sweep.short_of_target(plan, summary):
                 say(f"ftsim: {line}")
-            for line in sweep.pls_over_target(plan, summary):
-                say(f"ftsim: warning: {line}")
             _finish_folder(plan, store, started, argv, computed, reused)
     except KeyboardInterrupt:  # while computing or merging: the shards are kept
         raise _interrupted(plan, store, batch) from None
@@ -317,6 +313,22 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
             raise WorkerDied(exc.cause, note) from None
         raise OutputError(exc.reason, exc.path, note) from None
     return Outcome(plan, store.root, summary, computed, reused)
+
+
+def result_warnings(outcome: Outcome) -> list[Warning]:
+    """What the results need said with them, as notices: policies (at sweep points) whose
+    statistics leave out unfinished replications, targets of ``target_pls`` missed beyond
+    doubt (:func:`ftsim.experiments.sweep.pls_over_target`). The command line prints them,
+    the Python API issues them as warnings."""
+    from ftsim.experiments.sweep import pls_over_target
+    from ftsim.experiments.tables import unfinished_warnings
+    from ftsim.notices import TargetPlsMissed, UnfinishedReplications
+
+    plan, records = outcome.plan, outcome.records
+    unfinished = unfinished_warnings(records, plan.columns)
+    return [UnfinishedReplications(line.removeprefix("warning: ")) for line in unfinished] + [
+        TargetPlsMissed(line) for line in pls_over_target(plan, records)
+    ]
 
 
 def _finish_folder(plan, store: RunStore, started, argv, computed: int, reused: int) -> None:
