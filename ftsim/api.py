@@ -70,6 +70,7 @@ def run(
     """
     from ftsim.experiments import study
 
+    reps, seed, jobs = _plain(reps), _plain(seed), _plain(jobs)
     _check_arguments(scenario, jobs, trainer, out, progress)
     _check_type("force", force, bool, "True or False")
     plan = study.plan(
@@ -121,6 +122,8 @@ def sweep(
     """
     from ftsim.experiments import study
 
+    reps, seed, jobs, batch = _plain(reps), _plain(seed), _plain(jobs), _plain(batch)
+    max_reps, target_halfwidth, grid = _plain(max_reps), _plain(target_halfwidth), _plain(grid)
     _check_arguments(scenario, jobs, trainer, out, progress)
     _check_type("resume", resume, str | Path | None, "a folder's path or None")
     _check_type("force", force, bool, "True or False")
@@ -188,8 +191,12 @@ def advise(
     from ftsim.experiments import advise as search
     from ftsim.experiments.pool import default_jobs
 
+    reps, seed, jobs = _plain(reps), _plain(seed), _plain(jobs)
+    max_pls, max_memory_overhead = _plain(max_pls), _plain(max_memory_overhead)
     _check_type("out", out, str | Path | None, "a folder's path or None")
     _check_type("force", force, bool, "True or False")
+    _check_count("reps", reps, 1)
+    _check_count("seed", seed, 0)
     jobs = default_jobs() if jobs is None else jobs
     search.check_options(max_pls, max_memory_overhead, jobs)
     return search.execute(
@@ -341,6 +348,33 @@ def _check_arguments(scenario, jobs, trainer, out, progress) -> None:
     _check_type("progress", progress, bool, "True or False")
 
 
+def _plain(value):
+    """``value`` with NumPy's scalars and arrays as Python's numbers and lists and paths as
+    text, inside mappings and lists too: a notebook's ``np.int64(2)`` crashed deep in YAML or
+    pydantic (a sweep's half-made folder left behind). NumPy is not imported for it."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if type(value).__module__ == "numpy":  # a scalar (.item()) or an array (.tolist())
+        return _plain(value.tolist())
+    return value
+
+
+def _check_count(name: str, value, least: int) -> None:
+    """StudyError unless ``value`` is None or a whole number of at least ``least`` (the text
+    '5' was taken for 5, and 2.5 refused by the scenario's schema in its own words)."""
+    from ftsim.experiments.study import StudyError
+
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        kind = "" if isinstance(value, int | float) else f", a {type(value).__name__}"
+        raise StudyError(f"{name} must be a whole number of at least {least} (got {value!r}{kind})")
+
+
 def _check_type(name: str, value, kinds, what: str) -> None:
     from ftsim.experiments.study import StudyError
 
@@ -371,6 +405,8 @@ def _assignments(
 
     if overrides is not None and not isinstance(overrides, Mapping):
         raise StudyError(f"overrides must map dotted keys to values (got {overrides!r})")
+    _check_count("reps", reps, 1)
+    _check_count("seed", seed, 0)
     settings = dict(overrides or {})
     if reps is not None:
         settings["run.replications"] = reps
@@ -382,10 +418,9 @@ def _assignments(
 
 
 def _yaml(value: object) -> str:
-    """``value`` as one line of YAML that reads back as ``value`` (paths as text)."""
+    """``value`` as one line of YAML that reads back as ``value`` (paths as text, NumPy's
+    numbers and arrays as Python's)."""
     import yaml
 
-    if isinstance(value, Path):
-        value = str(value)
-    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=2**31 - 1)
+    text = yaml.safe_dump(_plain(value), default_flow_style=True, sort_keys=False, width=2**31 - 1)
     return text.removesuffix("\n").removesuffix("\n...").strip()

@@ -361,3 +361,25 @@ def test_a_grid_key_replacing_the_files_is_said_in_python_terms(tmp_path):
     assert notes[0].startswith(
         "grid policies.*.interval replaces the scenario's sweep.grid key policies.*.target_pls"
     )
+
+
+def test_numpy_numbers_are_taken_as_python_ones_and_text_is_not_a_count(tmp_path):
+    """A notebook's np.int64 crashed deep in YAML or pydantic (a sweep left a half-made
+    folder that its corrected call could not reuse); reps='5' passed for 5, 2.5 was refused
+    in the schema's words at run.replications."""
+    import numpy as np
+
+    smoke = SCENARIOS / "smoke.yaml"
+    grid, overrides = {"cluster.emb_ps": np.array([2, 4])}, {"cluster.trainers": np.int64(8)}
+    numpy = ftsim.sweep(smoke, grid, overrides, reps=np.int64(2), seed=np.int64(3),
+                        jobs=np.int64(1), trainer=False, out=tmp_path / "numpy")  # fmt: skip
+    plain = ftsim.sweep(smoke, {"cluster.emb_ps": [2, 4]}, {"cluster.trainers": 8}, reps=2,
+                        seed=3, jobs=1, trainer=False, out=tmp_path / "plain")  # fmt: skip
+    assert (tmp_path / "numpy" / "runs.csv").read_bytes() == (
+        tmp_path / "plain" / "runs.csv"
+    ).read_bytes()
+    assert numpy.manifest["config_hash"] == plain.manifest["config_hash"]
+    for value, said in (("5", "'5', a str"), (2.5, "2.5")):
+        with pytest.raises(StudyError) as refused:
+            ftsim.run(smoke, trainer=False, reps=value)
+        assert str(refused.value) == f"reps must be a whole number of at least 1 (got {said})"
