@@ -549,7 +549,7 @@ def test_a_part_far_below_every_policy_does_not_stretch_the_log_axis(tmp_path, f
     assert part < 0.01 <= whole.min() < 0.1
     fig, scale, (low, _) = figures["breakdown"]
     assert scale == "log" and low == pytest.approx(0.01)
-    assert [text.get_text() for text in fig.axes[0].texts] == [f" {part:.2g}"]
+    assert [text.get_text() for text in fig.axes[0].texts] == [f" {part:.2g}%"]
 
 
 def test_the_pls_figure_of_panels_counts_per_panel_and_says_an_empty_one(tmp_path, figures):
@@ -616,3 +616,19 @@ def test_a_band_near_zero_cuts_at_a_decade_below_the_least_point():
     _overhead_axis(ax, drawn, log=True)
     assert ax.get_ylim()[0] == pytest.approx(0.05 / 1.3)  # not 1e-4 / 1.3
     plt.close(fig)
+
+
+def test_a_pls_fit_needs_three_replications():
+    """Through two points r² is 1 whatever they are (a new user's "n = 2, r² = 1.00")."""
+    from ftsim.plots.pls import fits
+
+    runs = pd.DataFrame(
+        {
+            "policy": ["a", "a", "b", "b", "b"],
+            "pls_measured": [0.1, 0.2, 0.1, 0.2, 0.3],
+            "logloss_delta": [1.0, 3.0, 1.0, 2.0, 3.5],
+        }
+    )
+    table = fits(runs).set_index("policy")
+    assert table.loc["a", "n"] == 2 and np.isnan(table.loc["a", "slope"])
+    assert table.loc["b", "slope"] == pytest.approx(12.5)

@@ -270,7 +270,7 @@ def _below_the_axis(data: RunData, ax, t: pd.DataFrame, floor: float) -> None:
             ax.text(
                 floor,
                 i,
-                f" {row['overhead_pct']:.2g}",
+                f" {row['overhead_pct']:.2g}%",
                 va="center",
                 fontsize=6,
                 color=data.styles[row["policy"]].color,

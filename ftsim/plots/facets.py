@@ -160,7 +160,9 @@ def wrap(text: str, width_in: float) -> str:
     chars = max(20, int(width_in / CHAR_IN))
     text = text.replace(" = ", "\u00a0=\u00a0")  # keep "n = 20" on one line
     return "\n".join(
-        line for paragraph in text.split("\n") for line in textwrap.wrap(paragraph, chars)
+        line
+        for paragraph in text.split("\n")
+        for line in textwrap.wrap(paragraph, chars, break_on_hyphens=False)
     )
 
 

@@ -23,14 +23,19 @@ NAME = "accuracy_vs_pls"
 X, Y = "pls_measured", "logloss_delta"
 
 
+MIN_FIT = 3
+"""Fewest replications a line is fitted to (through 2 points, r² is 1 whatever they are)."""
+
+
 def fits(runs: pd.DataFrame) -> pd.DataFrame:
     """Per policy with some non-zero PLS: slope, intercept, r² and n of ``Y`` on ``X``
-    (slope and r² NaN when all its PLS values are equal)."""
+    (slope and r² NaN when all its PLS values are equal or it has fewer than
+    :data:`MIN_FIT` replications: its points are drawn, no line)."""
     out = []
     for policy, g in runs.groupby("policy", sort=False):
         if not (g[X] != 0).any():
             continue
-        if g[X].nunique() < 2:
+        if g[X].nunique() < 2 or len(g) < MIN_FIT:
             slope = intercept = r2 = np.nan
         else:
             fit = scipy_stats.linregress(g[X], g[Y])
