@@ -371,7 +371,8 @@ def _check_count(name: str, value, least: int) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        kind = "" if isinstance(value, int | float) else f", a {type(value).__name__}"
+        plain = isinstance(value, int | float) and not isinstance(value, bool)
+        kind = "" if plain else f", a {type(value).__name__}"
         raise StudyError(f"{name} must be a whole number of at least {least} (got {value!r}{kind})")
 
 
