@@ -143,7 +143,7 @@ VARIANTS = [
         "sweep unknown reference",
         {"sweep": {"reference": "cpr"}},
         "sweep.reference",
-        "no policy named 'cpr'",
+        "no policy named 'cpr' (the scenario has: full, full_daly, checkfreq)",
     ),
     ("bad YAML", "name: smoke\njob: [unclosed\n", "(top level)", "invalid YAML at line"),
     ("not a mapping", "- just\n- a list\n", "(top level)", "must be a mapping"),

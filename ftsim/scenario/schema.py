@@ -634,7 +634,13 @@ class Scenario(Section):
             message = f"must equal cluster.emb_ps ({self.cluster.emb_ps}) or be left out"
             found.append(("trainer.sharding.n_shards", message))
         if self.sweep and self.sweep.reference and self.sweep.reference not in labels:
-            found.append(("sweep.reference", f"no policy named {self.sweep.reference!r}"))
+            found.append(
+                (
+                    "sweep.reference",
+                    f"no policy named {self.sweep.reference!r} (the scenario has: "
+                    f"{', '.join(labels)})",
+                )
+            )
         if self.trainer is not None and self.trainer.enabled:
             found += self._trainer_problems()
         found = found or self._budget_problems()
