@@ -88,7 +88,7 @@ def sweep_table(summary, point_columns: list[str]) -> str:
     records, columns = _records(summary)
     ran = _ran_columns(columns)
     header = [*point_columns, "policy", *ran, "n", "overhead", "±CI95(n)", "Δ vs ref", "±CI95(n)"]
-    pls = any(s.get("pls_model_mean", math.nan) == s.get("pls_model_mean") for s in records)
+    pls = any(not math.isnan(s.get("pls_model_mean", math.nan)) for s in records)
     if pls:  # the time model's PLS, as run's table (a PLS budget's study needs it)
         header.append("pls_model")
     accuracy = any(s.get("n_trained", 0) > 0 for s in records)

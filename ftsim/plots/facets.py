@@ -123,7 +123,10 @@ def figure(grid: Layout, panel_height_in: float, extra_height_in: float = 0.5, *
 
 
 LABEL_CHAR_IN = 8 * 0.6 / 72
-"""Width of an average character of an axis label (8 pt), in inches."""
+"""Room an axis label takes per character (8 pt), in inches: more than its rendered width
+(:func:`text_size_pt`), because the label is centred on its panel, which is off the
+column's centre (the y tick labels take the column's left), so a label must fit less than
+the whole column; measured widths against the column let the PLS figure's label overrun."""
 
 
 def axis_labels(fig, xlabel: str, ylabel: str) -> None:
@@ -261,20 +264,25 @@ class PlainLogLocator(LogLocator):
             return False
         vertical = axis is ax.yaxis
         size = plt.rcParams["ytick.labelsize" if vertical else "xtick.labelsize"]
-        font = FontProperties(size=size)
         formatter = axis.get_major_formatter()
         points_per_unit = 72 / ax.figure.dpi  # display units to points (PNG, PDF alike)
         spans = []
         for value in shown:
             at = ax.transData.transform((1.0, value) if vertical else (value, 1.0))
             at = at[int(vertical)] * points_per_unit
-            width, height, _ = text_to_path.get_text_width_height_descent(
-                formatter(value, 0), font, ismath=False
-            )
+            width, height = text_size_pt(formatter(value, 0), size)
             half = (height if vertical else width) / 2
             spans.append((at - half, at + half))
-        gap = TICK_GAP_PT
-        return any(a[1] + gap > b[0] for a, b in zip(spans, spans[1:], strict=False))
+        return any(a[1] + TICK_GAP_PT > b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def text_size_pt(text: str, size) -> tuple[float, float]:
+    """Width and height of ``text`` set at font ``size`` (points or a name such as
+    "small", as rcParams give it), in points, as any backend renders it."""
+    width, height, _ = text_to_path.get_text_width_height_descent(
+        text, FontProperties(size=size), ismath=False
+    )
+    return width, height
 
 
 def plain_log_ticks(axis) -> None:

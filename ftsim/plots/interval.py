@@ -112,7 +112,7 @@ def interval_run(rows: pd.DataFrame) -> pd.Series:
     """The interval each summary row ran, hours: its ``interval_h``, or for a composition
     the one its parts ran (their ``<part>/interval_h``), NaN if they ran different ones."""
     ran = rows["interval_h_mean"]
-    parts = rows[[c for c in rows.columns if c.endswith("/interval_h_mean")]]
+    parts = rows[_part_intervals(rows)]
     if parts.empty:
         return ran
     one = parts.max(axis=1).where(parts.nunique(axis=1) == 1)
@@ -209,10 +209,15 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
     return out.save(fig, table, NAME)
 
 
+def _part_intervals(rows: pd.DataFrame) -> list[str]:
+    """The columns of the intervals composed policies' parts ran (``<part>/interval_h_mean``)."""
+    return [c for c in rows.columns if c.endswith("/interval_h_mean")]
+
+
 def _no_interval(summary: pd.DataFrame, policy: str) -> str:
     """Why ``policy`` has no point: no interval, or a composition's parts ran several."""
     rows = summary[summary["policy"] == policy]
-    parts = [c for c in rows.columns if c.endswith("/interval_h_mean") and rows[c].notna().any()]
+    parts = [c for c in _part_intervals(rows) if rows[c].notna().any()]
     if parts:
         names = ", ".join(c.removesuffix("_mean") for c in parts)
         return f"its parts ran different intervals ({names})"

@@ -8,6 +8,7 @@ An unknown key gets the closest valid key as a suggestion.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import types
@@ -353,8 +354,16 @@ def input_digests(scenario: Scenario) -> dict[str, str]:
     for source in scenario.failures:
         path = source.input_file()
         if path is not None:
-            digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            stat = path.stat()
+            digests[str(path)] = _file_digest(str(path), stat.st_mtime_ns, stat.st_size)
     return digests
+
+
+@functools.lru_cache(maxsize=64)
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
+    """SHA-256 of the file ``path`` as it is at ``mtime_ns`` and ``size``: read once, though
+    every point of a sweep and every config hash asks for it (a changed file asks anew)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def config_hash(scenario: Scenario) -> str:
