@@ -58,13 +58,14 @@ import json, os, sys, time
 log = sys.argv[1]
 from ftsim.experiments import sweep
 task = sweep.run_task
-def logged(scenario, cells, timeline_cells, keys):
+def logged(scenario, outputs):
     start, cpu = time.perf_counter(), time.process_time()
     try:
-        return task(scenario, cells, timeline_cells, keys)
+        return task(scenario, outputs)
     finally:
+        key = outputs[0][0][0]
         entry = {"pid": os.getpid(), "start": start, "end": time.perf_counter(),
-                 "cpu": time.process_time() - cpu, "reps": [keys[0].start, keys[0].stop]}
+                 "cpu": time.process_time() - cpu, "reps": [key.start, key.stop]}
         with open(log, "a") as f:
             f.write(json.dumps(entry) + chr(10))
 sweep.run_task = logged

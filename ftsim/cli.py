@@ -561,7 +561,12 @@ def _cmd_sweep(args, argv) -> int:
         progress.close()
     if not args.quiet:
         print(sweep_table(outcome.records, plan.columns))
-    print(f"computed {outcome.computed}, reused {outcome.reused} (replications)")
+    copied = (
+        f" ({outcome.copied} of them copied: the policy is the same as at an earlier point)"
+        if outcome.copied
+        else ""
+    )
+    print(f"computed {outcome.computed}{copied}, reused {outcome.reused} (replications)")
     print(f"results: {outcome.folder}")
     return _result_status(outcome)
 

@@ -10,7 +10,15 @@ from concurrent.futures import Future
 from ftsim.cli import main
 from ftsim.experiments.runner import simulate_reps, training_cost
 from ftsim.experiments.store import RunStore, TaskKey
-from ftsim.experiments.sweep import _groups, _planned_tasks, _submit, finish, plan_sweep, run_sweep
+from ftsim.experiments.sweep import (
+    _groups,
+    _planned_tasks,
+    _repeated,
+    _submit,
+    finish,
+    plan_sweep,
+    run_sweep,
+)
 from tests.conftest import SCENARIOS
 from tests.test_cosim import SMALL_TRAINER
 
@@ -57,15 +65,17 @@ def _sweep(tmp_path, name, **options):
     return list(csv.DictReader((tmp_path / name / "runs.csv").open()))
 
 
-def test_a_sweep_point_trains_one_baseline_per_replication_for_all_policies():
+def test_a_sweep_trains_one_baseline_per_replication_for_all_policies_of_points_alike():
+    """Points that differ only in their policies share the failure-free model too."""
     plan = _plan()
     tasks = [TaskKey(p, q, 0, 1) for p in (0, 1) for q in range(6)]
     tasks += [TaskKey(0, q, 1, 3) for q in range(6)]  # replication 1 trains, 2 does not
     groups = _groups(plan, tasks)
-    assert [[k.policy for k in g] for g in groups] == [list(range(6))] * 3
-    assert [(g[0].point, g[0].start) for g in groups] == [(0, 0), (1, 0), (0, 1)]
+    assert groups == [tasks[:12], tasks[12:]]
     timing_only = [TaskKey(1, q, 2, 3) for q in range(6)]
     assert _groups(plan, timing_only) == [[k] for k in timing_only]
+    other = plan_sweep(PROD50H, ["run.replications=3", TWO_TRAINED], ["run.seed=1,2"], None)
+    assert [[k.point for k in g] for g in _groups(other, tasks[:12])] == [[0] * 6, [1] * 6]
 
 
 class _Recorder:
@@ -74,8 +84,8 @@ class _Recorder:
     def __init__(self):
         self.groups = []
 
-    def submit(self, fn, *args):
-        self.groups.append(args[-1])
+    def submit(self, fn, tasks):
+        self.groups.append([shards[0][0] for _, shards in tasks])  # the keys run
         return Future()
 
 
@@ -84,13 +94,14 @@ def test_a_pool_gets_the_trained_tasks_first_costliest_first_then_the_rest_in_pl
     submitted last would keep a worker busy long after the other ran out of tasks."""
     plan = _plan()
     pool = _Recorder()
-    _submit(plan, _planned_tasks(plan, 10), pool)
+    _submit(plan, *_repeated(plan, _planned_tasks(plan, 10)), pool)
     order = [(g[0].point, g[0].start, len(g)) for g in pool.groups]
-    trained = [(p, rep, 6) for p in (0, 1) for rep in (0, 1)]  # all policies together
-    cost = {(p, rep): training_cost(plan.points[p].scenario, rep, 6) for p, rep, _ in trained}
+    # all policies together, with point 1's policy 1 (its others repeat point 0's)
+    trained = [(0, rep, 7) for rep in (0, 1)]
+    cost = {(0, rep): training_cost(plan.points[0].scenario, rep, 7) for rep in (0, 1)}
     assert cost[0, 0] != cost[0, 1]  # the order is decided by the cost, not the plan
     trained.sort(key=lambda task: -cost[task[:2]])
-    timing = [(p, 2, 1) for p in (0, 1) for _ in range(6)]  # a task per policy
+    timing = [(0, 2, 1)] * 6 + [(1, 2, 1)]  # a task per policy
     assert order == trained + timing
 
 
@@ -128,16 +139,20 @@ def test_sweep_rows_do_not_depend_on_batching_or_workers_and_are_those_of_run(tm
     serial = _sweep(tmp_path, "serial", jobs=1, batch=3)
     assert serial == _sweep(tmp_path, "pool", jobs=2, batch=2)
     assert sum(r["logloss_delta"] != "" for r in serial) == 2 * 6 * 2
-    subprocess.run(
-        [sys.executable, "-m", "ftsim", "run", str(PROD50H), "-q", "-o", str(tmp_path / "run"),
-         "--reps", "3", "--set", TWO_TRAINED, "--set", "policies.1.target_pls=0.05",
-         "--jobs", "1"],
-        check=True,
-    )  # fmt: skip
-    run = list(csv.DictReader((tmp_path / "run" / "runs.csv").open()))
-    point0 = [r for r in serial if r["point"] == "0"]
-    assert [{k: v for k, v in r.items() if k not in ("point", *TARGET_PLS)}
-            for r in point0] == run  # fmt: skip
+    # point 1's policies other than 1 repeat point 0's (their rows, trained too, copied), and
+    # its policy 1 trained next to point 0's on one failure-free model: rows as a run's
+    for point, target in enumerate(("0.05", "0.1")):
+        out = tmp_path / f"run{point}"
+        subprocess.run(
+            [sys.executable, "-m", "ftsim", "run", str(PROD50H), "-q", "-o", str(out),
+             "--reps", "3", "--set", TWO_TRAINED, "--set", f"policies.1.target_pls={target}",
+             "--jobs", "1"],
+            check=True,
+        )  # fmt: skip
+        run = list(csv.DictReader((out / "runs.csv").open()))
+        mine = [r for r in serial if r["point"] == str(point)]
+        assert [{k: v for k, v in r.items() if k not in ("point", *TARGET_PLS)}
+                for r in mine] == run  # fmt: skip
 
 
 def test_run_refuses_fewer_than_one_job(capsys):

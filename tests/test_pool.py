@@ -70,9 +70,9 @@ def test_a_study_leaves_no_worker_behind(tmp_path):
 
 def test_workers_compute_the_first_tasks_while_the_folder_is_prepared(tmp_path, monkeypatch):
     started = tmp_path / "a task started"
-    simulate, manifest = sweep.simulate_reps, sweep.manifest
+    simulate, manifest = sweep.simulate_policies, sweep.manifest
 
-    def simulate_reps(*args, **kwargs):
+    def simulate_policies(*args, **kwargs):
         started.touch()
         return simulate(*args, **kwargs)
 
@@ -83,7 +83,7 @@ def test_workers_compute_the_first_tasks_while_the_folder_is_prepared(tmp_path, 
             time.sleep(0.01)
         return manifest(*args, **kwargs)
 
-    monkeypatch.setattr(sweep, "simulate_reps", simulate_reps)
+    monkeypatch.setattr(sweep, "simulate_policies", simulate_policies)
     monkeypatch.setattr(sweep, "manifest", manifest_once_a_task_started)
     outcome = study.execute(_plan(), tmp_path / "s", jobs=2, batch=2, say=None)
     assert outcome.computed == 12
@@ -93,7 +93,7 @@ def test_a_failing_task_in_a_worker_stops_the_study_and_its_workers(tmp_path, mo
     def broken(*args, **kwargs):
         raise RuntimeError("injected failure in a worker")
 
-    monkeypatch.setattr(sweep, "simulate_reps", broken)  # the forked workers inherit it
+    monkeypatch.setattr(sweep, "simulate_policies", broken)  # the forked workers inherit it
     with pytest.raises(RuntimeError, match="injected failure in a worker"):
         study.execute(_plan(), tmp_path / "s", jobs=2, batch=2, say=None)
     assert not multiprocessing.active_children()

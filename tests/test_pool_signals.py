@@ -204,13 +204,13 @@ def test_a_notebooks_ctrl_c_stops_a_sweep_and_keeps_its_finished_tasks(monkeypat
     ends the sweep with StudyInterrupted, its folder resumable, Python's handler back."""
     from ftsim import api
 
-    real = sweep.simulate_reps
+    real = sweep.simulate_policies
 
     def slow(*args, **kwargs):  # the forked workers inherit it
         time.sleep(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sweep, "simulate_reps", slow)
+    monkeypatch.setattr(sweep, "simulate_policies", slow)
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
     grid = {"policies.*.interval": ["10 min", "30 min"]}
     with pytest.raises(study.StudyInterrupted) as stopped:

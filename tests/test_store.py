@@ -306,15 +306,15 @@ def test_a_sweep_syncs_its_last_shards_while_merging_and_when_interrupted(tmp_pa
     done = study.execute(plan, tmp_path / "whole", jobs=1, say=None)
     shards = sorted(str(p) for p in (done.folder / "shards").glob("p*.csv"))
     assert len(shards) == 2 * 3 * 2 and set(shards) <= set(synced)
-    calls, simulate_reps = [], sweep.simulate_reps
+    calls, simulate_policies = [], sweep.simulate_policies
 
     def interrupted_third(*args, **kwargs):
         calls.append(1)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return simulate_reps(*args, **kwargs)
+        return simulate_policies(*args, **kwargs)
 
-    monkeypatch.setattr(sweep, "simulate_reps", interrupted_third)
+    monkeypatch.setattr(sweep, "simulate_policies", interrupted_third)
     synced.clear()
     with pytest.raises(study.StudyInterrupted) as stop:
         study.execute(plan, tmp_path / "cut", jobs=1, say=None)

@@ -13,15 +13,15 @@ SMOKE = str(SCENARIOS / "smoke.yaml")
 
 def _interrupt_second_task(monkeypatch):
     calls = []
-    original = sweep.simulate_reps
+    original = sweep.simulate_policies
 
-    def simulate_reps(*args, **kwargs):
+    def simulate_policies(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(sweep, "simulate_reps", simulate_reps)
+    monkeypatch.setattr(sweep, "simulate_policies", simulate_policies)
 
 
 def test_an_interrupted_run_writes_nothing(tmp_path, monkeypatch, capsys):
@@ -76,15 +76,15 @@ def test_a_run_plan_has_one_point_without_point_columns():
 
 def _interrupt_task(monkeypatch, number: int):
     calls = []
-    original = sweep.simulate_reps
+    original = sweep.simulate_policies
 
-    def simulate_reps(*args, **kwargs):
+    def simulate_policies(*args, **kwargs):
         calls.append(1)
         if len(calls) == number:
             raise KeyboardInterrupt
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(sweep, "simulate_reps", simulate_reps)
+    monkeypatch.setattr(sweep, "simulate_policies", simulate_policies)
 
 
 def test_an_interrupted_sweep_says_what_it_kept(tmp_path, monkeypatch, capsys):

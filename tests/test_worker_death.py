@@ -29,15 +29,15 @@ def dying_worker(monkeypatch):
     """Workers forked from now on kill themselves, as the out-of-memory killer would, when
     given the replications from :data:`REPS_TO_DIE_ON` on (a task of every point and
     policy: whatever the order, the study cannot finish)."""
-    simulate = sweep.simulate_reps
+    simulate = sweep.simulate_policies
 
-    def simulate_reps(scenario, policies, reps, *args):
+    def simulate_policies(policies, reps, *args):
         reps = list(reps)
         if reps[0] >= REPS_TO_DIE_ON and multiprocessing.parent_process() is not None:
             os.kill(os.getpid(), signal.SIGKILL)
-        return simulate(scenario, policies, reps, *args)
+        return simulate(policies, reps, *args)
 
-    monkeypatch.setattr(sweep, "simulate_reps", simulate_reps)
+    monkeypatch.setattr(sweep, "simulate_policies", simulate_policies)
     return monkeypatch
 
 
@@ -119,17 +119,17 @@ def test_a_pool_whose_manager_thread_dies_is_an_error_not_a_wait_forever(monkeyp
 
 def test_a_worker_out_of_memory_is_said_likewise_and_its_sweep_resumes(tmp_path, capsys):
     """Python's MemoryError in a worker (its process lives on) was a traceback."""
-    simulate = sweep.simulate_reps
+    simulate = sweep.simulate_policies
 
-    def short_of_memory(scenario, policies, reps, *args):
+    def short_of_memory(policies, reps, *args):
         reps = list(reps)
         if reps[0] >= REPS_TO_DIE_ON and multiprocessing.parent_process() is not None:
             raise MemoryError
-        return simulate(scenario, policies, reps, *args)
+        return simulate(policies, reps, *args)
 
     out = tmp_path / "sweep"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sweep, "simulate_reps", short_of_memory)
+        patch.setattr(sweep, "simulate_policies", short_of_memory)
         status = cli.main(["sweep", SMOKE, *GRID, "--jobs", "2", "-q", "-o", str(out)])
     assert status == cli.EXIT_USAGE
     assert capsys.readouterr().err == (

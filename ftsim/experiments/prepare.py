@@ -68,5 +68,15 @@ def prepare(scenario: Scenario, policy_index: int, inputs: PlanInputs | None = N
 
 def prepare_all(scenario: Scenario, policy_indices: list[int]) -> list[Prepared]:
     """:func:`prepare` for each of ``policy_indices`` (the inputs made once)."""
-    inputs = PlanInputs.of(scenario)
-    return [prepare(scenario, index, inputs) for index in policy_indices]
+    return prepare_each([(scenario, index) for index in policy_indices])
+
+
+def prepare_each(policies: list[tuple[Scenario, int]]) -> list[Prepared]:
+    """:func:`prepare` for each (scenario, policy index), each scenario's inputs made once."""
+    inputs: dict[int, PlanInputs] = {}  # by the scenario's id: a scenario is not hashable
+    prepared = []
+    for scenario, index in policies:
+        if id(scenario) not in inputs:
+            inputs[id(scenario)] = PlanInputs.of(scenario)
+        prepared.append(prepare(scenario, index, inputs[id(scenario)]))
+    return prepared

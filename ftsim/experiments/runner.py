@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from ftsim.experiments import pool
-from ftsim.experiments.prepare import Prepared, prepare, prepare_all
+from ftsim.experiments.prepare import Prepared, prepare, prepare_each
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.engine import Simulation
 from ftsim.sim.failures import FailureDraws
@@ -80,9 +80,10 @@ def simulate(
 
 
 def simulate_replication(prepared: list[Prepared], rep: int, timeline: bool = True) -> list:
-    """(simulation, row) of replication ``rep`` for each prepared policy (of one scenario),
-    with the model columns when the replication trains the embedded model (the policies
-    share one failure-free trainer). They read one draw of the replication's failures.
+    """(simulation, row) of replication ``rep`` for each prepared policy (of one scenario,
+    or of scenarios the same outside their policies), with the model columns when the
+    replication trains the embedded model (the policies share one failure-free trainer).
+    They read one draw of the replication's failures.
     ``timeline``: record the simulations' timelines; their model events are recorded when
     the replication trains the model (what uses them)."""
     if not prepared:
@@ -133,9 +134,21 @@ def simulate_reps(
     """Per policy (in the order of ``policy_indices``, each prepared once): its rows of
     ``reps``, and its timeline of replication ``timeline_rep`` (empty if not among
     ``reps``)."""
-    prepared = prepare_all(scenario, policy_indices)
-    rows: list[list[dict]] = [[] for _ in policy_indices]
-    timelines: list[list[dict]] = [[] for _ in policy_indices]
+    return simulate_policies([(scenario, q) for q in policy_indices], reps, timeline_rep)
+
+
+def simulate_policies(
+    policies: list[tuple[Scenario, int]],
+    reps: Iterable[int],
+    timeline_rep: int | None = None,
+) -> tuple[list[list[dict]], list[list[dict]]]:
+    """:func:`simulate_reps` for (scenario, policy index) pairs of scenarios that are the
+    same outside their policies (a sweep's points that change only policies' fields): each
+    replication's policies read one draw of its failures and, if it trains the model,
+    share one failure-free trainer, as one scenario's do."""
+    prepared = prepare_each(policies)
+    rows: list[list[dict]] = [[] for _ in policies]
+    timelines: list[list[dict]] = [[] for _ in policies]
     with replication_gc():
         for rep in reps:
             done = simulate_replication(prepared, rep, timeline=rep == timeline_rep)

@@ -85,6 +85,9 @@ class Outcome:
     records: list[dict]
     computed: int
     reused: int
+    copied: int = 0
+    """Of the computed replications, those written from the simulation of the same policy
+    at an earlier point of the sweep (the point changed only other policies' fields)."""
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -265,15 +268,15 @@ def _run_into(out: Path, plan, force, started, argv, work) -> Outcome:
         with interrupts.unwrapped(), results as staging:
             store = RunStore(staging, durable=False)  # removed whole if it fails
             store.shards.mkdir()
-            computed, reused = work(plan, store)
+            computed, reused, copied = work(plan, store)
             summary = sweep.finish(plan, store)
             store.discard_shards()  # a run cannot be resumed: its folder holds the results
-            _finish_folder(plan, store, started, argv, computed, reused)
+            _finish_folder(plan, store, started, argv, computed, reused, copied)
     except KeyboardInterrupt:
         raise StudyInterrupted(out, 0, 0, 0, 0, results.committed) from None
     except WorkerDied as exc:
         raise WorkerDied(exc.cause, f"nothing was written to {out}") from None
-    return Outcome(plan, out, summary, computed, reused)
+    return Outcome(plan, out, summary, computed, reused, copied)
 
 
 def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say):
@@ -298,11 +301,11 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
     try:
         with interrupts.unwrapped():
             _write_resolved(store.root / "scenario.yaml", plan.base)
-            computed, reused = work(plan, store)
+            computed, reused, copied = work(plan, store)
             summary = sweep.finish(plan, store)
             for line in sweep.short_of_target(plan, summary):
                 say(f"ftsim: {line}")
-            _finish_folder(plan, store, started, argv, computed, reused)
+            _finish_folder(plan, store, started, argv, computed, reused, copied)
     except KeyboardInterrupt:  # while computing or merging: the shards are kept
         raise _interrupted(plan, store, batch) from None
     except (OutputError, WorkerDied) as exc:
@@ -312,7 +315,7 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
         if isinstance(exc, WorkerDied):
             raise WorkerDied(exc.cause, note) from None
         raise OutputError(exc.reason, exc.path, note) from None
-    return Outcome(plan, store.root, summary, computed, reused)
+    return Outcome(plan, store.root, summary, computed, reused, copied)
 
 
 def result_warnings(outcome: Outcome) -> list[Warning]:
@@ -331,7 +334,9 @@ def result_warnings(outcome: Outcome) -> list[Warning]:
     ]
 
 
-def _finish_folder(plan, store: RunStore, started, argv, computed: int, reused: int) -> None:
+def _finish_folder(
+    plan, store: RunStore, started, argv, computed: int, reused: int, copied: int
+) -> None:
     """The manifest (and for a run the resolved scenario) once the results are merged."""
     from ftsim.experiments.folders import result_checksums
     from ftsim.experiments.output import write_json
@@ -343,6 +348,7 @@ def _finish_folder(plan, store: RunStore, started, argv, computed: int, reused: 
         "started_utc": started.isoformat(),
         "finished_utc": finished,
         "computed_reps": computed,
+        "copied_reps": copied,
         "reused_reps": reused,
     }
     if plan.command == "run":

@@ -8,12 +8,16 @@ plan of one point (:class:`Plan` with ``command`` "run"), executed the same way.
 
 Work is split into tasks of (point, policy, a range of replications); a replication that
 trains the embedded model is a task of its own, and the tasks of all policies of that
-replication run as one, so that it trains one failure-free model for all of them.
-Replication *i* is fully determined by the seed and *i* (common random numbers), so the
-rows do not depend on how replications are batched into tasks, nor on the executor:
-serial, a local process pool or a Dask cluster. Each finished task is stored at once as a
-shard per policy (:mod:`ftsim.experiments.store`); the merged results are sorted
-by point, policy and replication.
+replication run as one, so that it trains one failure-free model for all of them (and for
+those of the points alike outside their policies: :attr:`Plan.alike`). Replication *i* is
+fully determined by the seed and *i* (common random numbers), so the rows do not depend on
+how replications are batched into tasks, nor on the executor: serial, a local process pool
+or a Dask cluster. Nor does a policy read another policy's settings: where a sweep changes
+only other policies' fields (``policies.1.interval`` swept, policy 0 is the same at every
+point), a policy the same at several points is simulated at the first and its rows written
+for each (:attr:`Plan.repeats`). Each finished task is stored at once as a shard per policy
+(:mod:`ftsim.experiments.store`); the merged results are sorted by point, policy and
+replication.
 
 With a target half-width, rounds of replications are added (indices n, n+1, …) to every
 (point, policy) whose 95% interval of ``overhead_frac`` is still wider, up to a cap.
@@ -22,6 +26,7 @@ With a target half-width, rounds of replications are added (indices n, n+1, …)
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import itertools
 import json
@@ -37,7 +42,7 @@ import yaml
 from pydantic import BaseModel
 
 from ftsim.experiments.pool import default_jobs, finished, process_pool, submit_all
-from ftsim.experiments.runner import simulate_reps, training_cost
+from ftsim.experiments.runner import simulate_policies, training_cost
 from ftsim.experiments.stats import SI_SUFFIX
 from ftsim.experiments.store import RunStore, StoreError, TaskKey, shard_texts
 from ftsim.notices import Notice
@@ -117,6 +122,39 @@ class Plan:
         text = json.dumps(canonical, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
+    @functools.cached_property
+    def alike(self) -> list[int]:
+        """Per point, the first point whose scenario is the same outside the policies (the
+        job, the cluster, the failures, the run, the trainer), compared on the validated
+        values: a value spelled otherwise (``60 min`` for ``1 h``) is the same. Such points
+        see the same failures and, where a replication trains the model, the same
+        failure-free model."""
+        first: dict[str, int] = {}
+        return [
+            first.setdefault(_outside_policies(point.scenario), point.index)
+            for point in self.points
+        ]
+
+    @functools.cached_property
+    def repeats(self) -> dict[tuple[int, int], int]:
+        """For each (point, policy index) that repeats an earlier point's: that point. A
+        policy repeats when the points are alike (:attr:`alike`) and it validates to the
+        same values with the same label: a replication of it then gives the same row (only
+        the point columns differ), as no policy reads another's settings. So a wildcard key
+        that only some policies have (``policies.*.fraction``) leaves the others
+        repeating."""
+        first: dict[tuple, int] = {}
+        found: dict[tuple[int, int], int] = {}
+        for point in self.points if len(self.points) > 1 else ():
+            scenario = point.scenario
+            for q in self.policies:
+                policy = json.dumps(scenario.policies[q].model_dump(mode="json"), sort_keys=True)
+                setting = (self.alike[point.index], q, scenario.policy_labels[q], policy)
+                earlier = first.setdefault(setting, point.index)
+                if earlier != point.index:
+                    found[point.index, q] = earlier
+        return found
+
     def row_cells(self, point: Point, policy: int) -> dict[str, object]:
         """The columns a row of ``policy`` at ``point`` starts with: ``point``, then each
         swept key's text and, for a numeric key, its value in SI base units as
@@ -134,6 +172,13 @@ class Plan:
     def timeline_cells(self, point: Point) -> dict[str, object]:
         """The columns a timeline row of ``point`` starts with (none for a run)."""
         return {} if self.command == "run" else {"point": point.index}
+
+
+def _outside_policies(scenario: Scenario) -> str:
+    """The validated values of ``scenario`` outside its policies (and its sweep section), as
+    JSON text to compare."""
+    outside = scenario.model_dump(mode="json", exclude={"policies", "sweep"})
+    return json.dumps(outside, sort_keys=True)
 
 
 def si_value(scenario: Scenario, key: str, policy: int) -> float | None:
@@ -420,17 +465,22 @@ def _sweep_key_at(path: str, message: str, values: dict) -> str:
 
 
 def run_task(
-    scenario: Scenario, cells: list[dict], timeline_cells: dict, keys: list[TaskKey]
-) -> list[tuple[str, str]]:
-    """Simulate tasks of one point over the same replications together (their policies
-    share each trained replication's failure-free model); per key, the CSV text of its
-    rows (starting with its ``cells``) and, if it holds replication 0, of that timeline
-    (:func:`~ftsim.experiments.store.shard_texts`)."""
-    policies = [key.policy for key in keys]
-    rows, timelines = simulate_reps(scenario, policies, keys[0].reps, TIMELINE_REP)
+    tasks: list[tuple[Scenario, list[tuple[TaskKey, dict, dict]]]],
+) -> list[tuple[TaskKey, tuple[str, str]]]:
+    """Simulate ``tasks`` over the same replications together: each is a policy of a point's
+    scenario, the points alike (:attr:`Plan.alike`), so that they read one failure draw and
+    share each trained replication's failure-free model. Per task, where its rows go:
+    (key, row cells, timeline cells) of the task, then of each task of another point that
+    repeats it (:func:`_repeated`). Returns (key, the CSV text of its rows and, if it holds
+    replication 0, of that timeline: :func:`~ftsim.experiments.store.shard_texts`) for
+    every key of ``tasks``."""
+    policies = [(scenario, shards[0][0].policy) for scenario, shards in tasks]
+    reps = tasks[0][1][0][0].reps
+    rows, timelines = simulate_policies(policies, reps, TIMELINE_REP)
     return [
-        shard_texts([first | r for r in mine], [timeline_cells | r for r in timeline])
-        for first, mine, timeline in zip(cells, rows, timelines, strict=True)
+        (key, shard_texts([cells | r for r in mine], [timeline_cells | r for r in timeline]))
+        for (_, shards), mine, timeline in zip(tasks, rows, timelines, strict=True)
+        for key, cells, timeline_cells in shards
     ]
 
 
@@ -455,7 +505,7 @@ def run_sweep(
     progress: Progress | None = None,
 ) -> tuple[int, int]:
     """Run the replications not yet in ``store`` on the ``executor`` (:func:`workers`);
-    returns (computed, reused) replications."""
+    returns (computed, reused, copied) replications (:func:`compute`)."""
     with workers(executor, jobs or default_jobs(), dask_address) as pool:
         return compute(plan, store, pool, batch, progress)
 
@@ -469,8 +519,9 @@ def compute(
     first: Round | None = None,
 ) -> tuple[int, int]:
     """Run the replications not yet in ``store`` on ``pool`` (from :func:`workers`; None:
-    in this process), storing each task as it finishes; returns (computed, reused)
-    replications. ``first``: the first round, already started (:func:`start`) for a
+    in this process), storing each task as it finishes; returns (computed, reused, copied)
+    replications, ``copied`` of the computed ones written from another point's simulation
+    (:func:`_repeated`). ``first``: the first round, already started (:func:`start`) for a
     ``store`` that holds nothing yet. With a pool, the shards are synced to disk behind
     this process (:attr:`~ftsim.experiments.store.RunStore.behind`), and while the workers
     compute the first round, it prepares what :func:`finish` needs (pyarrow, imported and
@@ -484,9 +535,10 @@ def compute(
 
         prepare_tables()
     planned = _targets(plan)
-    computed = reused = 0
+    computed = reused = copied = 0
     while round_ is not None:
         reused += round_.reused
+        copied += round_.copied
         if progress is not None:
             reps = sum(len(key.reps) for key in round_.tasks)
             trained = sum(len(key.reps) for key in round_.tasks if _trains(plan, key))
@@ -500,7 +552,7 @@ def compute(
         round_ = _round(plan, store.covered(), targets, planned, pool, batch) if targets else None
     if isinstance(pool, ProcessPoolExecutor):
         pool.shutdown(wait=False)  # no task follows: its workers exit while the results merge
-    return computed, reused
+    return computed, reused, copied
 
 
 @dataclass
@@ -512,6 +564,9 @@ class Round:
     """Replications of the round found stored, not computed again (a resumed sweep)."""
     results: Iterator[tuple[TaskKey, tuple[str, str]]]
     """(key, shard texts) of each task as it finishes (:func:`run_task`)."""
+    copied: int = 0
+    """Replications of the round written from another point's simulation of the same
+    policy (:func:`_repeated`)."""
 
 
 def start(plan: Plan, pool, batch: int = 10, covered: Mapping | None = None) -> Round:
@@ -546,7 +601,9 @@ def _round(
         found += sum(1 for r in wanted if r in have)
         tasks += _tasks(plan, pair, [r for r in wanted if r not in have], batch)
         planned[pair] = stop
-    return Round(tasks, found, _submit(plan, tasks, pool))
+    run, copies = _repeated(plan, tasks)
+    copied = sum(len(key.reps) for keys in copies.values() for key in keys)
+    return Round(tasks, found, _submit(plan, run, copies, pool), copied)
 
 
 def n_tasks(plan: Plan, batch: int) -> int:
@@ -556,8 +613,9 @@ def n_tasks(plan: Plan, batch: int) -> int:
 
 def n_units(plan: Plan, batch: int) -> int:
     """Units of work a worker takes among the planned tasks: the tasks of a trained point's
-    policies over the same replications run together (:func:`_groups`) and count once."""
-    return len(_groups(plan, _planned_tasks(plan, batch)))
+    policies over the same replications run together (:func:`_groups`) and count once, and
+    a task that repeats another point's is not run (:func:`_repeated`)."""
+    return len(_groups(plan, _repeated(plan, _planned_tasks(plan, batch))[0]))
 
 
 def _planned_tasks(plan: Plan, batch: int) -> list[TaskKey]:
@@ -635,39 +693,75 @@ def _trains(plan: Plan, key: TaskKey) -> bool:
 
 
 def _groups(plan: Plan, tasks: list[TaskKey]) -> list[list[TaskKey]]:
-    """Tasks run together: where the replications train the model, those of one point over
-    the same replications (one failure-free trainer per replication serves every policy);
-    timing-only tasks run alone (smaller tasks spread better over workers)."""
+    """Tasks run together: where the replications train the model, those over the same
+    replications of one point, or of points alike outside their policies (:attr:`Plan.alike`):
+    one failure-free trainer per replication serves every policy; timing-only tasks run
+    alone (smaller tasks spread better over workers)."""
     groups: list[list[TaskKey]] = []
     shared: dict[tuple[int, int, int], list[TaskKey]] = {}
     for key in tasks:
         if not _trains(plan, key):
             groups.append([key])
             continue
-        group = shared.get((key.point, key.start, key.stop))
+        together = (plan.alike[key.point], key.start, key.stop)
+        group = shared.get(together)
         if group is None:
-            group = shared[key.point, key.start, key.stop] = []
+            group = shared[together] = []
             groups.append(group)
         group.append(key)
     return groups
 
 
-def _submit(plan: Plan, tasks: list[TaskKey], pool) -> Iterator[tuple[TaskKey, tuple]]:
-    """Submit ``tasks`` to ``pool`` now, those that train the model first, the costliest
-    first (:func:`_start_order`); without a pool, or for a single unit of work, they run in
-    this process as they are iterated. (key, result) of every task, as they finish."""
-    groups = _groups(plan, tasks)
+def _repeated(plan: Plan, tasks: list[TaskKey]) -> tuple[list[TaskKey], dict]:
+    """The tasks to run among ``tasks``, and for each the tasks that repeat it: those of
+    the same policy and replications at a later point where the policy repeats an earlier
+    one (:attr:`Plan.repeats`), when that point's task is among ``tasks`` too (a resumed
+    sweep may hold it already: then the repeat runs)."""
+    wanted = set(tasks)
+    run: list[TaskKey] = []
+    copies: dict[TaskKey, list[TaskKey]] = {}
+    for key in tasks:
+        earlier = plan.repeats.get((key.point, key.policy))
+        source = TaskKey(earlier, key.policy, key.start, key.stop) if earlier is not None else None
+        if source in wanted:
+            copies[source].append(key)
+        else:
+            run.append(key)
+            copies[key] = []
+    return run, copies
+
+
+def _submit(
+    plan: Plan, run: list[TaskKey], copies: dict[TaskKey, list[TaskKey]], pool
+) -> Iterator[tuple[TaskKey, tuple]]:
+    """Submit the tasks to ``run`` to ``pool`` now, those that train the model first, the
+    costliest first (:func:`_start_order`); without a pool, or for a single unit of work,
+    they run in this process as they are iterated. A task's rows are written for its
+    ``copies`` too, the tasks that repeat it (:func:`_repeated`). (key, result) of every
+    task and copy, as they finish."""
+    groups = _groups(plan, run)
     if pool is not None:
         groups.sort(key=lambda group: _start_order(plan, group))  # stable: plan order
-    args = []
-    for group in groups:
-        point = plan.points[group[0].point]
-        cells = [plan.row_cells(point, key.policy) for key in group]
-        args.append((point.scenario, cells, plan.timeline_cells(point), group))
+    points = plan.points
+    args = [
+        (
+            [
+                (
+                    points[key.point].scenario,
+                    [
+                        (k, plan.row_cells(points[k.point], k.policy),
+                         plan.timeline_cells(points[k.point]))
+                        for k in (key, *copies[key])
+                    ],
+                )
+                for key in group
+            ],
+        )
+        for group in groups
+    ]  # fmt: skip
     if pool is None or len(groups) < 2:
-        return _serial(groups, args)
-    futures = dict(zip(submit_all(pool, run_task, args), groups, strict=True))
-    return _finished(futures, pool)
+        return _serial(args)
+    return _finished(submit_all(pool, run_task, args), pool)
 
 
 def _start_order(plan: Plan, group: list[TaskKey]) -> tuple[bool, float]:
@@ -683,19 +777,19 @@ def _start_order(plan: Plan, group: list[TaskKey]) -> tuple[bool, float]:
     return False, -training_cost(plan.points[key.point].scenario, key.start, len(group))
 
 
-def _serial(groups: list[list[TaskKey]], args: list[tuple]) -> Iterator[tuple[TaskKey, tuple]]:
+def _serial(args: list[tuple]) -> Iterator[tuple[TaskKey, tuple]]:
     """(key, result) of each task, run in this process as they are asked for."""
-    for group, arg in zip(groups, args, strict=True):
-        yield from zip(group, run_task(*arg), strict=True)
+    for arg in args:
+        yield from run_task(*arg)
 
 
-def _finished(futures: dict, pool) -> Iterator[tuple[TaskKey, tuple]]:
-    """(key, result) of each task of the ``futures`` (future → its group of keys) of
-    ``pool``, as they finish (:func:`~ftsim.experiments.pool.finished`: signals deferred in
+def _finished(futures: list, pool) -> Iterator[tuple[TaskKey, tuple]]:
+    """(key, result) of each task of the ``futures`` (of :func:`run_task`) of ``pool``, as
+    they finish (:func:`~ftsim.experiments.pool.finished`: signals deferred in
     every call into them; a dead worker said); the tasks not yet started are cancelled if
     the caller stops asking."""
-    for future, result in finished(futures, pool):
-        yield from zip(futures[future], result, strict=True)
+    for _future, results in finished(futures, pool):
+        yield from results
 
 
 @contextmanager
