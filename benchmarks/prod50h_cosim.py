@@ -58,12 +58,12 @@ import json, os, sys, time
 log = sys.argv[1]
 from ftsim.experiments import sweep
 task = sweep.run_task
-def logged(scenario, outputs):
+def logged(tasks):
     start, cpu = time.perf_counter(), time.process_time()
     try:
-        return task(scenario, outputs)
+        return task(tasks)
     finally:
-        key = outputs[0][0][0]
+        key = tasks[0][1][0][0]
         entry = {"pid": os.getpid(), "start": start, "end": time.perf_counter(),
                  "cpu": time.process_time() - cpu, "reps": [key.start, key.stop]}
         with open(log, "a") as f:

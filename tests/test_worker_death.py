@@ -138,3 +138,22 @@ def test_a_worker_out_of_memory_is_said_likewise_and_its_sweep_resumes(tmp_path,
     )
     assert not multiprocessing.active_children()
     assert cli.main(["sweep", SMOKE, *GRID, "--jobs", "2", "-q", "--resume", str(out)]) == 0
+
+
+def test_a_dask_cluster_whose_workers_die_is_said_likewise():
+    """distributed's KilledWorker (the scheduler gave up on a task whose workers died) was a
+    traceback; the task here ends its worker's process as the out-of-memory killer would."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),  # give up at once
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, dashboard_address=None, silence_logs=50
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        executor = client.get_executor(pure=False)
+        with pytest.raises(WorkerDied, match="of the Dask cluster died running a task"):
+            list(finished([executor.submit(os._exit, 1)], executor))
+        assert list(finished([executor.submit(abs, -1)], executor))[0][1] == 1  # it goes on

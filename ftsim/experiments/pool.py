@@ -81,6 +81,12 @@ _in_worker = False
 
 FEWER_WORKERS = "fewer workers need less memory"
 """The remedy a worker's death by memory suggests (``--jobs``, ``jobs``)."""
+DASK_WORKERS_DIED = (
+    "of the Dask cluster died running a task, and so did every worker the scheduler tried it "
+    "on next (distributed's KilledWorker; running out of memory does so: fewer workers per "
+    "machine, or more memory each)"
+)
+"""How a Dask cluster's workers died (its scheduler gave up on a task: ``KilledWorker``)."""
 
 
 class WorkerDied(Exception):
@@ -164,7 +170,8 @@ def finished(
     """(future, result) of each of ``futures`` as they finish; those not yet started are
     cancelled if the caller stops asking (closes the generator). A worker of the local
     ``pool`` that died (a ``BrokenProcessPool``) or ran out of memory (its ``MemoryError``)
-    is :class:`WorkerDied`, saying how it ended (:func:`how_it_ended`). On an error or a
+    is :class:`WorkerDied`, saying how it ended (:func:`how_it_ended`), and so are the
+    workers of a Dask cluster that died running a task (``KilledWorker``). On an error or a
     signal,
     the futures are left to the pool's owner, which stops the pool: a local pool cancels
     them in its manager thread and kills its workers, and the manager fails the others
@@ -195,6 +202,10 @@ def finished(
                 if pool is None:
                     raise
                 raise WorkerDied(f"ran out of memory (MemoryError; {FEWER_WORKERS})") from None
+            except Exception as exc:
+                if type(exc).__name__ != "KilledWorker":  # distributed's, not imported for it
+                    raise
+                raise WorkerDied(DASK_WORKERS_DIED) from None
             yield future, result
     except GeneratorExit:
         with interrupts.deferred():
