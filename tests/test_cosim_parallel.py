@@ -78,6 +78,30 @@ def test_a_sweep_trains_one_baseline_per_replication_for_all_policies_of_points_
     assert [[k.point for k in g] for g in _groups(other, tasks[:12])] == [[0] * 6, [1] * 6]
 
 
+def test_points_with_other_failures_train_one_failure_free_model_and_give_their_runs_rows(
+    tmp_path,
+):
+    """The failure-free model depends on the trainer section, the seed and the shards only:
+    points that differ in their failures share it, each policy forking at its own point's
+    failures; every point's rows, trained columns too, are those of a run at that point."""
+    plan = plan_sweep(PROD50H, ["run.replications=2", TWO_TRAINED], ["failures.0.count=3,6"], None)
+    tasks = _planned_tasks(plan, 10)
+    assert [[(k.point, k.policy) for k in g] for g in _groups(plan, tasks)] == [
+        [(p, q) for p in (0, 1) for q in range(6)]
+    ] * 2
+    store = RunStore.create(tmp_path / "sweep", {"config_hash": plan.config_hash})
+    run_sweep(plan, store, jobs=1)
+    finish(plan, store)
+    rows = list(csv.DictReader((tmp_path / "sweep" / "runs.csv").open()))
+    for point, count in enumerate((3, 6)):
+        out = tmp_path / f"run{point}"
+        argv = ["run", str(PROD50H), "-q", "-o", str(out), "--reps", "2", "--jobs", "1"]
+        assert main([*argv, "--set", TWO_TRAINED, "--set", f"failures.0.count={count}"]) == 0
+        run = list(csv.DictReader((out / "runs.csv").open()))
+        assert [{k: v for k, v in r.items() if not k.startswith(("point", "failures"))}
+                for r in rows if r["point"] == str(point)] == run  # fmt: skip
+
+
 class _Recorder:
     """An executor that records the tasks submitted to it and runs none."""
 

@@ -35,6 +35,8 @@ long run therefore holds one replication's state at a time, whatever its length.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from ftsim.policies.events import ModelEvent
@@ -76,6 +78,21 @@ def trainer_config(scenario: Scenario, rep: int) -> TrainerConfig:
         batch_size=section.batch_size,
         eval_samples=section.eval_samples,
     )
+
+
+def model_setting(scenario: Scenario) -> str:
+    """What the failure-free model of a replication depends on, as JSON text to compare: the
+    trainer section, the seed and the number of embedding PS (one shard each), the inputs of
+    :func:`trainer_config` and the failure-free run. Scenarios that agree on it train the
+    same failure-free model in every replication, whatever their failures, cluster or
+    policies, so one trainer can serve the policies of all of them (:func:`cosimulate`)."""
+    section = scenario.trainer
+    setting = {
+        "trainer": section.model_dump(mode="json") if section is not None else None,
+        "seed": scenario.run.seed,
+        "emb_ps": scenario.cluster.emb_ps,
+    }
+    return json.dumps(setting, sort_keys=True)
 
 
 class PolicyModel:
@@ -199,7 +216,8 @@ def run_models(scenario: Scenario, sims: list[Simulation]) -> tuple[Trainer, lis
 
 
 def cosimulate(scenario: Scenario, sims: list[Simulation]) -> list[dict]:
-    """Accuracy columns for finished simulations of one replication (any policies).
+    """Accuracy columns for finished simulations of one replication (any policies, of
+    ``scenario`` or of scenarios with the same :func:`model_setting`).
 
     The trainer runs on one BLAS thread: results then do not depend on how many threads a
     machine offers, so serial runs, process pools and Dask workers agree bit for bit, and

@@ -80,21 +80,28 @@ def simulate(
 
 
 def simulate_replication(prepared: list[Prepared], rep: int, timeline: bool = True) -> list:
-    """(simulation, row) of replication ``rep`` for each prepared policy (of one scenario,
-    or of scenarios the same outside their policies), with the model columns when the
-    replication trains the embedded model (the policies share one failure-free trainer).
-    They read one draw of the replication's failures.
-    ``timeline``: record the simulations' timelines; their model events are recorded when
-    the replication trains the model (what uses them)."""
+    """(simulation, row) of replication ``rep`` for each prepared policy, with the model
+    columns when the replication trains the embedded model (the policies share one
+    failure-free trainer). The policies of one scenario read one draw of the replication's
+    failures. Where the replication trains the model, the scenarios (one, or several: a
+    sweep's points) must train the same failure-free model
+    (:func:`ftsim.cosim.replay.model_setting`). ``timeline``: record the simulations'
+    timelines; their model events are recorded when the replication trains the model (what
+    uses them)."""
     if not prepared:
         return []
     scenario = prepared[0].scenario
-    failures = FailureDraws(scenario, rep)
+    draws: dict[int, FailureDraws] = {}  # by the scenario's id: a scenario is not hashable
     trains = scenario.trains_model(rep)
-    sims = [
-        policy.replicate(rep, failures=failures, timeline=timeline, model_events=trains).run()
-        for policy in prepared
-    ]
+    sims = []
+    for policy in prepared:
+        mine = policy.scenario
+        failures = draws.get(id(mine))
+        if failures is None:
+            failures = draws[id(mine)] = FailureDraws(mine, rep)
+        sims.append(
+            policy.replicate(rep, failures=failures, timeline=timeline, model_events=trains).run()
+        )
     rows = [sim.row() for sim in sims]
     if trains:
         train(scenario, sims, rows)
@@ -142,10 +149,10 @@ def simulate_policies(
     reps: Iterable[int],
     timeline_rep: int | None = None,
 ) -> tuple[list[list[dict]], list[list[dict]]]:
-    """:func:`simulate_reps` for (scenario, policy index) pairs of scenarios that are the
-    same outside their policies (a sweep's points that change only policies' fields): each
-    replication's policies read one draw of its failures and, if it trains the model,
-    share one failure-free trainer, as one scenario's do."""
+    """:func:`simulate_reps` for (scenario, policy index) pairs, of one scenario or of
+    several (a sweep's points) that train the same failure-free model
+    (:func:`ftsim.cosim.replay.model_setting`): where a replication trains the model, one
+    failure-free trainer serves the policies of all of them."""
     prepared = prepare_each(policies)
     rows: list[list[dict]] = [[] for _ in policies]
     timelines: list[list[dict]] = [[] for _ in policies]

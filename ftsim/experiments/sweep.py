@@ -9,7 +9,7 @@ plan of one point (:class:`Plan` with ``command`` "run"), executed the same way.
 Work is split into tasks of (point, policy, a range of replications); a replication that
 trains the embedded model is a task of its own, and the tasks of all policies of that
 replication run as one, so that it trains one failure-free model for all of them (and for
-those of the points alike outside their policies: :attr:`Plan.alike`). Replication *i* is
+those of the other points that train the same model: :attr:`Plan.same_model`). Replication *i* is
 fully determined by the seed and *i* (common random numbers), so the rows do not depend on
 how replications are batched into tasks, nor on the executor: serial, a local process pool
 or a Dask cluster. Nor does a policy read another policy's settings: where a sweep changes
@@ -25,6 +25,7 @@ With a target half-width, rounds of replications are added (indices n, n+1, …)
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import hashlib
@@ -133,6 +134,21 @@ class Plan:
         return [
             first.setdefault(_outside_policies(point.scenario), point.index)
             for point in self.points
+        ]
+
+    @functools.cached_property
+    def same_model(self) -> list[int]:
+        """Per point, the first point whose replications train the same failure-free model
+        (:func:`ftsim.cosim.replay.model_setting`: the same trainer section, seed and number
+        of embedding PS, whatever the failures, cluster or policies): a trained replication
+        of such points trains it once for the policies of all of them."""
+        if not any(point.scenario.trains_model(0) for point in self.points):
+            return [point.index for point in self.points]
+        from ftsim.cosim.replay import model_setting
+
+        first: dict[str, int] = {}
+        return [
+            first.setdefault(model_setting(point.scenario), point.index) for point in self.points
         ]
 
     @functools.cached_property
@@ -468,7 +484,7 @@ def run_task(
     tasks: list[tuple[Scenario, list[tuple[TaskKey, dict, dict]]]],
 ) -> list[tuple[TaskKey, tuple[str, str]]]:
     """Simulate ``tasks`` over the same replications together: each is a policy of a point's
-    scenario, the points alike (:attr:`Plan.alike`), so that they read one failure draw and
+    scenario, the points training the same model (:attr:`Plan.same_model`), so that they
     share each trained replication's failure-free model. Per task, where its rows go:
     (key, row cells, timeline cells) of the task, then of each task of another point that
     repeats it (:func:`_repeated`). Returns (key, the CSV text of its rows and, if it holds
@@ -694,16 +710,16 @@ def _trains(plan: Plan, key: TaskKey) -> bool:
 
 def _groups(plan: Plan, tasks: list[TaskKey]) -> list[list[TaskKey]]:
     """Tasks run together: where the replications train the model, those over the same
-    replications of one point, or of points alike outside their policies (:attr:`Plan.alike`):
-    one failure-free trainer per replication serves every policy; timing-only tasks run
-    alone (smaller tasks spread better over workers)."""
+    replications of the points that train the same model (:attr:`Plan.same_model`): one
+    failure-free trainer per replication serves every policy of them all; timing-only tasks
+    run alone (smaller tasks spread better over workers)."""
     groups: list[list[TaskKey]] = []
     shared: dict[tuple[int, int, int], list[TaskKey]] = {}
     for key in tasks:
         if not _trains(plan, key):
             groups.append([key])
             continue
-        together = (plan.alike[key.point], key.start, key.stop)
+        together = (plan.same_model[key.point], key.start, key.stop)
         group = shared.get(together)
         if group is None:
             group = shared[together] = []
@@ -770,11 +786,17 @@ def _start_order(plan: Plan, group: list[TaskKey]) -> tuple[bool, float]:
     started last, one would keep a worker busy long after the others ran out of tasks),
     the most trainer steps first (:func:`~ftsim.experiments.runner.training_cost`): the
     workers then end together (prod50h on 2 workers: the last ended 0.5 s after the other
-    in plan order, together in this one)."""
+    in plan order, together in this one). A group of several points trains one
+    failure-free model and each point's policies from that point's first failure."""
     key = group[0]
     if not _trains(plan, key):
         return True, 0.0
-    return False, -training_cost(plan.points[key.point].scenario, key.start, len(group))
+    policies = collections.Counter(k.point for k in group)
+    steps = plan.points[key.point].scenario.trainer.steps
+    own = [
+        training_cost(plan.points[p].scenario, key.start, n) - steps for p, n in policies.items()
+    ]
+    return False, -(steps + sum(own))
 
 
 def _serial(args: list[tuple]) -> Iterator[tuple[TaskKey, tuple]]:
