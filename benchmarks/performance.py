@@ -15,6 +15,10 @@ both see the same load), with the machine's load average printed beside them:
   against the same policy at 1×: goal ≤ 2×;
 * the 600-run timing sweep (``benchmarks/sweep_speed.py``) with ``--jobs 1`` and
   ``--jobs 2``: goal jobs 2 ≥ 1.6× faster than jobs 1;
+* a sweep of one policy's field, ``sweep prod50h --no-trainer --grid
+  policies.1.target_pls=…`` (5 values, 50 replications: the other 5 policies are the same at
+  every point), and the committed trained sweep ``sweep cpr_pls`` (5 points of 3 policies, 10
+  trained replications), two workers, whole command: what a sweep simulates once;
 * the main job, ``run prod50h`` as the README runs it (20 trained replications, two
   workers), whole command: goal ≤ 12 s;
 * the trainer's step (``benchmarks/trainer_step.py``): CPU µs against its floor (each part's
@@ -154,6 +158,35 @@ def sweeps(old: Path | None, rounds: int, quick: bool) -> dict[str, dict[int, fl
     return {name: {j: statistics.median(w) for j, w in got.items()} for name, got in walls.items()}
 
 
+def study_sweeps(old: Path | None, runs: int, quick: bool) -> dict[str, dict[str, float]]:
+    """Median wall seconds of a sweep of one policy's field (timing only) and of the trained
+    sweep ``cpr_pls``, this checkout and ``old`` alternating; ``quick``: 2 replications,
+    one trained for 20 steps."""
+    small = ["--reps", "2", "--set", "trainer.replications=1", "--set", "trainer.steps=20"]
+    targets = "policies.1.target_pls=0.025,0.05,0.1,0.2,0.4"
+    sweeps_run = {
+        "one policy's field": ["scenarios/prod50h.yaml", "--no-trainer", "--grid", targets],
+        "trained cpr_pls": ["scenarios/cpr_pls.yaml"],
+    }
+    walls: dict[str, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory() as out:
+        for _ in range(runs):
+            for label, argv in sweeps_run.items():
+                for name, root in (("new", ROOT), ("old", old)):
+                    if root is None:
+                        continue
+                    command = [
+                        _python(root), "-m", "ftsim", "sweep", *argv, "-q", "--jobs", "2",
+                        "-o", f"{out}/{name}", "--force", *(small if quick else []),
+                    ]  # fmt: skip
+                    wall, _ = _timed(command, root)
+                    walls.setdefault(label, {}).setdefault(name, []).append(wall)
+    return {
+        label: {name: statistics.median(w) for name, w in got.items()}
+        for label, got in walls.items()
+    }
+
+
 def main_job(old: Path | None, runs: int, quick: bool) -> dict[str, tuple[float, float]]:
     """Medians of wall and CPU seconds of ``run prod50h`` (the README's main job) of this
     checkout and ``old``, alternating; ``quick``: 2 replications, one trained for 20 steps."""
@@ -242,6 +275,7 @@ def table(args) -> str:
     engine = engine_speed.policy_table(old, args.rounds, args.reps, args.cycles, args.cpu)
     big = scaled(old, args.rounds, args.reps, args.cycles, args.cpu)
     sweep = sweeps(old, args.sweep_rounds, args.quick)
+    studies = study_sweeps(old, args.study_runs, args.quick)
     job = main_job(old, args.main_runs, args.quick)
     step = trainer_steps(old, args.step_rounds, args.quick)
     lines.append(f"load average after: {_load()}")
@@ -308,6 +342,13 @@ def table(args) -> str:
         f"{new_sweep[1]:.2f} s, jobs 2: {new_sweep[2]:.2f} s | jobs 1 | "
         f"{new_sweep[1] / new_sweep[2]:.2f}× | jobs 2 ≥ 1.6× faster |"
     )
+    for label, got in studies.items():
+        old_text = f"{got['old']:.2f} s" if "old" in got else "-"
+        speedup = f"{got['old'] / got['new']:.2f}× faster" if "old" in got else ""
+        rows.append(
+            f"| {'quick ' if args.quick else ''}sweep, {label} (2 workers) | {old_text} | "
+            f"{got['new']:.2f} s | old | {speedup} | |"
+        )
     old_text = "-"
     if "old" in job:
         old_text = f"{job['old'][0]:.1f} s ({job['old'][1]:.1f} s CPU)"
@@ -354,6 +395,7 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=5, help="batches per policy and round")
     parser.add_argument("--sweep-rounds", type=int, default=3, help="sweeps per jobs and tree")
     parser.add_argument("--main-runs", type=int, default=3, help="main jobs per tree")
+    parser.add_argument("--study-runs", type=int, default=1, help="study sweeps per tree")
     parser.add_argument("--step-rounds", type=int, default=3, help="trainer steps per tree")
     parser.add_argument("--cpu", type=int, default=0, help="processor the engine workers share")
     parser.add_argument(
@@ -362,7 +404,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.runs, args.rounds, args.reps, args.cycles, args.sweep_rounds = 1, 1, 2, 1, 1
-        args.main_runs, args.step_rounds = 1, 1
+        args.main_runs, args.step_rounds, args.study_runs = 1, 1, 1
     text = table(args)
     print(text)
     if args.write:
