@@ -216,3 +216,32 @@ def test_a_sweep_section_of_the_file_follows_the_same_rules(tmp_path):
         {"cpr": 1200.0, "swift": 1200.0},
         {"cpr": 2 * H, "swift": 2 * H},
     ]
+
+
+def test_a_key_on_a_policy_not_selected_is_an_error_not_a_silent_no_op(tmp_path, capsys):
+    """It set a policy that --policy then dropped: every point alike, any value accepted."""
+    sweep = ["sweep", str(PROD50H), "--policy", "full", "--policy", "cpr", "--no-trainer", "-q"]
+    grid = ["--grid", "policies.2.fraction=0.02,0.1", "-o", str(tmp_path / "s")]
+    assert main([*sweep, *grid]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "sweep: policies.2: cpr_mfu is not among the policies selected (--policy: full, cpr)" in err
+    )
+    run = ["run", str(PROD50H), "--policy", "full", "--no-trainer", "-q", "-o", str(tmp_path / "r")]
+    assert main([*run, "--set", "policies.1.target_pls=high"]) == 2
+    assert "--set: policies.1: cpr is not among the policies selected (--policy: full)" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(
+        ScenarioError, match=r"cpr is not among the policies selected \(policies: full\)"
+    ):
+        plan_sweep(PROD50H, [], ["policies.1.interval=1 h,2 h"], policies=["full"])
+
+
+def test_a_point_column_in_si_units_reads_the_policy_the_key_names_among_those_selected():
+    """``policies.1.target_pls_si`` read the second selected policy's value (cpr_mfu's)."""
+    plan = plan_sweep(PROD50H, [], ["policies.1.target_pls=0.05,0.2"], policies=["cpr", "cpr_mfu"])
+    cells = [plan.row_cells(point, q) for point in plan.points for q in plan.policies]
+    assert [c["policies.1.target_pls_si"] for c in cells] == [0.05, 0.05, 0.2, 0.2]
+    plan = plan_sweep(PROD50H, [], ["policies.2.fraction=0.02,0.05"], policies=["cpr_mfu"])
+    assert [plan.row_cells(p, 0)["policies.2.fraction_si"] for p in plan.points] == [0.02, 0.05]

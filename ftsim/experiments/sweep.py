@@ -182,7 +182,7 @@ class Plan:
         for key, value in point.values.items():
             cells[key] = _cell(value)
             if key in self.si_columns:
-                cells[key + SI_SUFFIX] = si_value(point.scenario, key, policy)
+                cells[key + SI_SUFFIX] = si_value(point.scenario, key, policy, self.positions)
         return cells
 
     def timeline_cells(self, point: Point) -> dict[str, object]:
@@ -197,11 +197,15 @@ def _outside_policies(scenario: Scenario) -> str:
     return json.dumps(outside, sort_keys=True)
 
 
-def si_value(scenario: Scenario, key: str, policy: int) -> float | None:
+def si_value(
+    scenario: Scenario, key: str, policy: int, positions: Sequence[int] | None = None
+) -> float | None:
     """The validated value at the dotted ``key`` of ``scenario`` if it is a number (durations
     in seconds, sizes in bytes, bandwidths in bytes/s, counts and fractions as they are),
     else None. A ``*`` under ``policies`` stands for ``policy``; any other ``*`` for the
-    first entry (a wildcard sets every entry to the same value)."""
+    first entry (a wildcard sets every entry to the same value). A policy's index in
+    ``key`` is its place in the file: ``positions`` gives the places of the scenario's
+    policies when ``--policy`` selected some (None: all)."""
     node: object = scenario
     parts = key.split(".")
     for i, part in enumerate(parts):
@@ -210,6 +214,10 @@ def si_value(scenario: Scenario, key: str, policy: int) -> float | None:
                 index = policy if parts[:i] == ["policies"] else 0
             elif part.isdigit():
                 index = int(part)
+                if parts[:i] == ["policies"] and positions is not None:
+                    if index not in positions:
+                        return None
+                    index = positions.index(index)
             else:
                 return None
             if index >= len(node):
@@ -349,7 +357,7 @@ def plan_sweep(
     numeric = [
         key
         for key in columns
-        if any(si_value(p.scenario, key, q) is not None for p in points for q in indices)
+        if any(si_value(p.scenario, key, q, selected) is not None for p in points for q in indices)
     ]
     return Plan(
         path, base, points, indices, chosen, target_halfwidth, max_reps, columns, selected,

@@ -167,6 +167,8 @@ def _assign(node, tp, parts, value, done, selected, lenient) -> list[Target]:
             return found
         if not (part.isdigit() and int(part) <= len(node)):
             raise ValueError(f"{here}: no list entry {part!r} (the list has {len(node)})")
+        if done == "policies" and selected is not None and int(part) not in selected:
+            raise ValueError(_not_selected(node, int(part), selected, here))
         if int(part) == len(node):  # the next index appends an entry
             node.append({} if rest else None)
         if not rest:
@@ -200,6 +202,18 @@ def _assign(node, tp, parts, value, done, selected, lenient) -> list[Target]:
         if new in group:
             node.pop(old, None)
     return [Target(done, part, group)]
+
+
+def _not_selected(policies: list, index: int, selected: Sequence[int], here: str) -> str:
+    """Why a key may not set policy ``index``: it is not among the ``selected`` ones, so
+    what it set would be dropped (a sweep's points all alike, a value never checked)."""
+    labels = policy_labels({"policies": policies}) or []
+    label = labels[index] if index < len(labels) else "a new policy"
+    chosen = ", ".join(labels[i] for i in selected if i < len(labels))
+    return (
+        f"{here}: {label} is not among the policies selected ({named('policies')}: {chosen}): "
+        "select it too, or leave this key out"
+    )
 
 
 def _join(done: str, part: str) -> str:
