@@ -632,3 +632,29 @@ def test_a_pls_fit_needs_three_replications():
     table = fits(runs).set_index("policy")
     assert table.loc["a", "n"] == 2 and np.isnan(table.loc["a", "slope"])
     assert table.loc["b", "slope"] == pytest.approx(12.5)
+
+
+def test_a_policy_repeated_at_several_points_counts_its_replications_once(tmp_path, figures):
+    """A sweep of one policy's interval: the others are the same at both points, their rows
+    copied; the PLS figure said n = 6 (and fitted them twice) for 3 replications."""
+    out = tmp_path / "sweep"
+    args = ["sweep", SMOKE, "--grid", "policies.0.interval=10 min,40 min", "--reps", "3"]
+    assert main([*args, "--jobs", "1", "-q", "-o", str(out)]) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    runs["pls_measured"] = runs["lost_h"] / runs["ideal_h"]  # as copied rows: no noise
+    runs["logloss_delta"] = 0.02 * runs["pls_measured"] + 1e-3 * runs["rep"]
+    runs.to_csv(out / "runs.csv", index=False)
+    plot_run(out, formats="png")
+    table = pd.read_csv(out / "plots" / "accuracy_vs_pls.csv")
+    n = table.groupby("policy")["fit_n"].first().to_dict()
+    assert n == {"full": 6, "full_daly": 3, "checkfreq": 3}
+    title = figures["accuracy_vs_pls"][0].get_suptitle().replace("\u00a0", " ")
+    assert "n = 3/6 trained reps per policy" in title.replace("\n", " ")
+    # what each point asked of each policy: the key sets only full's interval
+    interval = pd.read_csv(out / "plots" / "overhead_vs_interval.csv", keep_default_na=False)
+    asked = interval[interval["series"] != "daly_model"].groupby("series")["asked"].agg(set)
+    assert asked.to_dict() == {
+        "full": {"interval=10 min", "interval=40 min"},
+        "full_daly": {""},
+        "checkfreq": {""},
+    }

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ftsim.experiments.stats import summarize, with_point
+from ftsim.experiments.stats import SI_SUFFIX, summarize, with_point
 from ftsim.plots.style import PolicyStyle, policy_styles
 
 INTERVAL_KEYS = {"interval", "checkpoint_interval", "target_pls", "target_accuracy_loss"}
@@ -157,10 +157,28 @@ class RunData:
         """Whether ``column`` exists with at least one value."""
         return column in self.runs and self.runs[column].notna().any()
 
-    def describe_point(self, point: int) -> str:
-        """``key=value, …`` of a sweep point ('' for a plain run)."""
-        row = self.runs[self.runs["point"] == point].iloc[0]
-        return ", ".join(f"{c.rsplit('.', 1)[-1]}={row[c]}" for c in self.columns)
+    def describe_point(self, point: int, policy: str | None = None) -> str:
+        """``key=value, …`` of a sweep point ('' for a plain run); with ``policy`` (a label),
+        only the keys that set something of that policy's row: not a key of another policy
+        (``policies.1.…`` on full), nor a wildcard key of a field it does not have."""
+        rows = self.runs[self.runs["point"] == point]
+        if policy is not None:
+            rows = rows[rows["policy"] == policy]
+        row = rows.iloc[0]
+        keys = [c for c in self.columns if policy is None or self._sets(c, policy, row)]
+        return ", ".join(f"{c.rsplit('.', 1)[-1]}={row[c]}" for c in keys)
+
+    def _sets(self, key: str, policy: str, row: pd.Series) -> bool:
+        """Whether the swept ``key`` sets something of ``policy`` (a label) in ``row``."""
+        parts = key.split(".")
+        if parts[0] != "policies" or len(parts) < 2:
+            return True
+        if parts[1] == "*":  # a policy without the field has no value in its SI column
+            si = row.get(key + SI_SUFFIX)
+            return si is None or si == si
+        labels = list(self.manifest.get("policies", []))
+        positions = self.manifest.get("policy_positions") or list(range(len(labels)))
+        return policy in labels and str(positions[labels.index(policy)]) == parts[1]
 
     def point_scenario(self, point: int):
         """The resolved scenario of ``point``, rebuilt from scenario.yaml and the manifest.

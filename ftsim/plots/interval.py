@@ -138,7 +138,7 @@ def points(data: RunData, rows: pd.DataFrame) -> pd.DataFrame:
         }
     )
     t["decision"] = t["decision"].fillna("")
-    t["asked"] = [data.describe_point(p) for p in t["point"]]
+    t["asked"] = [data.describe_point(p, q) for p, q in zip(t["point"], t["series"], strict=True)]
     t = t.dropna(subset=["interval_h"])
     return t.drop_duplicates(["series", "interval_h", "decision", "overhead_pct"])
 

@@ -6,7 +6,9 @@ sample costs it less than it costs vanilla CPR), so one line over all of them wo
 slopes. Policies whose measured PLS is identically 0 (exact recovery: full rollback, SWIFT
 with a full log) have nothing to fit and would only pile points at the origin: they are left
 out and named in the title. The n of each fit is the number of that policy's trained
-replications (over all sweep points).
+replications (over all sweep points of its panel). A policy the same at several points (a
+sweep of another policy's field) has the same replications at each, its rows copied: they
+count once, as the replications they are.
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ def fits(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["policy", "slope", "intercept", "r2", "n"])
 
 
+def distinct(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with each policy's replication once: a policy the same at several points
+    gives the same replication at each (the same measured PLS and log-loss), the first
+    point's row kept."""
+    return runs.drop_duplicates(subset=["policy", "rep", X, Y])
+
+
 def plot(data: RunData, out: Output, point: int | None = None):
     if not (data.has(X) and data.has(Y)):
         raise Skip(f"no {X} and {Y} columns (the runs were timing only)")
@@ -56,7 +65,7 @@ def plot(data: RunData, out: Output, point: int | None = None):
     fig, axes = facets.figure(grid, 1.8, 0.4)
     drawn, labels, plotted, counts = {}, {}, [], set()
     for panel, ax in axes.items():
-        here = runs[runs["point"].isin(panel.points)]
+        here = distinct(runs[runs["point"].isin(panel.points)])
         mine = fits(here)
         counts.update(mine["n"])
         if mine.empty:  # no trained replication of the panel lost a sample
