@@ -658,3 +658,19 @@ def test_a_policy_repeated_at_several_points_counts_its_replications_once(tmp_pa
         "full_daly": {""},
         "checkfreq": {""},
     }
+
+
+def test_the_daly_curve_is_drawn_where_full_checkpointing_ran(tmp_path, figures):
+    """A sweep of CPR's target: full ran at 46 min, CPR up to 18 h; the curve went on to
+    18 h, at 200%, and set the overhead axis (a new user's figure)."""
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "full", "--policy", "cpr"]
+    grid = ["--grid", "policies.1.target_pls=0.05,0.4", "--reps", "2", "--no-trainer"]
+    assert main([*args, *grid, "--jobs", "1", "-q", "-o", str(out)]) == 0
+    plot_run(out, formats="png")
+    table = pd.read_csv(out / "plots" / "overhead_vs_interval.csv")
+    full = table.loc[table["series"] == "full", "interval_h"]
+    curve = table[table["series"] == "daly_model"]
+    assert len(full) == 1 and table["interval_h"].max() > 10 * full.max()  # CPR's reach
+    assert full.max() <= curve["interval_h"].max() <= 2 * full.max() * 1.001
+    assert curve["overhead_pct"].max() < 20

@@ -17,6 +17,8 @@ each visible around the next.
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -171,7 +173,7 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
         try:
             if along:
                 raise Skip(f"{along} varies along the x axis (a zip with the interval)")
-            curve = model_curve(data, rows, np.geomspace(low, high, 200))
+            curve = _where_it_ran(model_curve(data, rows, np.geomspace(low, high, 200)), t)
         except Skip as why:
             note = f"without the Daly model: {why}"
             if note not in data.omitted.get(NAME, []):
@@ -414,6 +416,30 @@ def _draw_model(data: RunData, ax, curve: pd.DataFrame, low: float, high: float)
         zorder=5,  # over the points; a CPR fall-back runs at this τ: its larger ✕ shows around
         label="Daly optimum τ*",
     )
+
+
+MODEL_SPAN = 4.0
+"""Least ratio of the longest to the shortest interval the Daly curve is drawn over (when
+its policy ran at one interval, a factor of 2 either side)."""
+
+
+def _where_it_ran(curve: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
+    """The Daly ``curve`` (over the panel's intervals) where its policy ran in the panel's
+    points ``t``, with its optimum τ*, at least :data:`MODEL_SPAN` wide. Drawn over
+    intervals only other policies ran, a model of full checkpointing set the overhead axis
+    where no full checkpointing ran (a sweep of CPR's target: full at 46 min, CPR up to
+    18 h, the curve at 200%)."""
+    ran = t.loc[t["series"] == curve.attrs["policy"], "interval_h"]
+    if ran.empty:
+        return curve
+    low, high = ran.min(), ran.max()
+    if curve.attrs["daly_h"] == curve.attrs["daly_h"]:
+        low, high = min(low, curve.attrs["daly_h"]), max(high, curve.attrs["daly_h"])
+    widen = math.sqrt(max(1.0, MODEL_SPAN / (high / low)))
+    x = curve["interval_h"]
+    kept = curve[(x >= low / widen * (1 - 1e-9)) & (x <= high * widen * (1 + 1e-9))]
+    kept.attrs = dict(curve.attrs)
+    return kept
 
 
 def _hours(value: float, _) -> str:
