@@ -245,3 +245,16 @@ def test_a_point_column_in_si_units_reads_the_policy_the_key_names_among_those_s
     assert [c["policies.1.target_pls_si"] for c in cells] == [0.05, 0.05, 0.2, 0.2]
     plan = plan_sweep(PROD50H, [], ["policies.2.fraction=0.02,0.05"], policies=["cpr_mfu"])
     assert [plan.row_cells(p, 0)["policies.2.fraction_si"] for p in plan.points] == [0.02, 0.05]
+
+
+def test_an_override_that_a_sweep_key_sets_too_is_said_to_be_replaced(tmp_path):
+    """--set policies.1.interval=2 h with --grid policies.1.target_pls=…: the grid's values
+    ran at every point and nothing said the --set was dropped (a new user's study)."""
+    plan = plan_sweep(PROD50H, ["policies.1.interval=2 h"], ["policies.1.target_pls=0.05,0.2"])
+    assert [str(n) for n in plan.notes] == [
+        "sweep key policies.1.target_pls replaces overrides policies.1.interval at every point "
+        "(both set policies.1.(interval | target_pls | target_accuracy_loss))"
+    ]
+    assert [p.scenario.policies[1].target_pls for p in plan.points] == [0.05, 0.2]
+    unrelated = plan_sweep(PROD50H, ["policies.0.interval=2 h"], ["policies.1.target_pls=0.1,0.2"])
+    assert unrelated.notes == []

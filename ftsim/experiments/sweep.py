@@ -26,6 +26,7 @@ With a target half-width, rounds of replications are added (indices n, n+1, …)
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import functools
 import hashlib
@@ -58,7 +59,7 @@ from ftsim.scenario.loader import (
     read_yaml,
     validate_scenario,
 )
-from ftsim.scenario.overrides import Target, assign, only_selected
+from ftsim.scenario.overrides import Target, assign, only_selected, parse_assignment
 from ftsim.scenario.schema import Scenario, Sweep
 
 TIMELINE_REP = 0
@@ -331,6 +332,7 @@ def plan_sweep(
                     section[name].update(entries)
             if reference is not None:
                 section["reference"] = reference
+            notes += _overrides_swept(plain, overrides, section, selected)
     # a loaded scenario was warned about when it was loaded; its dump spells out every default
     warn = not isinstance(scenario, Scenario)
     selection = only_run if command == "run" else only_selected
@@ -416,6 +418,38 @@ def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[No
                         )
                     )
                     break
+    return notes
+
+
+def _overrides_swept(plain: dict, overrides: Overrides, section: dict, selected) -> list[Notice]:
+    """A note for each override (``--set``) whose field a key of the sweep ``section`` (its
+    grid and zip, ``--grid`` included) sets too: the swept values are the ones that run."""
+    if isinstance(overrides, Mapping):
+        items = list(overrides.items())
+    else:
+        items = []
+        for text in overrides:
+            with contextlib.suppress(ValueError):  # reported when the overrides applied
+                items.append(parse_assignment(text))
+    swept = {}
+    for kind in ("grid", "zip"):
+        entries = section.get(kind)
+        if isinstance(entries, dict):
+            swept |= {k: v for k, v in entries.items() if isinstance(v, list) and v}
+    notes = []
+    for key, value in items:
+        mine = _dry_targets(plain, key, value, selected)
+        for other, choices in swept.items():
+            theirs = _dry_targets(plain, other, choices[0], selected)
+            clash = next((t for t in theirs for m in mine if t.clashes(m)), None)
+            if clash is not None:
+                notes.append(
+                    Notice(
+                        f"sweep key {other} replaces {named('overrides')} {key} at every point "
+                        f"(both set {_choice(clash)})"
+                    )
+                )
+                break
     return notes
 
 
