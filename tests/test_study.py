@@ -1,6 +1,8 @@
 """The study layer: a run is a sweep of one point written through the same store, and
 leaves nothing behind when interrupted; trained replications are tasks of their own."""
 
+import json
+
 import pytest
 
 from ftsim.cli import EXIT_INTERRUPTED, main
@@ -127,3 +129,23 @@ def test_a_target_pls_missed_beyond_doubt_is_said(tmp_path):
         SCENARIOS / "operations.yaml", ["run.replications=40"], policies=["cpr"], command="run"
     )
     assert study.result_warnings(study.execute(plan, tmp_path / "met", jobs=1, say=None)) == []
+
+
+def test_an_interrupted_session_is_in_the_manifest_and_its_resume_reuses_what_it_computed(
+    tmp_path, monkeypatch, capsys
+):
+    """The user guide promises an entry per session; an interrupted one had none, and the
+    resumed session's was the only record of the sweep's work (a new user's study)."""
+    _interrupt_task(monkeypatch, 3)
+    out = tmp_path / "s"
+    grid = ["--grid", "policies.*.interval=10 min,30 min", "--jobs", "1", "-q", "-o", str(out)]
+    assert main(["sweep", SMOKE, *grid, "--reps", "4", "--batch", "2"]) == EXIT_INTERRUPTED
+    [first] = json.loads((out / "manifest.json").read_text())["sessions"]
+    assert (first["ended"], first["computed_reps"], first["reused_reps"]) == ("interrupted", 4, 0)
+    monkeypatch.undo()
+    resume = ["--grid", "policies.*.interval=10 min,30 min", "--reps", "4", "--batch", "2"]
+    assert main(["sweep", SMOKE, *resume, "--jobs", "1", "-q", "--resume", str(out)]) == 0
+    sessions = json.loads((out / "manifest.json").read_text())["sessions"]
+    assert sessions[0] == first
+    assert (sessions[1]["computed_reps"], sessions[1]["reused_reps"]) == (20, 4)
+    assert "ended" not in sessions[1]

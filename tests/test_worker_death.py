@@ -4,6 +4,7 @@ and is continued to the rows of an uninterrupted one; a run writes nothing. Befo
 pool's ``BrokenProcessPool`` reached the user as a 30-line traceback that said neither."""
 
 import faulthandler
+import json
 import multiprocessing
 import os
 import signal
@@ -57,6 +58,8 @@ def test_a_sweep_whose_worker_is_killed_says_so_in_a_line_and_resumes_to_the_who
     assert err == f"{OOM}; the finished tasks are kept: continue with --resume {out}\n"
     assert not multiprocessing.active_children()
     # the tasks stored before the death (as many as the pool returned: timing) are kept
+    [session] = json.loads((out / "manifest.json").read_text())["sessions"]
+    assert session["ended"] == "a worker died" and session["reused_reps"] == 0
 
     dying_worker.undo()
     assert cli.main(["sweep", SMOKE, *GRID, "--jobs", "2", "-q", "--resume", str(out)]) == 0

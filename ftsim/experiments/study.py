@@ -298,6 +298,7 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
             )
     else:
         store = RunStore.create(out, sweep.manifest(plan, argv, started.isoformat()), force)
+    held = _kept_reps(store)
     try:
         with interrupts.unwrapped():
             _write_resolved(store.root / "scenario.yaml", plan.base)
@@ -307,10 +308,16 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
                 say(f"ftsim: {line}")
             _finish_folder(plan, store, started, argv, computed, reused, copied)
     except KeyboardInterrupt:  # while computing or merging: the shards are kept
-        raise _interrupted(plan, store, batch) from None
+        stop = _interrupted(plan, store, batch)
+        with contextlib.suppress(OutputError):
+            _unfinished_session(store, started, argv, stop.kept_reps - held, held, "interrupted")
+        raise stop from None
     except (OutputError, WorkerDied) as exc:
         with contextlib.suppress(OutputError):
             store.sync()
+            if isinstance(exc, WorkerDied):
+                kept = _kept_reps(store)
+                _unfinished_session(store, started, argv, kept - held, held, "a worker died")
         note = f"the finished tasks are kept: continue with {option('resume', store.root)}"
         if isinstance(exc, WorkerDied):
             raise WorkerDied(exc.cause, note) from None
@@ -360,6 +367,31 @@ def _finish_folder(
     write_json(store.root / "manifest.json", fields)
 
 
+def _unfinished_session(store: RunStore, started, argv, computed: int, reused: int, why: str):
+    """A sweep's session that ended before its results (``why``: "interrupted", "a worker
+    died"), in the manifest: the replications it computed and found stored. A resumed
+    session finds them stored."""
+    session = {
+        "argv": argv,
+        "started_utc": started.isoformat(),
+        "ended_utc": datetime.now(UTC).isoformat(),
+        "ended": why,
+        "computed_reps": computed,
+        "reused_reps": reused,
+    }
+    store.update_manifest(sessions=[*store.manifest()["sessions"], session])
+
+
+def _kept(store: RunStore) -> list:
+    """The finished tasks whose rows shard is on disk."""
+    return [key for key in store.done() if (store.shards / f"{key.name}.csv").exists()]
+
+
+def _kept_reps(store: RunStore) -> int:
+    """The replications of the finished tasks whose rows shard is on disk."""
+    return sum(len(key.reps) for key in _kept(store))
+
+
 def _interrupted(plan: Plan, store: RunStore, batch: int) -> StudyInterrupted:
     """What an interrupted sweep kept, its shards synced to disk first (what it says is
     saved is)."""
@@ -367,7 +399,7 @@ def _interrupted(plan: Plan, store: RunStore, batch: int) -> StudyInterrupted:
 
     store.sync()
 
-    done = [key for key in store.done() if (store.shards / f"{key.name}.csv").exists()]
+    done = _kept(store)
     reps = sum(len(key.reps) for key in done)
     if plan.target_halfwidth is not None:  # replications added up to max_reps per pair
         most = plan.max_reps * len(plan.points) * len(plan.policies)
