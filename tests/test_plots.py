@@ -632,6 +632,12 @@ def test_a_pls_fit_needs_three_replications():
     table = fits(runs).set_index("policy")
     assert table.loc["a", "n"] == 2 and np.isnan(table.loc["a", "slope"])
     assert table.loc["b", "slope"] == pytest.approx(12.5)
+    # the slope's 95% half-width, closed form: t(0.975, n - 2) · sqrt(SSE / (n - 2) / Sxx)
+    x, y = np.array([0.1, 0.2, 0.3]), np.array([1.0, 2.0, 3.5])
+    sse = np.sum((y - (y.mean() + 12.5 * (x - x.mean()))) ** 2)
+    half = 12.7062047 * np.sqrt(sse / 1 / np.sum((x - x.mean()) ** 2))
+    assert table.loc["b", "slope_ci95_half"] == pytest.approx(half, rel=1e-6)
+    assert np.isnan(table.loc["a", "slope_ci95_half"])
 
 
 def test_a_policy_repeated_at_several_points_counts_its_replications_once(tmp_path, figures):

@@ -30,21 +30,29 @@ MIN_FIT = 3
 
 
 def fits(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per policy with some non-zero PLS: slope, intercept, r² and n of ``Y`` on ``X``
-    (slope and r² NaN when all its PLS values are equal or it has fewer than
-    :data:`MIN_FIT` replications: its points are drawn, no line)."""
+    """Per policy with some non-zero PLS: slope (with the half-width of its 95% t-interval,
+    n − 2 degrees of freedom), intercept, r² and n of ``Y`` on ``X`` (NaN when all its PLS
+    values are equal or it has fewer than :data:`MIN_FIT` replications: its points are
+    drawn, no line)."""
     out = []
     for policy, g in runs.groupby("policy", sort=False):
         if not (g[X] != 0).any():
             continue
-        if g[X].nunique() < 2 or len(g) < MIN_FIT:
-            slope = intercept = r2 = np.nan
-        else:
+        slope = half = intercept = r2 = np.nan
+        if g[X].nunique() >= 2 and len(g) >= MIN_FIT:
             fit = scipy_stats.linregress(g[X], g[Y])
             slope, intercept, r2 = fit.slope, fit.intercept, fit.rvalue**2
-        out.append({"policy": policy, "slope": slope, "intercept": intercept, "r2": r2})
-        out[-1]["n"] = len(g)
-    return pd.DataFrame(out, columns=["policy", "slope", "intercept", "r2", "n"])
+            half = scipy_stats.t.ppf(0.975, len(g) - 2) * fit.stderr
+        out.append({"policy": policy, "slope": slope, "slope_ci95_half": half})
+        out[-1] |= {"intercept": intercept, "r2": r2, "n": len(g)}
+    columns = ["policy", "slope", "slope_ci95_half", "intercept", "r2", "n"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def slope_text(fit) -> str:
+    """``slope -0.0036 ± 0.0021`` (the 95% interval's half-width: a slope through few
+    replications is uncertain, as its sign may be)."""
+    return f"slope {fit.slope:.2g} ± {fit.slope_ci95_half:.2g}"
 
 
 def distinct(runs: pd.DataFrame) -> pd.DataFrame:
@@ -78,7 +86,7 @@ def plot(data: RunData, out: Output, point: int | None = None):
             style = data.styles[fit.policy]
             label = f"{style.name}: n = {fit.n}"
             if fit.slope == fit.slope:
-                label += f", slope {fit.slope:.3g}, r² = {fit.r2:.2f}"
+                label += f", {slope_text(fit)}, r² = {fit.r2:.2f}"
                 x = np.linspace(g[X].min(), g[X].max(), 50)
                 ax.plot(x, fit.intercept + fit.slope * x, color=style.color, linewidth=1.0)
             (handle,) = ax.plot(
@@ -103,7 +111,7 @@ def plot(data: RunData, out: Output, point: int | None = None):
     n = "/".join(map(str, sorted(counts)))
     title = f"{data.scenario_name}: n = {n} trained reps per policy"
     if grid.panels[1:]:
-        title += " and panel; one least-squares line per policy and panel (slope, r²)"
+        title += " and panel; one least-squares line per policy and panel (slope ± 95% CI, r²)"
         legend = [data.styles[p].name for p in drawn]
     else:
         legend = [labels[p][0] for p in drawn]
@@ -128,7 +136,7 @@ def _fits_in_panel(data: RunData, ax, mine: pd.DataFrame) -> None:
         ax.text(
             0.03,
             0.97 - 0.09 * i,
-            f"{data.styles[fit.policy].name}: slope {fit.slope:.3g}, r² {fit.r2:.2f}",
+            f"{data.styles[fit.policy].name}: {slope_text(fit)}, r² {fit.r2:.2f}",
             transform=ax.transAxes,
             va="top",
             fontsize=6,
