@@ -74,6 +74,14 @@ def test_a_sweep_trains_one_baseline_per_replication_for_all_policies_of_points_
     assert groups == [tasks[:12], tasks[12:]]
     timing_only = [TaskKey(1, q, 2, 3) for q in range(6)]
     assert _groups(plan, timing_only) == [[k] for k in timing_only]
+    # with workers to spare (3 for 2 trained replications), per point: none waits
+    assert _groups(plan, tasks, workers=2) == groups
+    spread = _groups(plan, tasks, workers=3)
+    assert [[(k.point, k.start) for k in g] for g in spread] == [
+        [(0, 0)] * 6,
+        [(1, 0)] * 6,
+        [(0, 1)] * 6,
+    ]
     other = plan_sweep(PROD50H, ["run.replications=3", TWO_TRAINED], ["run.seed=1,2"], None)
     assert [[k.point for k in g] for g in _groups(other, tasks[:12])] == [[0] * 6, [1] * 6]
 

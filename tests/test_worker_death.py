@@ -16,7 +16,7 @@ import pytest
 import ftsim
 from ftsim import cli
 from ftsim.experiments import sweep
-from ftsim.experiments.pool import WorkerDied, finished, process_pool, submit_all
+from ftsim.experiments.pool import WorkerDied, capacity, finished, process_pool, submit_all
 from tests.conftest import SCENARIOS
 
 SMOKE = str(SCENARIOS / "smoke.yaml")
@@ -100,6 +100,7 @@ def _crash() -> None:
 )
 def test_how_the_worker_ended_is_said(task, cause):
     with pytest.raises(WorkerDied) as raised, process_pool(2) as pool:
+        assert capacity(pool) == 2 and capacity(None) is None
         list(finished(submit_all(pool, task, [()]), pool))
     assert str(raised.value) == f"a worker process {cause}"
     assert not multiprocessing.active_children()
@@ -157,6 +158,7 @@ def test_a_dask_cluster_whose_workers_die_is_said_likewise():
         distributed.Client(cluster) as client,
     ):
         executor = client.get_executor(pure=False)
+        assert capacity(executor) == 1
         with pytest.raises(WorkerDied, match="of the Dask cluster died running a task"):
             list(finished([executor.submit(os._exit, 1)], executor))
         assert list(finished([executor.submit(abs, -1)], executor))[0][1] == 1  # it goes on

@@ -107,6 +107,20 @@ def in_worker() -> bool:
     return _in_worker
 
 
+def capacity(pool: Executor | None) -> int | None:
+    """How many tasks ``pool`` runs at once: a local pool's workers, a Dask cluster's
+    worker threads (as it has them now); None for this process (no pool) or when unknown."""
+    if pool is None:
+        return None
+    if isinstance(pool, ProcessPoolExecutor):
+        return pool._max_workers
+    client = getattr(pool, "_client", None)  # a Dask client's executor
+    try:
+        return sum(client.nthreads().values()) if client is not None else None
+    except (AttributeError, OSError, TimeoutError):
+        return None
+
+
 def default_jobs() -> int:
     """CPUs this process may use."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

@@ -43,7 +43,7 @@ from typing import Protocol
 import yaml
 from pydantic import BaseModel
 
-from ftsim.experiments.pool import default_jobs, finished, process_pool, submit_all
+from ftsim.experiments.pool import capacity, default_jobs, finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_policies, training_cost
 from ftsim.experiments.stats import SI_SUFFIX
 from ftsim.experiments.store import RunStore, StoreError, TaskKey, shard_texts
@@ -670,10 +670,12 @@ def n_tasks(plan: Plan, batch: int) -> int:
 
 
 def n_units(plan: Plan, batch: int) -> int:
-    """Units of work a worker takes among the planned tasks: the tasks of a trained point's
-    policies over the same replications run together (:func:`_groups`) and count once, and
-    a task that repeats another point's is not run (:func:`_repeated`)."""
-    return len(_groups(plan, _repeated(plan, _planned_tasks(plan, batch))[0]))
+    """Units of work workers may take among the planned tasks: the tasks of a trained
+    point's policies over the same replications run together and count once (points that
+    train the same model may share them: :func:`_groups`, not when there are workers to
+    spare), and a task that repeats another point's is not run (:func:`_repeated`)."""
+    run = _repeated(plan, _planned_tasks(plan, batch))[0]
+    return len(_grouped(plan, run, range(len(plan.points))))
 
 
 def _planned_tasks(plan: Plan, batch: int) -> list[TaskKey]:
@@ -750,21 +752,32 @@ def _trains(plan: Plan, key: TaskKey) -> bool:
     return plan.points[key.point].scenario.trains_model(key.start)
 
 
-def _groups(plan: Plan, tasks: list[TaskKey]) -> list[list[TaskKey]]:
+def _groups(plan: Plan, tasks: list[TaskKey], workers: int | None = None) -> list[list[TaskKey]]:
     """Tasks run together: where the replications train the model, those over the same
     replications of the points that train the same model (:attr:`Plan.same_model`): one
     failure-free trainer per replication serves every policy of them all; timing-only tasks
-    run alone (smaller tasks spread better over workers)."""
+    run alone (smaller tasks spread better over workers). When that leaves fewer trained
+    groups than ``workers`` (some would wait: a Dask cluster of 50 for a sweep of 10 trained
+    replications), those of one point over the same replications instead."""
+    groups = _grouped(plan, tasks, plan.same_model)
+    if workers is not None and sum(_trains(plan, g[0]) for g in groups) < workers:
+        return _grouped(plan, tasks, range(len(plan.points)))
+    return groups
+
+
+def _grouped(plan: Plan, tasks: list[TaskKey], together: Sequence[int]) -> list[list[TaskKey]]:
+    """Trained tasks over the same replications of points ``together`` names alike (per
+    point: the first point of its kind) in one group each; timing-only tasks alone."""
     groups: list[list[TaskKey]] = []
     shared: dict[tuple[int, int, int], list[TaskKey]] = {}
     for key in tasks:
         if not _trains(plan, key):
             groups.append([key])
             continue
-        together = (plan.same_model[key.point], key.start, key.stop)
-        group = shared.get(together)
+        kind = (together[key.point], key.start, key.stop)
+        group = shared.get(kind)
         if group is None:
-            group = shared[together] = []
+            group = shared[kind] = []
             groups.append(group)
         group.append(key)
     return groups
@@ -797,7 +810,7 @@ def _submit(
     they run in this process as they are iterated. A task's rows are written for its
     ``copies`` too, the tasks that repeat it (:func:`_repeated`). (key, result) of every
     task and copy, as they finish."""
-    groups = _groups(plan, run)
+    groups = _groups(plan, run, capacity(pool))
     if pool is not None:
         groups.sort(key=lambda group: _start_order(plan, group))  # stable: plan order
     points = plan.points
