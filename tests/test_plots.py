@@ -573,6 +573,23 @@ def test_the_pls_figure_of_panels_counts_per_panel_and_says_an_empty_one(tmp_pat
 
     FigureCanvasAgg(fig)  # (a saved figure keeps no renderer)
     assert collisions(fig) == []
+    assert _points_under_text(fig) == 0  # the slopes were written over the points
+    assert len({ax.get_ylim() for ax in fig.axes[:2]}) == 1  # panels share their axes
+
+
+def _points_under_text(fig) -> int:
+    """Data points (markers, lines' ends) of the figure's panels drawn under their texts."""
+    import numpy as np
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    hidden = 0
+    for ax in fig.axes:
+        boxes = [t.get_window_extent(renderer) for t in ax.texts]
+        for line in ax.get_lines():
+            xy = ax.transData.transform(np.column_stack(line.get_data()))
+            hidden += sum(any(b.contains(x, y) for b in boxes) for x, y in xy)
+    return hidden
 
 
 def test_log_ticks_at_1_2_5_only_where_their_labels_have_room():
@@ -680,3 +697,20 @@ def test_the_daly_curve_is_drawn_where_full_checkpointing_ran(tmp_path, figures)
     assert len(full) == 1 and table["interval_h"].max() > 10 * full.max()  # CPR's reach
     assert full.max() <= curve["interval_h"].max() <= 2 * full.max() * 1.001
     assert curve["overhead_pct"].max() < 20
+
+
+def test_the_slopes_of_panels_are_written_above_the_points(tmp_path, figures):
+    """Points falling to the right, so the highest are at the left, under the slopes."""
+    out = tmp_path / "sweep"
+    args = ["sweep", SMOKE, "--grid", "failures.0.job_mtbf=1 h,2 h", "--reps", "4"]
+    assert main([*args, "--jobs", "1", "-q", "-o", str(out)]) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    runs["pls_measured"] = 0.01 + runs["lost_h"] / runs["ideal_h"]
+    runs["logloss_delta"] = 0.5 - runs["pls_measured"]
+    runs.to_csv(out / "runs.csv", index=False)
+    plot_run(out, formats="png")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = figures["accuracy_vs_pls"][0]
+    FigureCanvasAgg(fig)
+    assert _points_under_text(fig) == 0

@@ -5,7 +5,8 @@ Policies lose samples differently (a prioritized save keeps the most used rows, 
 sample costs it less than it costs vanilla CPR), so one line over all of them would mix
 slopes. Policies whose measured PLS is identically 0 (exact recovery: full rollback, SWIFT
 with a full log) have nothing to fit and would only pile points at the origin: they are left
-out and named in the title. The n of each fit is the number of that policy's trained
+out and named in the title. Panels share their axes, so that slopes compare by eye. The n
+of each fit is the number of that policy's trained
 replications (over all sweep points of its panel). A policy the same at several points (a
 sweep of another policy's field) has the same replications at each, its rows copied: they
 count once, as the replications they are.
@@ -70,8 +71,9 @@ def plot(data: RunData, out: Output, point: int | None = None):
     if table.empty:
         raise Skip("every policy's PLS is 0: no line to fit")
     grid = facets.layout(data, [d for d in data.dimensions if not d.policy_knob])
-    fig, axes = facets.figure(grid, 1.8, 0.4)
+    fig, axes = facets.figure(grid, 1.8, 0.4, sharex=True, sharey=True)  # panels compared
     drawn, labels, plotted, counts = {}, {}, [], set()
+    lines = 0  # of slopes written in a panel, at most
     for panel, ax in axes.items():
         here = distinct(runs[runs["point"].isin(panel.points)])
         mine = fits(here)
@@ -104,7 +106,9 @@ def plot(data: RunData, out: Output, point: int | None = None):
             ax.axhline(0, color="0.3", linewidth=0.5)
         if grid.panels[1:]:
             ax.set_title(panel.title)
-            _fits_in_panel(data, ax, mine)
+            lines = max(lines, _fits_in_panel(data, ax, mine))
+    if lines:
+        _room_above(next(iter(axes.values())), lines)
     facets.axis_labels(
         fig, "PLS measured (portion of lost samples)", "log-loss increase vs failure-free"
     )
@@ -127,21 +131,34 @@ def plot(data: RunData, out: Output, point: int | None = None):
     return out.save(fig, pd.concat(plotted, ignore_index=True), NAME)
 
 
-def _fits_in_panel(data: RunData, ax, mine: pd.DataFrame) -> None:
+FIT_LINE = 0.09
+"""Height of a line of the slopes written in a panel, as a fraction of the panel's."""
+
+
+def _fits_in_panel(data: RunData, ax, mine: pd.DataFrame) -> int:
     """Each policy's slope and r² in the panel's upper left, in its colour (one legend
-    serves every panel: it names the policies only)."""
+    serves every panel: it names the policies only); returns the lines it took."""
     for i, fit in enumerate(mine.itertuples()):
         if fit.slope != fit.slope:  # one PLS value: no line
             continue
         ax.text(
             0.03,
-            0.97 - 0.09 * i,
+            0.97 - FIT_LINE * i,
             f"{data.styles[fit.policy].name}: {slope_text(fit)}, r² {fit.r2:.2f}",
             transform=ax.transAxes,
             va="top",
             fontsize=6,
             color=data.styles[fit.policy].color,
         )
+    return len(mine)
+
+
+def _room_above(ax, lines: int) -> None:
+    """Raise the top of the (shared) overhead axis so that the data stay below ``lines``
+    of slopes: written over the points, they hid them (a new user's three panels)."""
+    low, high = ax.get_ylim()
+    text = 0.05 + FIT_LINE * lines  # of the panel's height, from its top
+    ax.set_ylim(low, low + (high - low) / (1 - text))
 
 
 def _nothing_to_fit(ax) -> None:
