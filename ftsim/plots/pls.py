@@ -154,7 +154,7 @@ def _fits_in_panel(data: RunData, ax, mine: pd.DataFrame) -> int:
 
 
 def _room_above(ax, lines: int) -> None:
-    """Raise the top of the (shared) overhead axis so that the data stay below ``lines``
+    """Raise the top of the (shared) log-loss axis so that the data stay below ``lines``
     of slopes: written over the points, they hid them (a new user's three panels)."""
     low, high = ax.get_ylim()
     text = 0.05 + FIT_LINE * lines  # of the panel's height, from its top
