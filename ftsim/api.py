@@ -79,7 +79,11 @@ def run(
         policies=_labels(policies),
         command="run",
     )
-    return _execute(plan, out, progress, jobs=jobs, force=force)
+    call = _call(
+        "run", scenario, overrides, reps=reps, seed=seed, policies=policies, trainer=trainer,
+        jobs=jobs, out=out, force=force,
+    )  # fmt: skip
+    return _execute(plan, out, progress, jobs=jobs, force=force, argv=call)
 
 
 def sweep(
@@ -149,6 +153,12 @@ def sweep(
         target_halfwidth=target_halfwidth,
         max_reps=max_reps,
     )
+    call = _call(
+        "sweep", scenario, grid, overrides, reps=reps, seed=seed, policies=policies,
+        trainer=trainer, reference=reference, target_halfwidth=target_halfwidth,
+        max_reps=max_reps, jobs=jobs, executor=executor, dask_address=dask_address,
+        batch=batch, out=out, resume=resume, force=force,
+    )  # fmt: skip
     return _execute(
         plan,
         resume if resume is not None else out,
@@ -159,6 +169,7 @@ def sweep(
         executor=executor,
         dask_address=dask_address,
         batch=batch,
+        argv=call,
     )
 
 
@@ -307,6 +318,35 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
     options = pa_csv.ConvertOptions(strings_can_be_null=True)
     return pa_csv.read_csv(path, convert_options=options).to_pandas()
+
+
+CALL_DEFAULTS = {
+    "trainer": True,
+    "force": False,
+    "max_reps": 1000,
+    "executor": "process",
+    "batch": 10,
+}
+"""The defaults of :func:`run`'s and :func:`sweep`'s arguments other than None."""
+
+
+def _call(function: str, scenario, *arguments, **keywords) -> list[str]:
+    """How the Python API was called, as the manifest's ``argv`` records it (for a command,
+    its command line): ``["ftsim.sweep('scenarios/prod50h.yaml', {...}, reps=6)"]``, with
+    the arguments given other than by default (None, :data:`CALL_DEFAULTS`)."""
+    from ftsim.scenario.schema import Scenario
+
+    def shown(value) -> str:
+        return repr(str(value)) if isinstance(value, Path) else repr(value)
+
+    where = f"<scenario {scenario.name}>" if isinstance(scenario, Scenario) else shown(scenario)
+    parts = [where, *(shown(a) for a in arguments if a is not None)]
+    parts += [
+        f"{name}={shown(value)}"
+        for name, value in keywords.items()
+        if value is not None and not (name in CALL_DEFAULTS and value == CALL_DEFAULTS[name])
+    ]
+    return [f"ftsim.{function}({', '.join(parts)})"]
 
 
 def _execute(plan, out, progress: bool, **options) -> Results:

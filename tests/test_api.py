@@ -383,3 +383,16 @@ def test_numpy_numbers_are_taken_as_python_ones_and_text_is_not_a_count(tmp_path
         with pytest.raises(StudyError) as refused:
             ftsim.run(smoke, trainer=False, reps=value)
         assert str(refused.value) == f"reps must be a whole number of at least 1 (got {said})"
+
+
+def test_the_manifest_records_the_python_call_as_a_command_records_its_command_line(tmp_path):
+    """It had ``argv: null``: nothing said which grid, overrides or options made the folder."""
+    grid = {"policies.*.interval": ["10 min", "20 min"]}
+    out = tmp_path / "s"
+    results = ftsim.sweep(SCENARIOS / "smoke.yaml", grid, reps=2, trainer=False, jobs=1, out=out)
+    call = (
+        f"ftsim.sweep({str(SCENARIOS / 'smoke.yaml')!r}, {grid!r}, reps=2, trainer=False, "
+        f"jobs=1, out={str(out)!r})"
+    )
+    assert results.manifest["argv"] == [call]
+    assert [s["argv"] for s in results.manifest["sessions"]] == [[call]]
