@@ -208,6 +208,11 @@ def advise(
     _check_type("force", force, bool, "True or False")
     _check_count("reps", reps, 1)
     _check_count("seed", seed, 0)
+    call = _call(
+        "advise", scenario, overrides, max_pls=max_pls,
+        max_memory_overhead=max_memory_overhead, reps=reps, seed=seed, policies=policies,
+        jobs=jobs, out=out, force=force,
+    )  # fmt: skip
     jobs = default_jobs() if jobs is None else jobs
     search.check_options(max_pls, max_memory_overhead, jobs)
     return search.execute(
@@ -215,6 +220,7 @@ def advise(
         _assignments(overrides),
         None if out is None else Path(out),
         force=force,
+        argv=call,
         default=_temporary_advice_folder,
         max_pls=max_pls,
         max_memory_overhead=max_memory_overhead,

@@ -396,3 +396,8 @@ def test_the_manifest_records_the_python_call_as_a_command_records_its_command_l
     )
     assert results.manifest["argv"] == [call]
     assert [s["argv"] for s in results.manifest["sessions"]] == [[call]]
+    advice = ftsim.advise(SMOKE, max_pls=0.1, reps=2, out=tmp_path / "a")
+    manifest = json.loads((advice.folder / "manifest.json").read_text())
+    assert manifest["argv"] == [
+        f"ftsim.advise({str(SMOKE)!r}, max_pls=0.1, reps=2, out={str(tmp_path / 'a')!r})"
+    ]
