@@ -49,6 +49,7 @@ def test_a_repeat_runs_itself_when_its_first_point_is_not_to_run():
     plan = _plan(CPR_TARGETS)
     first, repeat = TaskKey(0, 2, 0, 3), TaskKey(1, 2, 0, 3)
     assert _repeated(plan, [first, repeat]) == ([first], {first: [repeat]})
+    assert _repeated(plan, [repeat, first]) == ([first], {first: [repeat]})  # any order
     assert _repeated(plan, [repeat]) == ([repeat], {repeat: []})
 
 

@@ -129,8 +129,8 @@ class Plan:
         """Per point, the first point whose scenario is the same outside the policies (the
         job, the cluster, the failures, the run, the trainer), compared on the validated
         values: a value spelled otherwise (``60 min`` for ``1 h``) is the same. Such points
-        see the same failures and, where a replication trains the model, the same
-        failure-free model."""
+        see the same failures: a policy the same at both gives the same rows
+        (:attr:`repeats`)."""
         first: dict[str, int] = {}
         return [
             first.setdefault(_outside_policies(point.scenario), point.index)
@@ -561,7 +561,7 @@ def run_sweep(
     dask_address: str | None = None,
     batch: int = 10,
     progress: Progress | None = None,
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """Run the replications not yet in ``store`` on the ``executor`` (:func:`workers`);
     returns (computed, reused, copied) replications (:func:`compute`)."""
     with workers(executor, jobs or default_jobs(), dask_address) as pool:
@@ -575,7 +575,7 @@ def compute(
     batch: int = 10,
     progress: Progress | None = None,
     first: Round | None = None,
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """Run the replications not yet in ``store`` on ``pool`` (from :func:`workers`; None:
     in this process), storing each task as it finishes; returns (computed, reused, copied)
     replications, ``copied`` of the computed ones written from another point's simulation
@@ -789,16 +789,16 @@ def _repeated(plan: Plan, tasks: list[TaskKey]) -> tuple[list[TaskKey], dict]:
     one (:attr:`Plan.repeats`), when that point's task is among ``tasks`` too (a resumed
     sweep may hold it already: then the repeat runs)."""
     wanted = set(tasks)
-    run: list[TaskKey] = []
-    copies: dict[TaskKey, list[TaskKey]] = {}
-    for key in tasks:
+
+    def source(key: TaskKey) -> TaskKey | None:  # the first point's task (never a repeat)
         earlier = plan.repeats.get((key.point, key.policy))
-        source = TaskKey(earlier, key.policy, key.start, key.stop) if earlier is not None else None
-        if source in wanted:
-            copies[source].append(key)
-        else:
-            run.append(key)
-            copies[key] = []
+        return TaskKey(earlier, key.policy, key.start, key.stop) if earlier is not None else None
+
+    run = [key for key in tasks if source(key) not in wanted]
+    copies: dict[TaskKey, list[TaskKey]] = {key: [] for key in run}
+    for key in tasks:
+        if source(key) in wanted:
+            copies[source(key)].append(key)
     return run, copies
 
 
