@@ -423,7 +423,8 @@ def _replaced_keys(plain: dict, section: dict, given: dict, selected) -> list[No
 
 def _overrides_swept(plain: dict, overrides: Overrides, section: dict, selected) -> list[Notice]:
     """A note for each override (``--set``) whose field a key of the sweep ``section`` (its
-    grid and zip, ``--grid`` included) sets too: the swept values are the ones that run."""
+    grid and zip, ``--grid`` included) sets too: the swept values are the ones that run (an
+    override that clears a field, ``null``, is left alone: whatever sets it, it is clear)."""
     if isinstance(overrides, Mapping):
         items = list(overrides.items())
     else:
@@ -438,6 +439,8 @@ def _overrides_swept(plain: dict, overrides: Overrides, section: dict, selected)
             swept |= {k: v for k, v in entries.items() if isinstance(v, list) and v}
     notes = []
     for key, value in items:
+        if value is None:  # a field cleared (target_pls: null) is not replaced by another
+            continue
         mine = _dry_targets(plain, key, value, selected)
         for other, choices in swept.items():
             theirs = _dry_targets(plain, other, choices[0], selected)
