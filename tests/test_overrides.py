@@ -258,5 +258,8 @@ def test_an_override_that_a_sweep_key_sets_too_is_said_to_be_replaced(tmp_path):
     assert [p.scenario.policies[1].target_pls for p in plan.points] == [0.05, 0.2]
     unrelated = plan_sweep(PROD50H, ["policies.0.interval=2 h"], ["policies.1.target_pls=0.1,0.2"])
     assert unrelated.notes == []
-    cleared = plan_sweep(PROD50H, ["policies.1.target_pls=null"], ["policies.1.interval=1 h,2 h"])
-    assert cleared.notes == []
+    cleared = ["policies.1.target_pls=null", "policies.1.interval=3 h"]
+    notes = plan_sweep(PROD50H, cleared, ["policies.1.interval=1 h,2 h"]).notes
+    assert [str(n).split(" at every")[0] for n in notes] == [
+        "sweep key policies.1.interval replaces overrides policies.1.interval"
+    ]  # not the null: a field cleared stays clear
