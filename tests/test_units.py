@@ -45,3 +45,20 @@ def test_formatting_round_trips():
     for seconds in (0.763927383829716 * 3600, 1800.0, 5e-5, 2.5):
         assert parse_duration_s(format_duration(seconds)) == pytest.approx(seconds, rel=1e-11)
     assert parse_bandwidth_Bps(format_bandwidth(3.125e9)) == 3.125e9
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("8 hours", 8 * 3600.0), ("1 hour", 3600.0), ("20 minutes", 1200.0), ("5 mins", 300.0),
+     ("90 seconds", 90.0), ("2 days", 172800.0), ("3 hrs", 10800.0)],
+)  # fmt: skip
+def test_time_units_written_out_are_read_as_their_symbols(text, seconds):
+    """``8 hours`` was refused where ``8 hr`` is read (a new user's typo)."""
+    assert parse_duration_s(text) == seconds
+
+
+def test_an_interval_with_an_unknown_unit_says_which_units_there_are():
+    from ftsim.scenario.intervals import _interval
+
+    with pytest.raises(ValueError, match=r"unknown time unit 'hourz' \(use one of us, ms"):
+        _interval("8 hourz")

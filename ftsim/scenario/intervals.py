@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, PlainSerializer
 
-from ftsim.scenario.units import UnitError, format_duration, parse_duration_s
+from ftsim.scenario.units import UnitError, UnknownUnit, format_duration, parse_duration_s
 
 INTERVAL_RULES = ("young", "daly")
 
@@ -25,6 +25,8 @@ def _interval(value):
         raise ValueError(expected)
     try:
         seconds = parse_duration_s(value)
+    except UnknownUnit as exc:  # the units there are first
+        raise ValueError(f"{exc}; {expected}") from None
     except UnitError:
         raise ValueError(expected) from None
     if seconds <= 0:

@@ -304,7 +304,9 @@ def scenario_reference() -> str:
         "",
         "A scenario is a YAML file. Unknown keys are errors. Quantities carry units:",
         "",
-        f"- **duration**: a number and one of {_units(SECONDS_PER)} (`'30 min'`, `'100 ms'`);",
+        f"- **duration**: a number and one of {_units(SECONDS_PER)} (`'30 min'`, `'100 ms'`; "
+        "also written out: `seconds`, `minutes`, `hours`, `days`, singular or not, `mins`, "
+        "`hrs`);",
         f"- **size**: one of {_units(BYTES_PER)} (`'64 GB'`);",
         "- **bandwidth**: a size or one of "
         f"{_units(BITS_PER)} per second (`'4 GB/s'`, `'25 Gbit/s'`, `'25 Gbps'`).",

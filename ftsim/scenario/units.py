@@ -22,6 +22,20 @@ SECONDS_PER = {
     "hr": 3600.0,
     "d": 86400.0,
 }
+TIME_WORDS = {
+    "second": "s",
+    "seconds": "s",
+    "secs": "s",
+    "minute": "min",
+    "minutes": "min",
+    "mins": "min",
+    "hour": "h",
+    "hours": "h",
+    "hrs": "h",
+    "day": "d",
+    "days": "d",
+}
+"""Time units written out, as an engineer types them (``8 hours``), and their symbols."""
 BYTES_PER = {
     "B": 1.0,
     "kB": 1e3,
@@ -43,6 +57,10 @@ class UnitError(ValueError):
     """A quantity string that cannot be read, or has a unit of the wrong kind."""
 
 
+class UnknownUnit(UnitError):
+    """A number with a unit that is not one of its kind's (``8 hourz``)."""
+
+
 def _split(text: str) -> tuple[float, str]:
     match = _QUANTITY.match(text)
     if not match:
@@ -57,9 +75,9 @@ def parse_duration_s(value: float | int | str, default_unit: str = "s") -> float
     if isinstance(value, int | float):
         return float(value) * SECONDS_PER[default_unit]
     number, unit = _split(value)
-    unit = unit or default_unit
+    unit = TIME_WORDS.get(unit, unit or default_unit)
     if unit not in SECONDS_PER:
-        raise UnitError(f"unknown time unit {unit!r} (use one of {', '.join(SECONDS_PER)})")
+        raise UnknownUnit(f"unknown time unit {unit!r} (use one of {', '.join(SECONDS_PER)})")
     return number * SECONDS_PER[unit]
 
 
