@@ -438,7 +438,11 @@ def _load(args):
 
 
 def _overrides(args) -> list[str]:
-    """``--set`` assignments plus those the shorthand options stand for."""
+    """``--set`` assignments plus those the shorthand options stand for (checked here, so
+    that a bad one is named as typed, not as the field it sets)."""
+    for name, value, least in (("--reps", args.reps, 1), ("--seed", args.seed, 0)):
+        if value is not None and value < least:
+            raise UsageError(f"{name} must be at least {least} (got {value})")
     overrides = list(args.overrides)
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")

@@ -372,7 +372,8 @@ CASES = [
     ("rows 1e308", run({"job.tables.0.rows": "1e308"}), "job.tables.0.rows"),
     ("rows huge literal", run({"job.tables.0.rows": 10**30}), "job.tables.0.rows"),
     ("seed 1e400", sets("run.seed=1e400"), "run.seed"),
-    ("seed negative", lambda f, s: ["run", str(SMOKE), "--seed", "-1", "-q"], "run.seed"),
+    ("seed negative", lambda f, s: ["run", str(SMOKE), "--seed", "-1", "-q"], "--seed must be"),
+    ("seed negative set", lambda f, s: ["run", str(SMOKE), "--set", "run.seed=-1"], "run.seed"),
     (
         "throughput nan",
         run({"job.throughput": float("nan"), "job.iteration_time": None}),
@@ -693,7 +694,8 @@ CASES = [
     ("advise memory negative", advise("--max-memory-overhead", "-1"), "--max-memory-overhead"),
     ("advise jobs zero", advise("--jobs", "0"), "--jobs must be a whole number of at least 1"),
     ("advise unknown policy", advise("--policy", "nope"), "no policy named 'nope'"),
-    ("advise reps zero", advise("--reps", "0"), "run.replications: Input should be greater"),
+    ("advise reps zero", advise("--reps", "0"), "--reps must be at least 1 (got 0)"),
+    ("advise reps zero set", advise("--set", "run.replications=0"), "run.replications: Input"),
     ("advise reps yes", advise("--set", "run.replications=yes"), "not a yes/no value"),
     # -- plot: where the figures go --------------------------------------------------------
     ("plot -o the run folder", plot_into(lambda f, s: None), "holds the results of 'ftsim run'"),

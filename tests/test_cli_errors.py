@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
+from ftsim.cli import main
 from ftsim.scenario.loader import read_yaml, set_path
 from tests.conftest import SCENARIOS
 
@@ -208,3 +209,14 @@ def test_missing_file_and_bad_set_and_bad_policy(tmp_path):
     assert bad_policy.returncode == 2 and "no policy named 'cpr'" in bad_policy.stderr
     for result in (missing, bad_set, bad_index, bad_policy):
         assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "advise"])
+def test_a_count_option_out_of_range_is_named_as_typed(command, capsys):
+    """``--reps 0`` was reported as ``run.replications: Input should be greater than or equal
+    to 1``: a YAML path and pydantic's words for what the user typed as an option."""
+    scenario = str(SCENARIOS / "smoke.yaml")
+    assert main([command, scenario, "--reps", "0", "-q"]) == 2
+    assert capsys.readouterr().err == "ftsim: --reps must be at least 1 (got 0)\n"
+    assert main([command, scenario, "--seed", "-1", "-q"]) == 2
+    assert capsys.readouterr().err == "ftsim: --seed must be at least 0 (got -1)\n"
