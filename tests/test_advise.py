@@ -250,3 +250,15 @@ def test_the_picks_are_written_as_a_scenario_that_runs_them_exactly(tmp_path, ca
         assert mine["overhead_frac_mean"] == pytest.approx(pick["overhead_mean"], rel=1e-9)
         assert mine["interval_h_mean"] * 3600 == pytest.approx(pick["interval_s"], rel=1e-11)
     assert not table["interval_s"].round(6).equals(table["interval_s"])  # not cut to 6 digits
+
+
+def test_advice_without_limits_says_it_picks_the_cheapest_whatever_its_pls(tmp_path, capsys):
+    """It printed "limits: none" and picked CPR's longest interval (pls_model 0.12) with no
+    word that a limit was what the user had left out (a new user's study)."""
+    smoke = str(SCENARIOS / "smoke.yaml")
+    assert main(["advise", smoke, "--reps", "2", "-o", str(tmp_path / "none")]) == 0
+    out = capsys.readouterr().out
+    assert "no limits: each policy's cheapest setting, whatever its PLS and memory " in out
+    assert main(["advise", smoke, "--reps", "2", "--max-pls", "0.1",
+                 "-o", str(tmp_path / "pls")]) == 0  # fmt: skip
+    assert "no limits" not in capsys.readouterr().out

@@ -245,6 +245,11 @@ class Advice:
             line = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(cells)]
             lines.append("  ".join(line).rstrip())
         lines += [f"{p.policy}: {p.kept}" for p in self.policies if p.kept]
+        if self.max_pls is None and self.max_memory_overhead is None:
+            lines.append(
+                "no limits: each policy's cheapest setting, whatever its PLS and memory "
+                f"({named('max_pls')} and {named('max_memory_overhead')} set limits)"
+            )
         best = self.recommendation
         if best is None:
             lines.append(f"no policy has a setting within the limits ({self.limits()})")
