@@ -122,3 +122,12 @@ def test_the_closing_line_and_the_manifest_say_how_many_replications_were_copied
     assert f"computed 36 {line}, reused 0 (replications)" in capsys.readouterr().out
     sessions = json.loads((out / "manifest.json").read_text())["sessions"]
     assert [s["copied_reps"] for s in sessions] == [copied]
+
+
+def test_a_notice_of_a_policy_the_same_at_every_point_is_said_once():
+    """SWIFT's log-bandwidth warning came once per point, the same words each time."""
+    slow = "cluster.storage.write_bandwidth=0.5 GB/s"
+    notes = [str(n) for n in _plan(["policies.1.target_pls=0.05,0.1"], slow).notes]
+    assert len(notes) == 1 and notes[0].startswith("every point: swift: its update log writes")
+    notes = [str(n) for n in _plan(["policies.5.log_budget=1,0.5"], slow).notes]
+    assert [n.split(": swift")[0] for n in notes] == ["point 0 (policies.5.log_budget=1)"]

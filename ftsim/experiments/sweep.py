@@ -352,9 +352,7 @@ def plan_sweep(
         raise ScenarioError(path, [("sweep", message)])
     plain = {k: v for k, v in data.items() if k != "sweep"}
     points = _points(plain, expand(base.sweep), path, selected)
-    for point in points:
-        where = ", ".join(f"{k}={_cell(v)}" for k, v in point.values.items())
-        notes += policy_notices(point.scenario, f"point {point.index} ({where})")
+    notes += _point_notices(points)
     columns = list(points[0].values)
     numeric = [
         key
@@ -1080,6 +1078,26 @@ def _cell(value):
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def _point_notices(points: list[Point]) -> list[Notice]:
+    """What the policies decided for the user at the sweep's points (:func:`policy_notices`),
+    each notice once: at the point it was said, at the points (several), or at every point
+    (a policy the same at each said the same thing once per point)."""
+    said: dict[tuple[type, str], tuple[Notice, list[Point]]] = {}
+    for point in points:
+        for notice in policy_notices(point.scenario):
+            said.setdefault((type(notice), str(notice)), (notice, []))[1].append(point)
+    notes = []
+    for notice, where in said.values():
+        if len(where) == len(points) > 1:
+            notes.append(notice.at("every point"))
+        elif len(where) > 1:
+            notes.append(notice.at(f"points {', '.join(str(p.index) for p in where)}"))
+        else:
+            values = ", ".join(f"{k}={_cell(v)}" for k, v in where[0].values.items())
+            notes.append(notice.at(f"point {where[0].index} ({values})"))
+    return notes
 
 
 def policy_notices(scenario, where: str = "") -> list[Notice]:
