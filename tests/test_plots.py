@@ -697,6 +697,10 @@ def test_the_daly_curve_is_drawn_where_full_checkpointing_ran(tmp_path, figures)
     assert len(full) == 1 and table["interval_h"].max() > 10 * full.max()  # CPR's reach
     assert full.max() <= curve["interval_h"].max() <= 2 * full.max() * 1.001
     assert curve["overhead_pct"].max() < 20
+    # full ran one interval: its CI is a whisker there (a band of one point has no width)
+    ax = figures["overhead_vs_interval"][0].axes[0]
+    whiskers = [c for c in ax.containers if c.has_yerr]
+    assert any(c.lines[0].get_xdata()[0] == pytest.approx(full.max()) for c in whiskers)
 
 
 def test_the_slopes_of_panels_are_written_above_the_points(tmp_path, figures):

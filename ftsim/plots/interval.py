@@ -304,8 +304,9 @@ def _usual_width(line: Line2D) -> Line2D:
 def _draw_policies(
     data: RunData, ax, t: pd.DataFrame, names: dict[str, str | None], widths: dict[str, float]
 ) -> bool:
-    """Each policy's line and band through the points it ran as asked, and its fall-backs
-    apart, once for identical policies (``names``), nearly identical ones nested
+    """Each policy's line and band through the points it ran as asked (a whisker when they
+    are at one interval: ECRM and SWIFT in a sweep of CPR's target had no CI drawn), and its
+    fall-backs apart, once for identical policies (``names``), nearly identical ones nested
     (``widths``: :func:`_nesting`); whether there was a fall-back."""
     fell_back = False
     for policy, g in t.groupby("series", sort=False):
@@ -332,6 +333,19 @@ def _draw_policies(
             linewidth=width * plt.rcParams["lines.linewidth"],
             label=names[policy],
         )
+        if asked["interval_h"].nunique() == 1:  # a band through one interval has no width
+            ax.errorbar(
+                asked["interval_h"],
+                asked["overhead_pct"],
+                yerr=[
+                    asked["overhead_pct"] - asked["ci95_low_pct"],
+                    asked["ci95_high_pct"] - asked["overhead_pct"],
+                ],
+                color=style.color,
+                linestyle="none",
+                linewidth=0.8,
+                capsize=2,
+            )
         back = g[g["decision"] == "full"]
         if len(back):
             fell_back = True
