@@ -77,3 +77,18 @@ def test_every_notice_names_the_interval_the_rows_ran(values):
         [[row]], _ = simulate_reps(point.scenario, [0], [0])
         assert notice.used_s == pytest.approx(3600 * row["interval_h"], rel=1e-12)
         assert notice.asked_s != notice.used_s
+
+
+def test_an_interval_past_the_training_says_it_saves_nothing(tmp_path, capsys):
+    """CPR planned at 51.2 h on a 50 h job read "partial @ 51.2 h", as if it saved every
+    51.2 h; it saved nothing (a new user's study)."""
+    from ftsim.experiments.tables import decision_cell
+
+    assert decision_cell("partial", 51.2, 50.0) == "partial @ 51.2 h (no save in 50 h)"
+    assert decision_cell("partial", 9.0, 50.0) == "partial @ 9 h"
+    assert decision_cell("full", 0.5) == "full @ 30 min"
+    out = tmp_path / "r"
+    args = ["run", str(SCENARIOS / "prod50h.yaml"), "--policy", "cpr", "--no-trainer"]
+    assert main([*args, "--set", "policies.1.target_pls=0.9", "--reps", "2", "-o", str(out)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("cpr "))
+    assert "(no save in 50 h)" in line

@@ -44,7 +44,9 @@ def run_table(summary) -> str:
     if "cpr_decision" in columns:
         header.insert(1, "cpr_decision")
         for line, s in zip(lines[1:], records, strict=True):
-            line.insert(1, decision_cell(s["cpr_decision"], s.get("interval_h_mean")))
+            line.insert(
+                1, decision_cell(s["cpr_decision"], s.get("interval_h_mean"), s.get("ideal_h_mean"))
+            )
     if "spare_wait_h_mean" in columns:  # cluster operations ran
         header += ["spare_wait_h", "bad_failures", "retired"]
         for line, s in zip(lines[1:], records, strict=True):
@@ -148,20 +150,28 @@ def _ran_columns(summary) -> dict:
         )  # fmt: skip
     if "cpr_decision" in summary:
         columns["cpr_decision"] = lambda s: decision_cell(
-            s["cpr_decision"], s.get("interval_h_mean")
+            s["cpr_decision"], s.get("interval_h_mean"), s.get("ideal_h_mean")
         )
     return columns
 
 
-def decision_cell(decision: str | None, interval_h: float | None) -> str:
-    """CPR's decision with the interval it ran: ``full @ 45.8 min``; '-' for other policies."""
+def decision_cell(
+    decision: str | None, interval_h: float | None, training_h: float | None = None
+) -> str:
+    """CPR's decision with the interval it ran: ``full @ 45.8 min``; '-' for other policies.
+    An interval not shorter than the failure-free training (``training_h``) saves nothing
+    in the job: ``partial @ 51.2 h (no save in 50 h)``, lest the interval read as one that
+    ran."""
     from ftsim.notices import short_duration
 
     if not isinstance(decision, str) or not decision:
         return "-"
     if interval_h is None or interval_h != interval_h:
         return decision
-    return f"{decision} @ {short_duration(3600.0 * interval_h)}"
+    cell = f"{decision} @ {short_duration(3600.0 * interval_h)}"
+    if training_h is not None and interval_h >= training_h:
+        cell += f" (no save in {short_duration(3600.0 * training_h)})"
+    return cell
 
 
 def unfinished_warnings(summary: Iterable[dict], point_columns: Iterable[str] = ()) -> list[str]:
