@@ -334,32 +334,25 @@ def _draw_policies(
             label=names[policy],
         )
         if asked["interval_h"].nunique() == 1:  # a band through one interval has no width
-            ax.errorbar(
-                asked["interval_h"],
-                asked["overhead_pct"],
-                yerr=[
-                    asked["overhead_pct"] - asked["ci95_low_pct"],
-                    asked["ci95_high_pct"] - asked["overhead_pct"],
-                ],
-                color=style.color,
-                linestyle="none",
-                linewidth=0.8,
-                capsize=2,
-            )
+            _whiskers(ax, asked, color=style.color, linestyle="none", linewidth=0.8, capsize=2)
         back = g[g["decision"] == "full"]
         if len(back):
             fell_back = True
-            ax.errorbar(
-                back["interval_h"],
-                back["overhead_pct"],
-                yerr=[
-                    back["overhead_pct"] - back["ci95_low_pct"],
-                    back["ci95_high_pct"] - back["overhead_pct"],
-                ],
-                color=style.color,
-                **FALLBACK,
-            )
+            _whiskers(ax, back, color=style.color, **FALLBACK)
     return fell_back
+
+
+def _whiskers(ax, points: pd.DataFrame, **style) -> None:
+    """The ``points``' overheads with their 95% CIs as error bars, drawn in ``style``."""
+    ax.errorbar(
+        points["interval_h"],
+        points["overhead_pct"],
+        yerr=[
+            points["overhead_pct"] - points["ci95_low_pct"],
+            points["ci95_high_pct"] - points["overhead_pct"],
+        ],
+        **style,
+    )
 
 
 FALLBACK = {"marker": "x", "markersize": 8, "markeredgewidth": 1.4, "linestyle": "none"}
