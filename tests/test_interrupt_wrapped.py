@@ -71,13 +71,13 @@ def test_without_unwrapping_the_command_ends_in_a_traceback(tmp_path, monkeypatc
 
 
 def _sweep_receives_sigterm_while_writing_its_scenario(monkeypatch) -> None:
-    real = study._write_resolved
+    real = study.write_resolved
 
     def write_resolved(path, scenario):
         _SignalledWhileDumped().model_dump()
         real(path, scenario)
 
-    monkeypatch.setattr(study, "_write_resolved", write_resolved)
+    monkeypatch.setattr(study, "write_resolved", write_resolved)
 
 
 def _sweep(out, *more: str) -> int:

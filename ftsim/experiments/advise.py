@@ -576,6 +576,7 @@ def write(advice: Advice, folder: Path) -> list[Path]:
     """``candidates.csv`` (every evaluated candidate), the frontier figure and ``picks.yaml``
     (:attr:`Advice.picks_scenario`) in ``folder``."""
     from ftsim.experiments.output import atomic_write_text
+    from ftsim.experiments.study import write_resolved
     from ftsim.plots.frontier import plot_frontier
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -585,21 +586,12 @@ def write(advice: Advice, folder: Path) -> list[Path]:
     written = [csv, *plot_frontier(advice, folder)]
     if advice.picks_scenario is not None:
         written.append(folder / PICKS)
-        atomic_write_text(written[-1], _yaml(advice.picks_scenario))
+        write_resolved(written[-1], advice.picks_scenario)
     return written
 
 
 PICKS = "picks.yaml"
 """The file of :attr:`Advice.picks_scenario` in an advice's folder."""
-
-
-def _yaml(scenario: Scenario) -> str:
-    """A scenario as a run folder's ``scenario.yaml`` holds it (resolved: paths absolute)."""
-    import yaml
-
-    from ftsim.scenario.notices import resolved_data
-
-    return yaml.safe_dump(resolved_data(scenario), sort_keys=False)
 
 
 def _write_folder(advice: Advice, folder: Path, scenario, argv, started: datetime) -> None:

@@ -301,7 +301,7 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
     held = _kept_reps(store)
     try:
         with interrupts.unwrapped():
-            _write_resolved(store.root / "scenario.yaml", plan.base)
+            write_resolved(store.root / "scenario.yaml", plan.base)
             computed, reused, copied = work(plan, store)
             summary = sweep.finish(plan, store)
             for line in sweep.short_of_target(plan, summary):
@@ -359,7 +359,7 @@ def _finish_folder(
         "reused_reps": reused,
     }
     if plan.command == "run":
-        _write_resolved(store.root / "scenario.yaml", plan.base)
+        write_resolved(store.root / "scenario.yaml", plan.base)
         fields = manifest(plan, argv, started.isoformat()) | {"sessions": [session]}
     else:
         fields = store.manifest() | {"sessions": [*store.manifest()["sessions"], session]}
@@ -408,9 +408,10 @@ def _interrupted(plan: Plan, store: RunStore, batch: int) -> StudyInterrupted:
     return StudyInterrupted(store.root, len(done), n_tasks(plan, batch), reps, total)
 
 
-def _write_resolved(path: Path, scenario: Scenario) -> None:
-    """The resolved scenario as YAML (every default filled in, in units; values without
-    effect left out: :func:`ftsim.scenario.notices.resolved_data`)."""
+def write_resolved(path: Path, scenario: Scenario) -> None:
+    """The resolved scenario as YAML at ``path`` (every default filled in, in units; values
+    without effect left out: :func:`ftsim.scenario.notices.resolved_data`): a run folder's
+    ``scenario.yaml``, an advice's ``picks.yaml``."""
     import yaml
 
     from ftsim.experiments.output import atomic_write_text

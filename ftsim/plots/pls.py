@@ -6,10 +6,10 @@ sample costs it less than it costs vanilla CPR), so one line over all of them wo
 slopes. Policies whose measured PLS is identically 0 (exact recovery: full rollback, SWIFT
 with a full log) have nothing to fit and would only pile points at the origin: they are left
 out and named in the title. Panels share their axes, so that slopes compare by eye. The n
-of each fit is the number of that policy's trained
-replications (over all sweep points of its panel). A policy the same at several points (a
-sweep of another policy's field) has the same replications at each, its rows copied: they
-count once, as the replications they are.
+of each fit is the number of that policy's trained replications (over all sweep points of
+its panel). A policy the same at several points (a sweep of another policy's field) has
+the same replications at each, its rows copied: they count once, as the replications they
+are.
 """
 
 from __future__ import annotations
