@@ -262,3 +262,82 @@ def test_advice_without_limits_says_it_picks_the_cheapest_whatever_its_pls(tmp_p
     assert main(["advise", smoke, "--reps", "2", "--max-pls", "0.1",
                  "-o", str(tmp_path / "pls")]) == 0  # fmt: skip
     assert "no limits" not in capsys.readouterr().out
+
+
+# -- the recommendation against the next cheapest pick (paired on the same failures) --------
+
+
+def _advice_of(**overheads_by_policy) -> search.Advice:
+    """An advice whose policies' picks have the given overheads per replication (a list:
+    replications 0, 1, ...; None: unfinished), the pick's mean from them."""
+    advice = search.Advice("s", 3, 0, None, None)
+    for name, values in overheads_by_policy.items():
+        finished = {rep: v for rep, v in enumerate(values) if v is not None}
+        mean = sum(finished.values()) / len(finished)
+        pick = pd.Series(
+            {"interval_s": 3600.0, "overhead_mean": mean, "overhead_ci95": 0.0,
+             "n": len(finished), "pls_model_mean": 0.0, "memory_frac": 0.0,
+             "interval_h": 1.0, "cpr_decision": ""}
+        )  # fmt: skip
+        knob = [search.Knob("interval", (3600.0,))]
+        policy = search.PolicyAdvice(name, "full", knob, pd.DataFrame([pick]), pick, "", finished)
+        advice.policies.append(policy)
+    return advice
+
+
+def test_the_difference_from_the_recommendation_is_a_paired_t_interval():
+    """Closed form: differences 0.01, 0.02, 0.03 have mean 0.02, std 0.01 and, with
+    t(0.975, 2) = 4.302653, a half-width of 4.302653 * 0.01 / sqrt(3) = 0.0248414."""
+    advice = _advice_of(a=[0.10, 0.20, 0.30], b=[0.11, 0.22, 0.33])
+    assert advice.recommendation.policy == "a" and advice.runner_up.policy == "b"
+    d = advice.versus_recommended(advice.runner_up)
+    assert d["n"] == 3 and d["mean"] == pytest.approx(0.02, abs=1e-15)
+    assert (d["high"] - d["low"]) / 2 == pytest.approx(4.302653 * 0.01 / 3**0.5, rel=1e-6)
+    picks = advice.picks.set_index("policy")
+    assert picks.loc["b", "overhead_diff_vs_recommended"] == pytest.approx(0.02, abs=1e-15)
+    assert picks.loc["b", "n_paired"] == 3
+    assert pd.isna(picks.loc["a", "overhead_diff_vs_recommended"])  # the recommendation
+
+
+def test_pairing_by_replication_tells_apart_what_the_policies_own_intervals_do_not():
+    """b costs 0.001 more than a on every replication, whose overheads vary tenfold: the
+    paired difference is told apart, although each policy's own interval is wide. Paired
+    in any other order (an injected bug: sorted values), the difference is not."""
+    a = [0.10, 0.02, 0.05, 0.08]
+    advice = _advice_of(a=a, b=[v + 0.001 for v in a])
+    line = advice.text().splitlines()[-1]
+    assert line == "next: b, +0.10% ± 0.00% overhead (paired 95% CI, n = 4): told apart"
+    mispaired = _advice_of(a=a, b=[v + 0.001 for v in sorted(a)])
+    assert mispaired.text().splitlines()[-1].startswith("a tie with b: ")
+
+
+def test_a_difference_whose_interval_holds_zero_is_said_to_be_a_tie():
+    """Differences 0.02, -0.01, 0.005: mean 0.005, std 0.015, half-width 4.302653 * 0.015 /
+    sqrt(3) = 0.0373 (the option is named as the API names it: ``reps``)."""
+    advice = _advice_of(a=[0.10, 0.20, 0.30], b=[0.12, 0.19, 0.305])
+    assert advice.text().splitlines()[-1] == (
+        "a tie with b: +0.50% ± 3.73% overhead (paired 95% CI, n = 3) holds 0; more "
+        "replications (reps) may tell a and b apart"
+    )
+
+
+def test_only_replications_both_finished_are_paired():
+    advice = _advice_of(a=[0.10, 0.20, None], b=[0.11, 0.22, 0.5])
+    d = advice.versus_recommended(advice.policies[1])
+    assert d["n"] == 2 and d["mean"] == pytest.approx(0.015, abs=1e-15)
+    one = _advice_of(a=[0.10, None], b=[None, 0.5])
+    assert one.text().splitlines()[-1] == (
+        "a and b cannot be told apart on 0 replications run by both: give more (reps)"
+    )
+
+
+def test_a_search_keeps_each_picks_overheads_by_replication():
+    """The overheads the picks are paired on are the pick's own runs: their mean is the
+    pick's overhead_mean, one per replication."""
+    advice = search.advise(PROD50H, policies=["full", "cpr"], max_pls=0.05, reps=3, rounds=0)
+    for policy in advice.policies:
+        assert sorted(policy.overheads) == [0, 1, 2]
+        mean = sum(policy.overheads.values()) / 3
+        assert mean == pytest.approx(policy.pick["overhead_mean"], rel=1e-12)
+    assert "overhead_by_rep" not in advice.candidates.columns
+    assert advice.text().splitlines()[-1].startswith("next: full, +")

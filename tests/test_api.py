@@ -182,7 +182,8 @@ def test_plot_delegates_to_the_figures(tmp_path):
 
 def test_advise_is_the_search_and_folder_of_the_command_line(tmp_path, capsys):
     """``ftsim.advise`` and ``ftsim advise`` are one search writing one folder: the same
-    candidates, figure and printed table."""
+    candidates, figure and printed table (each face naming an option its way: ``reps``,
+    ``--reps``)."""
     options = {"max_pls": 0.05, "reps": 2, "policies": ["full", "cpr"], "jobs": 1}
     advice = ftsim.advise(PROD50H, **options, out=tmp_path / "api")
     argv = ["advise", str(PROD50H), "--max-pls", "0.05", "--reps", "2", "--policy", "full"]
@@ -190,6 +191,7 @@ def test_advise_is_the_search_and_folder_of_the_command_line(tmp_path, capsys):
     assert main(argv) == 0
     printed = capsys.readouterr().out
     text = advice.text().replace(str(tmp_path / "api"), str(tmp_path / "cli"))
+    text = text.replace("(reps)", "(--reps)")
     assert printed == f"{text}\nresults: {tmp_path / 'cli'} (candidates.csv, " + (
         "frontier.pdf, frontier.png, picks.yaml)\n"
     )

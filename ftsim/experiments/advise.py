@@ -12,7 +12,10 @@ simulator, timing only:
 
 and picks the setting of lowest mean overhead among those that meet the limits. Every
 candidate is simulated on the same replications (the same seed: common random numbers), so
-candidates differ by their settings, not by their failures.
+candidates differ by their settings, not by their failures; and so the recommendation, the
+policy of the cheapest pick, is compared with each other pick on the replications both
+finished (a paired t-interval of the difference in overhead): it says whether the next
+cheapest pick is told apart, or whether the two are a tie at this many replications.
 
 The limits: ``max_pls`` bounds the mean of the time model's ``pls_model`` (the portion of
 lost samples it counts: updates of failed shards since they were last saved; no model is
@@ -41,7 +44,7 @@ import pandas as pd
 from ftsim.experiments import interrupts
 from ftsim.experiments.pool import finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps
-from ftsim.experiments.stats import mean_ci
+from ftsim.experiments.stats import mean_ci, t_interval
 from ftsim.notices import Notice, short_duration
 from ftsim.options import named
 from ftsim.policies.base import memory_frac
@@ -141,6 +144,9 @@ class PolicyAdvice:
     kept: str = ""
     """What of the policy is kept as set though it trades cost for accuracy (''): see
     :func:`kept_as_set`."""
+    overheads: dict[int, float] = field(default_factory=dict)
+    """The pick's overhead (a fraction) per finished replication, by replication number:
+    what :meth:`Advice.versus_recommended` pairs."""
 
     def setting(self, row: pd.Series) -> str:
         """A candidate's setting for people: ``interval 2 h, fraction 0.05``."""
@@ -186,12 +192,34 @@ class Advice:
         return min(picked, key=lambda p: p.pick["overhead_mean"], default=None)
 
     @property
+    def runner_up(self) -> PolicyAdvice | None:
+        """The policy whose pick is the next cheapest after the recommendation's (None
+        with fewer than two picks)."""
+        picked = sorted(
+            (p for p in self.policies if p.pick is not None),
+            key=lambda p: p.pick["overhead_mean"],
+        )
+        return picked[1] if len(picked) > 1 else None
+
+    def versus_recommended(self, policy: PolicyAdvice) -> dict[str, float]:
+        """``policy``'s pick against the recommendation's, paired on the replications both
+        finished (the same failures): the mean, 95% t-interval (``low``, ``high``) and
+        ``n`` of the difference in overhead (a fraction; positive: ``policy`` costs
+        more). With n < 2 the interval is NaN."""
+        best = self.recommendation
+        theirs = best.overheads if best is not None else {}
+        both = sorted(policy.overheads.keys() & theirs.keys())
+        return t_interval([policy.overheads[r] - theirs[r] for r in both])
+
+    @property
     def picks(self) -> pd.DataFrame:
         """One row per policy (a tidy table): its pick, the cheapest setting within the
         limits (``setting`` for people, the knob values, ``ran``: what ran when it differs
-        from the setting, CPR's decision and interval), its measures, how many candidates
-        were ``tried`` and whether it is the ``recommended`` one; a policy without a pick
-        has empty measures and says why in ``why_none``."""
+        from the setting, CPR's decision and interval), its measures, the paired difference
+        of its overhead from the recommendation's (:meth:`versus_recommended`: mean, 95%
+        half-width, n; empty for the recommendation itself), how many candidates were
+        ``tried`` and whether it is the ``recommended`` one; a policy without a pick has
+        empty measures and says why in ``why_none``."""
         best = self.recommendation
         knobs = list(dict.fromkeys(k.column for p in self.policies for k in p.knobs))
         rows = []
@@ -200,10 +228,17 @@ class Advice:
             if p.pick is not None:
                 row |= {"setting": p.setting(p.pick), "ran": _ran(p.pick)}
                 row |= {c: p.pick[c] for c in [*knobs, *PICKED] if c in p.pick}
+            if p.pick is not None and p is not best:
+                d = self.versus_recommended(p)
+                row |= {
+                    "overhead_diff_vs_recommended": d["mean"],
+                    "overhead_diff_ci95": (d["high"] - d["low"]) / 2,
+                    "n_paired": d["n"],
+                }
             row |= {"tried": len(p.candidates), "recommended": p is best}
             row["why_none"] = "" if p.pick is not None else _why_none(p, self)
             rows.append(row)
-        columns = ["policy", "kind", "setting", "ran", *knobs, *PICKED, "tried"]
+        columns = ["policy", "kind", "setting", "ran", *knobs, *PICKED, *VERSUS, "tried"]
         return pd.DataFrame(rows, columns=[*columns, "recommended", "why_none"])
 
     def limits(self) -> str:
@@ -261,12 +296,33 @@ class Advice:
                 f"{100 * s['overhead_mean']:.2f}% ± {100 * s['overhead_ci95']:.2f}% "
                 f"(95% CI, n = {int(s['n'])}), pls_model {s['pls_model_mean']:.4f}"
             )
+            if self.runner_up is not None:
+                lines.append(self._next_line(self.runner_up))
         if self.folder is not None and self.picks_scenario is not None:
             lines.append(
                 f"the picks as a scenario: {self.folder / PICKS} (ftsim run it to confirm "
                 "them; with its trainer, to measure their accuracy)"
             )
         return "\n".join(lines)
+
+    def _next_line(self, other: PolicyAdvice) -> str:
+        """Whether the recommendation is told apart from ``other``, the next cheapest pick:
+        their paired difference in overhead and its 95% CI."""
+        d = self.versus_recommended(other)
+        name = self.recommendation.policy
+        if d["n"] < 2:
+            return (
+                f"{name} and {other.policy} cannot be told apart on {d['n']} "
+                f"replication{'' if d['n'] == 1 else 's'} run by both: give more ({named('reps')})"
+            )
+        mean, half = _percent_pm(d["mean"], (d["high"] - d["low"]) / 2)
+        diff = f"{mean} ± {half} overhead (paired 95% CI, n = {d['n']})"
+        if d["low"] > 0:
+            return f"next: {other.policy}, {diff}: told apart"
+        return (
+            f"a tie with {other.policy}: {diff} holds 0; more replications "
+            f"({named('reps')}) may tell {name} and {other.policy} apart"
+        )
 
     def figure(self):
         """The frontier figure (a matplotlib Figure, 3.33 in wide; close it when done)."""
@@ -278,6 +334,8 @@ class Advice:
 PICKED = ("overhead_mean", "overhead_ci95", "n", "pls_model_mean", "memory_frac")
 PICKED += ("interval_h", "cpr_decision")
 """The measures of a candidate that :attr:`Advice.picks` shows."""
+VERSUS = ("overhead_diff_vs_recommended", "overhead_diff_ci95", "n_paired")
+"""The columns of :attr:`Advice.picks` comparing a pick with the recommendation's."""
 
 
 def advise(
@@ -358,6 +416,21 @@ def check_options(max_pls, max_memory_overhead, jobs, rounds=0) -> None:
             raise StudyError(f"{name} must be a whole number of at least {least} (got {value!r})")
 
 
+ROUNDING = 1e-12
+"""A half-width of a difference of overheads (fractions) below this is rounding: the same
+difference on every replication (differences of overheads near 1e-2 differ by 1e-17)."""
+
+
+def _percent_pm(mean: float, half: float) -> tuple[str, str]:
+    """A difference of fractions and its half-width as signed percentages, to the half-width's
+    second significant digit, with two to four decimals: ``+0.0093% ± 0.0021%``; a
+    half-width of zero, or of rounding only (the same difference on every replication), as
+    ``± 0.00%`` or, for a difference under 0.01%, ``± 0.0000%``."""
+    scale = half if half > ROUNDING else abs(mean)
+    digits = 2 if scale == 0 else min(4, max(2, 1 - math.floor(math.log10(100 * scale))))
+    return f"{100 * mean:+.{digits}f}%", f"{100 * half:.{digits}f}%"
+
+
 def _number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -406,12 +479,20 @@ def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, roun
         if best is None:
             break
         evaluate(_neighbours(best, found, tried), f"refine {round_ + 1}")
+    overheads = {values: row.pop(PER_REPLICATION, {}) for values, row in tried.items()}
     table = pd.DataFrame(
         [{"policy": policy.label, "kind": policy.kind, **row} for row in tried.values()]
     )
     best = _best(tried)
     pick = table.iloc[list(tried).index(best)] if best is not None else None
-    return PolicyAdvice(policy.label, policy.kind, found, table, pick, kept_as_set(policy))
+    kept = kept_as_set(policy)
+    mine = overheads[best] if best is not None else {}
+    return PolicyAdvice(policy.label, policy.kind, found, table, pick, kept, mine)
+
+
+PER_REPLICATION = "overhead_by_rep"
+"""The key of a candidate's row (:func:`_evaluate`) that holds its overhead per finished
+replication; taken out before the row joins the candidates table."""
 
 
 def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> dict:
@@ -445,6 +526,7 @@ def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> di
         "cpr_decision": runs[0].get("cpr_decision", ""),
     }
     row["meets_limits"] = _meets(row, *limits)
+    row[PER_REPLICATION] = {int(r["rep"]): r["overhead_frac"] for r in done}
     return row
 
 
