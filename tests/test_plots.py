@@ -718,3 +718,69 @@ def test_the_slopes_of_panels_are_written_above_the_points(tmp_path, figures):
     fig = figures["accuracy_vs_pls"][0]
     FigureCanvasAgg(fig)
     assert _points_under_text(fig) == 0
+
+
+def _knob_sweep(tmp_path, grid: str):
+    """prod50h's CPR and CPR-MFU over ``grid`` (timing only, 2 replications), with
+    synthetic accuracy columns so that the trade-off figure is drawn."""
+    out = tmp_path / "knob"
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "cpr", "--policy", "cpr_mfu"]
+    args += ["--grid", grid, "--no-trainer", "--reps", "2", "--jobs", "1", "-q", "-o", str(out)]
+    assert main(args) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    runs["pls_measured"] = runs["pls_model"]
+    runs["logloss_delta"] = 0.01 * runs["pls_model"]
+    runs.to_csv(out / "runs.csv", index=False)
+    return out
+
+
+def test_a_knob_sweep_joins_each_policys_settings_from_a_named_first(tmp_path, figures):
+    """A reader of the trade-off figure of ``policies.*.target_pls`` could not tell which
+    of a policy's points was which target: each policy's points are joined in the sweep's
+    order from a ring at its first setting, which the legend names; the CSV names every
+    point's setting."""
+    out = _knob_sweep(tmp_path, "policies.*.target_pls=0.2,0.05,0.1")  # not sorted
+    plot_run(out, formats="png")
+    t = pd.read_csv(out / "plots" / "accuracy_vs_overhead.csv")
+    assert list(t.sort_values(["policy", "point"])["setting"]) == [
+        "target_pls=0.2", "target_pls=0.05", "target_pls=0.1",
+    ] * 2  # fmt: skip
+    fig = figures["accuracy_vs_overhead"][0]
+    ax = fig.axes[0]
+    for policy in ("cpr", "cpr_mfu"):
+        mine = t[t.policy == policy].sort_values("point")
+        joined = [  # the thin line (the error bars' markers are in that order too)
+            line for line in ax.get_lines()
+            if line.get_linewidth() == 0.5 and line.get_marker() in (None, "None", "")
+            and list(line.get_xdata()) == pytest.approx(list(mine["overhead_pct"]), rel=1e-5)
+        ]  # fmt: skip
+        assert joined, policy  # in the sweep's order, not the overhead's
+        first = mine.iloc[0]
+        rings = [
+            line for line in ax.get_lines()
+            if line.get_marker() == "o"
+            and list(line.get_xdata()) == pytest.approx([first["overhead_pct"]], rel=1e-5)
+        ]  # fmt: skip
+        assert len(rings) == 1 and rings[0].get_markerfacecolor() == "none"
+    legend = figures["accuracy_vs_overhead_legend"]
+    assert legend.count("target_pls=0.2: where each line starts") == 1
+
+
+def test_a_knob_of_one_policy_joins_only_that_policys_points(tmp_path, figures):
+    out = _knob_sweep(tmp_path, "policies.2.target_pls=0.05,0.1")  # CPR-MFU's
+    plot_run(out, formats="png")
+    t = pd.read_csv(out / "plots" / "accuracy_vs_overhead.csv")
+    assert set(t[t.policy == "cpr"]["setting"].astype(object).fillna("")) == {""}  # CPR is the same
+    legend = figures["accuracy_vs_overhead_legend"]
+    assert "target_pls=0.05: where each line starts" in legend
+    rings = [x for x in figures["accuracy_vs_overhead"][0].axes[0].get_lines()
+             if x.get_marker() == "o"]  # fmt: skip
+    assert len(rings) == 1
+
+
+def test_an_environment_sweep_has_no_setting_lines(tmp_path, figures):
+    out = _knob_sweep(tmp_path, "failures.0.count=2,5")
+    plot_run(out, formats="png")
+    t = pd.read_csv(out / "plots" / "accuracy_vs_overhead.csv")
+    assert "setting" not in t  # no knob was swept
+    assert not any("where each line starts" in x for x in figures["accuracy_vs_overhead_legend"])

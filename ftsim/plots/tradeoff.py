@@ -2,6 +2,12 @@
 every policy at every sweep point, with 95% intervals, and the trade-off frontier (the
 points no other point beats on both), in a panel per environment point of a sweep.
 
+A sweep of a policy knob (``policies.*.target_pls``) puts a policy's settings in one panel:
+a thin line joins them in the sweep's order from a ring around the first, which the legend
+names (``○ target_pls=0.025: where each line starts``), so that the reader sees which end
+is which without a label among the points (where it would collide with its neighbours' at
+close settings); the CSV's ``setting`` column names every point's.
+
 The overhead axis is logarithmic when the points span more than 10× (as the other
 figures'): a sweep's 3% next to 1,300% on a linear axis put every point but one at 0."""
 
@@ -47,6 +53,9 @@ def plot(data: RunData, out: Output, point: int | None = None):
             "n_trained": s["n_trained"],
         }
     )
+    if any(d.policy_knob for d in data.dimensions):  # a knob's settings: in the CSV too
+        pairs = zip(t["point"], t["policy"], strict=True)
+        t["setting"] = [_setting(data, point, policy) for point, policy in pairs]
     grid = facets.layout(data, [d for d in data.dimensions if not d.policy_knob])
     fig, axes = facets.figure(grid, 1.8, 0.4)
     log = facets.log_scale(t["overhead_pct"], "auto")
@@ -76,8 +85,18 @@ def plot(data: RunData, out: Output, point: int | None = None):
     return out.save(fig, pd.concat(tables), NAME)
 
 
+def _setting(data: RunData, point: int, policy: str) -> str:
+    """The policy knobs swept at ``point`` that set something of ``policy``:
+    ``target_pls=0.025`` ('' when none sets this policy)."""
+    knobs = {k for d in data.dimensions if d.policy_knob for k in d.keys}
+    described = data.describe_point(point, policy).split(", ")
+    return ", ".join(part for part in described if any(
+        part.startswith(k.rsplit(".", 1)[-1] + "=") for k in knobs))  # fmt: skip
+
+
 def _draw(data: RunData, ax, t: pd.DataFrame) -> None:
-    """The frontier (a grey staircase) and each policy's points with both intervals."""
+    """The frontier (a grey staircase), each policy's points with both intervals, and the
+    lines and end labels of a knob's settings (:func:`_settings`)."""
     edge = t[t["frontier"]]
     ax.plot(
         edge["overhead_pct"],
@@ -109,4 +128,37 @@ def _draw(data: RunData, ax, t: pd.DataFrame) -> None:
             elinewidth=0.6,
             label=style.name,
         )
+    _settings(data, ax, t)
     ax.axhline(0, color="0.3", linewidth=0.5)
+
+
+def _settings(data: RunData, ax, t: pd.DataFrame) -> None:
+    """A thin line through each policy's points whose settings differ, in the sweep's order,
+    from a ring around its first point, named in the legend by that setting (once for every
+    policy when their first settings read alike)."""
+    if "setting" not in t:
+        return
+    varied = t[t["setting"] != ""].drop_duplicates(["policy", "setting"])
+    lines = [g.sort_values("point") for _, g in varied.groupby("policy", sort=False)]
+    lines = [g for g in lines if len(g) > 1]
+    same = len({g["setting"].iloc[0] for g in lines}) == 1
+    for g in lines:
+        color = data.styles[g["policy"].iloc[0]].color
+        ax.plot(g["overhead_pct"], g["logloss_delta"], color=color, linewidth=0.5, alpha=0.6,
+                zorder=1)  # fmt: skip
+        first = g.iloc[0]
+        name = (
+            first["setting"] if same else f"{data.styles[first['policy']].name}: {first['setting']}"
+        )
+        ax.plot(
+            [first["overhead_pct"]],
+            [first["logloss_delta"]],
+            marker="o",
+            markersize=9,
+            markerfacecolor="none",
+            markeredgecolor="0.3" if same else color,
+            markeredgewidth=0.6,
+            linestyle="none",
+            label=f"{name}: where each line starts",
+            zorder=3,
+        )
