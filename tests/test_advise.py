@@ -129,6 +129,40 @@ def test_no_two_texts_of_the_frontier_figure_overlap():
     plt.close(fig)
 
 
+def _pick_sizes(fig) -> dict[str, float]:
+    """Marker size of each pick drawn (its error bar's marker line, not its caps), by marker."""
+    return {
+        line.get_marker(): line.get_markersize()
+        for line in fig.axes[0].get_lines()
+        if len(line.get_xdata()) == 1 and line.get_marker() not in (None, "None", "", "_")
+    }
+
+
+def test_picks_that_nearly_coincide_are_drawn_nested(monkeypatch):
+    """CPR-MFU's pick hid under CPR-SSU's (0.0455 and 0.0476, 0.35% and 0.40%): the first
+    drawn of picks this close is larger, so it shows around the next; a pick far from both
+    (full) keeps the usual size, as does every legend entry. With no nesting (an injected
+    bug: CLOSE = 0) the two are the same size, and the test says so."""
+    import matplotlib.pyplot as plt
+
+    from ftsim.plots import frontier as module
+
+    advice = search.advise(
+        PROD50H, policies=["full", "cpr_mfu", "cpr_ssu"], max_pls=0.05, reps=2, rounds=0
+    )
+    fig = advice.figure()
+    sizes = _pick_sizes(fig)
+    usual = module.PICK_SIZE
+    assert sizes == {"o": usual, "v": usual * (1 + module.NEST), "D": usual}
+    assert {h.get_markersize() for h in fig.legends[0].legend_handles[:3]} == {usual}
+    assert collisions(fig) == []
+    plt.close(fig)
+    monkeypatch.setattr(module, "CLOSE", 0.0)
+    fig = advice.figure()
+    assert _pick_sizes(fig)["v"] == _pick_sizes(fig)["D"]
+    plt.close(fig)
+
+
 def test_the_frontier_legend_names_each_pick_and_what_ran_instead():
     """Picks drawn on top of each other stay readable: the legend names each policy's pick,
     and a CPR pick that fell back to full recovery by the interval it ran, not the one
