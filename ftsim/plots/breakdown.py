@@ -25,7 +25,7 @@ from ftsim.sim.accounting import CATEGORIES, OTHER, PART_CATEGORIES
 
 NAME = "breakdown"
 LABELS = {c: c for c in CATEGORIES} | {"other": OTHER.replace(": ", ":\n", 1)}
-"""Legend entries; ``other`` says what it is (background traffic), on two lines."""
+"""Legend entries; ``other`` says what it is (background work), on two lines."""
 
 
 def table(data: RunData, point: int | None, max_pls: float | None = None) -> pd.DataFrame:

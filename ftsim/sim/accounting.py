@@ -14,12 +14,13 @@ PART_CATEGORIES = ("save", "load", "lost", "degraded", "other")
 ``<part>/<category>_h``); rescheduling belongs to the job: failed nodes are replaced once for
 all parts."""
 
-OTHER = "other (background traffic: parity, logs, persists)"
-"""What ``other`` is, for legends: compute slowed by background transfers (ECRM's parity
-updates, SWIFT's update-log writes, CheckFreq's checkpoint persists)."""
+OTHER = "other (background work: parity, logs, persists, row tracking)"
+"""What ``other`` is, for legends: compute slowed by background work (ECRM's parity
+updates, SWIFT's update-log writes, CheckFreq's checkpoint persists, CPR-MFU's and
+CPR-SSU's row tracking: docs/model.md)."""
 
 OTHER_NOTE = (
-    "other_h: training slowed by background traffic "
-    "(ECRM parity updates, SWIFT update logs, CheckFreq persists)"
+    "other_h: training slowed by background work "
+    "(ECRM parity updates, SWIFT update logs, CheckFreq persists, CPR-MFU/SSU row tracking)"
 )
 """Footnote of the tables that print an ``other_h`` column."""
