@@ -280,13 +280,15 @@ def _advise_parser(commands) -> None:
     advise.add_argument("scenario", type=Path)
     _scenario_options(advise, "replications per candidate (default: the scenario's)", False)
     advise.add_argument(
-        "--max-pls", type=float, help="limit on the mean PLS (the time model's pls_model)"
+        "--max-pls",
+        type=share,
+        help="limit on the mean PLS (the time model's pls_model): 0.05 or 5%%",
     )
     advise.add_argument(
         "--max-memory-overhead",
-        type=float,
+        type=share,
         metavar="F",
-        help="limit on the extra memory per embedding PS, as a share of its shard",
+        help="limit on the extra memory per embedding PS, as a share of its shard (0.5 or 50%%)",
     )
     advise.add_argument(
         "--policy", action="append", default=[], help="only this policy (repeatable)"
@@ -326,9 +328,10 @@ def _plot_parser(commands) -> None:
     )
     plot.add_argument(
         "--max-pls",
-        type=float,
+        type=share,
         metavar="X",
-        help="the breakdown's best point of each policy: its cheapest with PLS at most X",
+        help="the breakdown's best point of each policy: its cheapest with PLS at most X "
+        "(0.05 or 5%%)",
     )
     plot.add_argument(
         "--breakdown-scale",
@@ -435,6 +438,19 @@ def _load(args):
         for line in source_notes(scenario):  # e.g. the rows a failure log skipped
             print(line, file=sys.stderr)
     return scenario
+
+
+def share(text: str) -> float:
+    """An option's share (a PLS, a memory overhead): a number, ``0.05``, or a percentage,
+    ``5%`` (0.05)."""
+    number = text.strip().removesuffix("%")
+    try:
+        value = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number such as 0.05, or a percentage such as 5% (got {text!r})"
+        ) from None
+    return value / 100 if number != text.strip() else value
 
 
 def _overrides(args) -> list[str]:

@@ -220,3 +220,20 @@ def test_a_count_option_out_of_range_is_named_as_typed(command, capsys):
     assert capsys.readouterr().err == "ftsim: --reps must be at least 1 (got 0)\n"
     assert main([command, scenario, "--seed", "-1", "-q"]) == 2
     assert capsys.readouterr().err == "ftsim: --seed must be at least 0 (got -1)\n"
+
+
+def test_a_share_option_takes_a_number_or_a_percentage(capsys):
+    """``--max-pls 5%`` was refused with argparse's "invalid float value": a share may be
+    given as a percentage (5% is 0.05); anything else is named with both forms."""
+    from ftsim.cli import share
+
+    assert share("0.05") == 0.05 and share("5%") == 0.05 and share(" 12.5 % ") == 0.125
+    with pytest.raises(SystemExit) as stop:
+        main(["advise", str(SCENARIOS / "smoke.yaml"), "--max-pls", "five"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith(
+        "error: argument --max-pls: expected a number such as 0.05, or a percentage such as "
+        "5% (got 'five')\n"
+    )
+    assert "Traceback" not in err

@@ -253,7 +253,8 @@ class Advice:
         """The advice as a text table with a header and the recommendation."""
         lines = [
             f"advise {self.scenario}: timing only (PLS is the time model's pls_model), "
-            f"{self.reps} replications per candidate on the same failures (seed {self.seed}); "
+            f"{self.reps} replication{'' if self.reps == 1 else 's'} per candidate on the same "
+            f"failures (seed {self.seed}); "
             f"limits: {self.limits()}"
         ]
         table = [["policy", "cheapest setting within the limits", "ran", "overhead",
