@@ -1102,14 +1102,23 @@ def _point_notices(points: list[Point]) -> list[Notice]:
 
 def policy_notices(scenario, where: str = "") -> list[Notice]:
     """What each policy of ``scenario`` decided for the user when it planned (CPR's fall-back
-    to full recovery), named with ``where`` (a sweep point) if given. Builds each policy
+    to full recovery), and, when replications train the embedded model, what of its setting
+    the trainer's small tables cannot represent (:meth:`~ftsim.policies.base.Plan.
+    trained_notices`), named with ``where`` (a sweep point) if given. Builds each policy
     once, without simulating: the decision depends on the scenario only, not on the
     replication."""
     from ftsim.policies.inputs import PlanInputs
 
     inputs = PlanInputs.of(scenario)
+    rows = _trainer_rows_per_shard(scenario) if scenario.trains_model(0) else None
     found = []
     for params in scenario.policies:
-        for notice in params.plan(inputs).notices():
-            found.append(notice.at(where) if where else notice)
+        plan = params.plan(inputs)
+        said = plan.notices() + (plan.trained_notices(rows) if rows is not None else [])
+        found += [notice.at(where) if where else notice for notice in said]
     return found
+
+
+def _trainer_rows_per_shard(scenario) -> float:
+    """Rows of the embedded trainer's tables per embedding shard (one shard per PS)."""
+    return sum(scenario.trainer.data.table_sizes()) / scenario.cluster.emb_ps

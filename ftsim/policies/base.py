@@ -278,6 +278,13 @@ class Plan:
         point (:func:`ftsim.experiments.sweep.policy_notices`)."""
         return []
 
+    def trained_notices(self, rows_per_shard: float) -> list[Notice]:
+        """What the embedded trainer, whose tables hold ``rows_per_shard`` rows per embedding
+        shard (far fewer than the job's), cannot represent of this plan's setting: said once
+        per run or sweep point whose replications train it
+        (:func:`ftsim.experiments.sweep.policy_notices`)."""
+        return []
+
     def side_inputs(self) -> dict[str, Any]:
         """What the policy's :class:`TrainerSide` needs from the time model (e.g. SSU's
         buffer size), handed to it when the co-simulation builds it."""

@@ -454,8 +454,41 @@ class CprPlan(Plan):
         return [CprFallback(label, asked, self.asked_interval_s, self.interval_s, self.predicted)]
 
 
+TRAINED_SHARE_ERROR = 0.1
+"""How far (relative) the share of a shard's rows that the embedded trainer's partial saves
+hold may be from the setting's before it is said: the trainer saves whole rows of its small
+tables (:meth:`_PrioritizedPlan.trained_notices`)."""
+
+
 class _PrioritizedPlan(CprPlan):
     """What MFU and SSU share: row popularity, partial saves every ``partial_interval``."""
+
+    def _trained_share(self, rows_per_shard: float) -> float:
+        """Share of a shard's rows a partial save of the trainer holds (:class:`MfuSide`:
+        ``ceil(fraction × rows)`` per shard)."""
+        return math.ceil(self.params.fraction * rows_per_shard) / rows_per_shard
+
+    def _share(self) -> tuple[str, float]:
+        """The setting's share of a shard's rows per partial save, and what sets it."""
+        return f"fraction {self.params.fraction:g}", self.params.fraction
+
+    def trained_notices(self, rows_per_shard: float) -> list[Notice]:
+        """Partial saves of the trainer that hold a share of its rows more than
+        :data:`TRAINED_SHARE_ERROR` away from the setting's: a whole number of rows of its
+        small tables (a new user's advice picked fraction 0.0004, 0.37 of the trainer's 929
+        rows per shard: it saved 1 row, 0.0011)."""
+        what, share = self._share()
+        trained = self._trained_share(rows_per_shard)
+        if abs(trained / share - 1) <= TRAINED_SHARE_ERROR:
+            return []
+        return [
+            Notice(
+                f"{self.params.label}: {what} is {share * rows_per_shard:.2g} of the trainer's "
+                f"{rows_per_shard:,.0f} rows per shard; its partial saves there hold "
+                f"{trained:.2g} of them: pls_measured and logloss_delta measure that share, "
+                "pls_model the setting's (more trainer rows: trainer.data.row_cap)"
+            )
+        ]
 
     def _iterations_per_partial(self) -> float:
         """Iterations between two partial saves (full saves come no less often)."""
@@ -597,6 +630,15 @@ class CprSsuPlan(_PrioritizedPlan):
 
     def side_inputs(self):
         return {"buffer_share": self.buffer_share}
+
+    def _trained_share(self, rows_per_shard: float) -> float:
+        """Share of the trainer's rows its sample buffer holds (:class:`SsuSide`: the
+        buffer's share of all its rows, rounded to whole ids, at least 1)."""
+        rows = rows_per_shard * self.n_shards
+        return max(1, round(self.buffer_share * rows)) / rows
+
+    def _share(self) -> tuple[str, float]:
+        return f"its buffer of {self.buffer_share:.3g} of a shard's rows", self.buffer_share
 
     def _partial_saving(self) -> PartialSaving:
         """A sample buffer per shard; a save writes the distinct ids it holds, after a pass
