@@ -95,12 +95,12 @@ def test_start_offsets_the_log_and_skips_earlier_rows(tmp_path, capsys):
     s = log_scenario(tmp_path, start="6/21/2005 11:30")
     assert [(f.time_s, f.nodes) for f in draw(s)] == [(600.0, (7,)), (5040.0, (5,)), (8400.0, (5,))]
     assert source_notes(s) == [
-        "failures.0: failure log log.csv: 4 rows, 3 replayed; skipped: 1 before start; "
+        "failures.0: failure log log.csv: 4 rows, 3 replayed; skipped: 1 row before start; "
         "t = 0 is 2005-06-21 11:30"
     ]
     assert main(["show", "config", str(tmp_path / "s.yaml")]) == 0
     out, err = capsys.readouterr()
-    assert "start: '2005-06-21T11:30:00'" in out and "1 before start" in err
+    assert "start: '2005-06-21T11:30:00'" in out and "1 row before start" in err
 
 
 @pytest.mark.parametrize(
@@ -108,9 +108,9 @@ def test_start_offsets_the_log_and_skips_earlier_rows(tmp_path, capsys):
     [
         ({}, [(2,), (7,), (5,), (5,)], ""),  # modulo 8 over every node
         ({"role": "emb_ps"}, [(6,), (7,), (5,), (5,)], ""),  # 2, 7, 13 mod 4 on PS 4-7
-        ({"mapping": "first"}, [(2,), (7,)], "skipped: 2 of 1 log nodes mapped to no node"),
-        ({"mapping": "first", "role": "trainer"}, [(2,)], "3 of 2 log nodes mapped"),
-        ({"nodes": {13: "trainer0", "7": "emb_ps3"}}, [(7,), (0,), (0,)], "1 of 1 log nodes"),
+        ({"mapping": "first"}, [(2,), (7,)], "skipped: 2 rows of 1 log node mapped to no node"),
+        ({"mapping": "first", "role": "trainer"}, [(2,)], "3 rows of 2 log nodes mapped"),
+        ({"nodes": {13: "trainer0", "7": "emb_ps3"}}, [(7,), (0,), (0,)], "1 row of 1 log node"),
     ],
 )
 def test_log_nodes_map_onto_the_cluster_by_a_rule_or_an_explicit_map(
@@ -126,7 +126,7 @@ def test_one_system_of_a_log_with_several(tmp_path):
     with pytest.raises(ScenarioError, match=r"failures\.0\.system: the log holds systems 3, 20"):
         log_scenario(tmp_path, rows=rows)
     s = log_scenario(tmp_path, rows=rows, system=20)
-    assert len(draw(s)) == 4 and "1 of other systems" in source_notes(s)[0]
+    assert len(draw(s)) == 4 and "1 row of other systems" in source_notes(s)[0]
     assert [f.nodes for f in draw(log_scenario(tmp_path, rows=rows, system=3))] == [(1,)]
 
 
@@ -207,7 +207,7 @@ def test_a_window_without_failures_runs_with_a_warning(tmp_path, capsys):
     assert status == 0, err
     assert err == (
         f"{tmp_path / 's.yaml'}: failures.0.path: warning: no failure to replay: 4 rows, "
-        "0 replayed; skipped: 4 before start\n"
+        "0 replayed; skipped: 4 rows before start\n"
     )
 
 
@@ -252,3 +252,36 @@ def test_a_log_edited_after_a_run_is_another_configuration_and_named_as_the_caus
     err = capsys.readouterr().err
     assert f"{log} changed after the run (its SHA-256 is now " in err
     assert "another version of ftsim" not in err
+
+
+def test_a_text_node_id_never_takes_an_integer_ids_number(tmp_path):
+    """A new user's log had node ``1`` and ``login-a``: ranked among all the ids, login-a
+    took number 1 and both failed trainer1. Text ids are numbered on from the largest
+    integer id (here 13): login-a is 14 (14 mod 8 = 6), n2 15 (7)."""
+    rows = [
+        outage(1, "6/21/2005 10:00", "6/21/2005 10:30"),
+        outage("login-a", "6/21/2005 11:00", "6/21/2005 11:30"),
+        outage(13, "6/21/2005 12:00", "6/21/2005 12:30"),
+        outage("n2", "6/21/2005 13:00", "6/21/2005 13:30"),
+    ]
+    assert [f.nodes for f in draw(log_scenario(tmp_path, rows))] == [(1,), (6,), (5,), (7,)]
+    only_text = [outage("b", "6/21/2005 10:00", down=5), outage("a", "6/21/2005 11:00", down=5)]
+    assert [f.nodes for f in draw(log_scenario(tmp_path, only_text))] == [(1,), (0,)]
+
+
+def test_a_row_that_repeats_an_earlier_one_is_skipped_and_said(tmp_path):
+    """The same outage recorded twice (node, start and repair) doubled a failure and
+    shortened full checkpointing's Daly interval; a row of the same node and start with
+    another repair is another record, kept."""
+    rows = [*ROWS, ROWS[0], outage(13, "6/21/2005 12:54", "6/21/2005 13:40")]
+    s = log_scenario(tmp_path, rows)
+    assert [f.time_s for f in draw(s)] == [0.0, 2760.0, 7200.0, 7200.0, 10560.0]
+    assert "skipped: 1 row repeating an earlier row (line 6 repeats line 2)" in source_notes(s)[0]
+
+
+def test_a_nodes_key_the_log_does_not_have_is_named(tmp_path):
+    s = log_scenario(tmp_path, nodes={13: "trainer0", "n99": "emb_ps1", 98: "emb_ps2"})
+    assert source_notes(s)[0].endswith(
+        "skipped: 2 rows of 2 log nodes mapped to no node; nodes: the log has no nodes 98, n99; "
+        "t = 0 is 2005-06-21 12:54"
+    )

@@ -75,6 +75,24 @@ def test_scheduled_explicit_times_and_victims():
     assert [(f.time_s, f.nodes) for f in failures] == [(1800.0, (0, 7)), (7200.0, (5,))]
 
 
+def test_scheduled_victims_are_distinct_and_never_none():
+    """A victim listed twice counted two failed nodes (CPR reloaded one shard), and an empty
+    list was a failure of nothing that still rolled full checkpointing back."""
+    from ftsim.scenario.loader import ScenarioError
+
+    def problems(nodes: str) -> list:
+        with pytest.raises(ScenarioError) as refused:
+            scenario("smoke", f"failures.0={{kind: scheduled, times: [1 h, 2 h], nodes: {nodes}}}")
+        return refused.value.problems
+
+    assert problems("[[emb_ps1, trainer0, emb_ps1], [trainer2]]") == [
+        ("failures.0.nodes.0.2", "emb_ps1 is already a victim (nodes.0.0)")
+    ]
+    assert problems("[[trainer0], []]") == [
+        ("failures.0.nodes.1", "a failure needs at least one victim (got [])")
+    ]
+
+
 def test_even_spacing():
     s = scenario("smoke", "failures.0={kind: scheduled, count: 3, spacing: even}")
     assert [f.time_s for f in _draw(s)] == pytest.approx([3600, 7200, 10800])

@@ -680,7 +680,7 @@ def _log(tmp_path, rows, **source) -> dict:
     ("rows", "source", "warning"),
     [
         ([], {}, "the log has no rows (only a header)"),
-        ([["3", "6/21/2005 10:54", "", "5"]], {"start": "1/1/2006 0:00"}, "1 before start"),
+        ([["3", "6/21/2005 10:54", "", "5"]], {"start": "1/1/2006 0:00"}, "1 row before start"),
         ([["3", "6/21/2005 10:54", "", "5"]], {"nodes": {"4": "emb_ps0"}}, "mapped to no node"),
     ],
 )

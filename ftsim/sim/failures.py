@@ -300,11 +300,19 @@ class ScheduledFailures(_Source):
             if self.times is None or len(self.nodes) != len(self.times):
                 found.append(("nodes", "needs one list of victims per entry of times"))
             for i, victims in enumerate(self.nodes):
+                if not victims:
+                    found.append((f"nodes.{i}", "a failure needs at least one victim (got [])"))
+                seen: dict[int, int] = {}  # node → the first entry naming it
                 for j, name in enumerate(victims):
                     try:
-                        parse_node(c.trainers, c.emb_ps, name)
+                        node = parse_node(c.trainers, c.emb_ps, name)
                     except ValueError as exc:
                         found.append((f"nodes.{i}.{j}", str(exc)))
+                        continue
+                    if node in seen:
+                        again = f"{name} is already a victim (nodes.{i}.{seen[node]})"
+                        found.append((f"nodes.{i}.{j}", again))
+                    seen.setdefault(node, j)
         n = len(role_range(c.trainers, c.emb_ps, self.role))
         if self.nodes_per_failure > n:
             found.append(("nodes_per_failure", f"exceeds the {n} nodes of role {self.role}"))
@@ -511,6 +519,20 @@ class TraceFailures(_Source):
             yield Failure(time_s, (victim,), self.kind)
 
 
+def _nodes(n: int) -> str:
+    return f"{n} log node{'' if n == 1 else 's'}"
+
+
+def _log_node_numbers(ids: list[str]) -> dict[str, int]:
+    """Log node numbers (``mapping``): an integer id is its own number; the other ids, in
+    sorted order, are numbered on from the largest integer id (from 0 without one), so that
+    ``login-a`` never takes node 1's number in a log that has both."""
+    integers = [int(i) for i in ids if failure_log.is_integer_id(i)]
+    after = max(integers) + 1 if integers else 0
+    texts = sorted((i for i in ids if not failure_log.is_integer_id(i)), key=failure_log.id_order)
+    return {str(n): n for n in integers} | {t: after + k for k, t in enumerate(texts)}
+
+
 def _read_trace(path: Path) -> list[tuple[float, str, str]]:
     """(time seconds, 'node' | 'role', value) per row, in time order; ValueError naming the
     file and line of the first problem."""
@@ -563,8 +585,9 @@ def _trace_row(record: dict, time_col: str, victim_col: str, before: list) -> tu
 class FailureLogFailures(_Source):
     """Replay of a public failure log in the LANL failure-data format (one row per node
     outage: ``nodenum``, ``Prob Started``, ``Prob Fixed`` or ``Down Time``, optional
-    ``System``; see `ftsim/sim/failure_log.py`). Log node n (its ``nodenum``; a node id
-    that is not an integer counts as its rank among the log's sorted ids) maps onto node
+    ``System``; see `ftsim/sim/failure_log.py`). Log node n (its ``nodenum``; node ids
+    that are not integers are numbered on from the log's largest integer id, in sorted
+    order, so that no two log nodes share a number) maps onto node
     n mod N of the N nodes of ``role`` (trainers first), or onto node n when n < N
     (``mapping: first``; the job runs on the system's first N nodes), or by an explicit
     ``nodes`` map; a row whose node maps nowhere is skipped and counted. The
@@ -646,8 +669,8 @@ class FailureLogFailures(_Source):
             for log_id, name in self.nodes.items():
                 with contextlib.suppress(ValueError):  # reported by problems()
                     target[log_id] = parse_node(c.trainers, c.emb_ps, name)
-        else:  # log node n: its nodenum if an integer, else its rank among the sorted ids
-            index = {i: int(i) if failure_log.is_integer_id(i) else k for k, i in enumerate(ids)}
+        else:  # log node n: its nodenum if an integer, else numbered on after them
+            index = _log_node_numbers(ids)
             if self.mapping == "modulo":
                 target = {i: pool[n % len(pool)] for i, n in index.items()}
             else:
@@ -656,6 +679,10 @@ class FailureLogFailures(_Source):
         t0 = failure_log.as_utc(self.start) if self.start else None
         t0 = t0 or (mapped[0].started if mapped else None)
         kept = [e for e in mapped if e.started >= t0] if t0 else []
+        first_of: dict[tuple, int] = {}  # (node, started, repair) → the line that first has it
+        repeats = [e for e in kept if first_of.setdefault((e.node, e.started, e.repair_s), e.line)
+                   != e.line]  # fmt: skip
+        kept = [e for e in kept if first_of[e.node, e.started, e.repair_s] == e.line]
         plan = {
             "failures": [
                 ((e.started - t0).total_seconds(), target[e.node], e.repair_s) for e in kept
@@ -665,9 +692,12 @@ class FailureLogFailures(_Source):
             "other_system": len(self._entries) - len(entries),
             "unmapped": len(entries) - len(mapped),
             "unmapped_nodes": len({e.node for e in entries} - set(target)),
-            "before_start": len(mapped) - len(kept),
+            "before_start": len(mapped) - len(kept) - len(repeats),
+            "repeats": [(e.line, first_of[e.node, e.started, e.repair_s]) for e in repeats],
+            "unknown_ids": sorted(set(self.nodes or {}) - {e.node for e in self._entries},
+                                  key=failure_log.id_order),
             "t0": t0,
-        }
+        }  # fmt: skip
         self._plans[key] = plan
         return plan
 
@@ -710,16 +740,25 @@ class FailureLogFailures(_Source):
     def _counts(plan: dict, scenario: Scenario | None = None) -> str:
         work_s = scenario.job.work_s if scenario is not None else math.inf
         late = sum(time_s > work_s for time_s, _, _ in plan["failures"])
+        repeats = plan["repeats"]
         skipped = [
             (plan["other_system"], "of other systems"),
-            (plan["unmapped"], f"of {plan['unmapped_nodes']} log nodes mapped to no node"),
+            (plan["unmapped"], f"of {_nodes(plan['unmapped_nodes'])} mapped to no node"),
             (plan["before_start"], "before start"),
-        ]
-        parts = [f"{n} {why}" for n, why in skipped if n]
+            (len(repeats), "repeating an earlier row (" + ", ".join(
+                f"line {line} repeats line {first}" for line, first in repeats[:3]) + (
+                ", …" if len(repeats) > 3 else "") + ")"),
+        ]  # fmt: skip
+        parts = [f"{n} {'row' if n == 1 else 'rows'} {why}" for n, why in skipped if n]
         replayed = f"{plan['rows']} rows, {len(plan['failures'])} replayed"
         if late:
             replayed += f" ({late} after the training time, {format_duration(work_s)})"
-        return replayed + (f"; skipped: {', '.join(parts)}" if parts else "")
+        said = replayed + (f"; skipped: {', '.join(parts)}" if parts else "")
+        unknown = plan["unknown_ids"]
+        if unknown:
+            nodes = "node" if len(unknown) == 1 else "nodes"
+            said += f"; nodes: the log has no {nodes} {', '.join(unknown)}"
+        return said
 
     def note(self, scenario) -> str:
         """What was read and skipped, for the user (a log usually runs on past the job's
