@@ -111,7 +111,7 @@ def sweep(
 
     ``grid`` maps dotted keys to lists of values (``{"policies.*.interval": ["30 min",
     "1 h"]}``), points being their cartesian product; an entry ``"zip"`` maps keys to
-    lists that vary together (``{"zip": {"failures.0.mtbf": [...], "job.training":
+    lists that vary together (``{"zip": {"failures.0.job_mtbf": [...], "job.training":
     [...]}}``), as in a scenario's ``sweep:`` section, whose entries these add to or
     replace. Each swept key is a column of the results (its values as text) followed, for
     a numeric field, by ``<key>_si``: the value in SI base units (seconds, bytes, bytes/s).

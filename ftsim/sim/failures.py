@@ -446,7 +446,12 @@ class TraceFailures(_Source):
     """
 
     kind: Literal["trace"]
-    file: str = Field(description="CSV path, relative to the scenario file")
+    file: str = Field(
+        description="CSV path, relative to the scenario file: a header of one time column "
+        "(time_s, time_min or time_h) and one victim column (node: a node such as emb_ps3; "
+        "or role: trainer, emb_ps or any, a random node of it), one failure per row, in "
+        "time order"
+    )
     _rows: list[tuple[float, str, str]] = PrivateAttr(default_factory=list)
 
     @field_validator("file")
