@@ -53,6 +53,56 @@ def test_weibull_lifetimes_have_the_configured_mean():
     assert lifetimes.std() / lifetimes.mean() == pytest.approx(1.46, abs=0.08)
 
 
+def _failures_in(s, rep: int, until_s: float) -> int:
+    """Failures of replication ``rep`` up to ``until_s`` (drawn only that far)."""
+    streams = [stream(s.run.seed, rep, Purpose.FAILURES, i) for i in range(len(s.failures))]
+    seq = failure_sequence(s.failures, streams, s)
+    return sum(1 for _ in itertools.takewhile(lambda f: f.time_s <= until_s, seq))
+
+
+def _weibull(shape: float, start: str = "equilibrium"):
+    return scenario(
+        "prod50h",
+        f"failures.0={{kind: weibull, role: any, job_mtbf: 5 h, shape: {shape}, start: {start}}}",
+    )
+
+
+@pytest.mark.parametrize("shape", [0.7, 2.0])
+def test_weibull_nodes_in_equilibrium_fail_at_the_mtbfs_rate_from_the_start(shape):
+    """A new user's job_mtbf 5 h, shape 0.7 saw 19 failures in 50 h, not 10: every node was
+    new at t = 0. In equilibrium (the default) a node's first failure comes after what is
+    left of a lifetime in progress, whose mean is MTBF (1 + CV²) / 2, and the job sees
+    50 h / 5 h = 10 failures on average, as planned."""
+    s = _weibull(shape)
+    mean_s = 5 * 3600 * 38  # job_mtbf × nodes
+    k = shape
+    cv2 = math.gamma(1 + 2 / k) / math.gamma(1 + 1 / k) ** 2 - 1
+    source = s.failures[0]
+    first = np.concatenate(
+        [source.lifetime_block(np.random.default_rng(i), s, first=True)[:, 0] for i in range(300)]
+    )
+    se = first.std(ddof=1) / math.sqrt(len(first))
+    assert abs(first.mean() - mean_s * (1 + cv2) / 2) < 4 * se
+    later = source.lifetime_block(np.random.default_rng(0), s, first=True)[:, 1:]
+    assert later.shape == (38, 7)  # the rest of the block: whole lifetimes
+    counts = np.array([_failures_in(s, rep, 50 * 3600) for rep in range(600)])
+    se = counts.std(ddof=1) / math.sqrt(len(counts))
+    assert abs(counts.mean() - 10.0) < 4 * se
+
+
+def test_weibull_nodes_new_at_the_start_fail_more_early_with_infant_mortality():
+    """``start: new``: every node is new at t = 0; with k = 0.7 the first 50 h hold about
+    18.5 failures, not 10 (each node's first failure is before 50 h with probability
+    1 - exp(-(50 h / λ)^0.7) = 0.37, λ = 190 h / Γ(1 + 1/0.7), 14.1 of the 38 nodes, and
+    renewals add to it)."""
+    s = _weibull(0.7, "new")
+    counts = np.array([_failures_in(s, rep, 50 * 3600) for rep in range(300)])
+    scale_h = 190 / math.gamma(1 + 1 / 0.7)
+    first_failures = 38 * (1 - math.exp(-((50 / scale_h) ** 0.7)))
+    assert first_failures == pytest.approx(14.1, abs=0.05)
+    assert counts.mean() > first_failures + 2  # and renewals after them
+
+
 def test_scheduled_count_failures_take_distinct_nodes_of_the_role():
     s = scenario("prod50h")
     failures = _draw(s)

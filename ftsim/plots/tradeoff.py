@@ -4,7 +4,7 @@ points no other point beats on both), in a panel per environment point of a swee
 
 A sweep of a policy knob (``policies.*.target_pls``) puts a policy's settings in one panel:
 a thin line joins them in the sweep's order from a ring around the first, which the legend
-names (``○ target_pls=0.025: where each line starts``), so that the reader sees which end
+names (``target_pls=0.025: where each line starts``), so that the reader sees which end
 is which without a label among the points (where it would collide with its neighbours' at
 close settings); the CSV's ``setting`` column names every point's.
 

@@ -149,7 +149,7 @@ class _Lifetimes:
 
     def __init__(self, label: str, source, rng, scenario: Scenario):
         self.label = label
-        self._draw = lambda: source.lifetime_block(rng, scenario)
+        self._draw = lambda first: source.lifetime_block(rng, scenario, first)
         self.nodes = source.node_range(scenario)
         self._used = np.zeros(len(self.nodes), dtype=np.int64)
         self._blocks: list[np.ndarray] = []
@@ -160,7 +160,7 @@ class _Lifetimes:
         k = int(self._used[i])
         self._used[i] = k + 1
         while not self._blocks or k >= len(self._blocks) * self._blocks[0].shape[1]:
-            self._blocks.append(self._draw())
+            self._blocks.append(self._draw(not self._blocks))
         per_block = self._blocks[0].shape[1]
         return float(self._blocks[k // per_block][i, k % per_block])
 
