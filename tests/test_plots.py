@@ -97,6 +97,22 @@ def test_policy_styles_come_from_the_registry_and_are_distinct():
     )
 
 
+def test_every_kind_has_its_own_colour_and_marker_and_so_does_the_docs_example():
+    """A new user copied the doc's example line, which reused Check-N-Run's colour and the
+    composed policy's marker: two policies of one figure looked alike."""
+    import re
+
+    from ftsim.policies.registry import POLICIES
+    from tests.conftest import ROOT
+
+    doc = (ROOT / "docs" / "adding_a_policy.md").read_text()
+    example = re.search(r'PolicyInfo\("reinit_shards", "[^"]+", "(#\w+)", "(\w)"', doc)
+    colors = [p.color for p in POLICIES] + [example[1]]
+    markers = [p.marker for p in POLICIES] + [example[2]]
+    assert len(set(colors)) == len(colors) and len(set(markers)) == len(markers)
+    assert "*" not in markers  # the interval figure's tau*
+
+
 def test_frontier_keeps_the_points_nothing_beats_on_both_axes():
     points = pd.DataFrame(
         {"overhead_pct": [1.0, 2.0, 3.0, 2.5], "logloss_delta": [0.5, 0.2, 0.1, 0.3]}

@@ -13,7 +13,7 @@ from ftsim.scenario import registry
 from ftsim.scenario.reference import GENERATED_BY, scenario_reference
 from ftsim.scenario.schema import Scenario
 from ftsim.sim.failures import FailureSourceConfig
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SCENARIOS
 
 REFERENCE = ROOT / "docs" / "scenario_reference.md"
 ADDING = ROOT / "docs" / "adding_a_policy.md"
@@ -92,6 +92,24 @@ def test_the_worked_example_and_its_tests_run_as_written(doc_policy):
     assert len(tests) == 5
     for test in tests:
         test()
+
+
+def test_advise_evaluates_a_policy_without_knobs_as_set(doc_policy, tmp_path):
+    """A new user's advice on the doc's policy, which has no interval, crashed in the
+    frontier figure (KeyError: 'n'): every candidate set an interval it lacks. A policy
+    with no knob is evaluated once, as set, and its frontier drawn."""
+    import matplotlib.pyplot as plt
+
+    from ftsim.experiments import advise
+
+    scenario = SCENARIOS / "smoke.yaml"
+    only = ["policies=[{kind: reinit_shards, penalty: 3 min}]"]
+    advice = advise.execute(scenario, only, tmp_path / "a", reps=2)
+    [policy] = advice.policies
+    assert policy.knobs == [] and len(policy.candidates) == 1
+    assert advice.picks.loc[0, "setting"] == "as set (no knob to search)"
+    assert advice.recommendation is policy
+    plt.close(advice.figure())
 
 
 def test_the_doc_names_the_real_hooks_helpers_and_events(smoke):

@@ -48,6 +48,7 @@ from ftsim.experiments.stats import mean_ci, t_interval
 from ftsim.notices import Notice, short_duration
 from ftsim.options import named
 from ftsim.policies.base import memory_frac
+from ftsim.policies.knobs import Knob
 from ftsim.scenario import overrides as rules
 from ftsim.scenario.loader import Overrides, ScenarioError, read_scenario, validate_scenario
 from ftsim.scenario.schema import Scenario
@@ -59,43 +60,6 @@ MIN_INTERVAL_S = 600.0
 MAX_INTERVAL_S = 48 * 3600.0
 
 
-@dataclass(frozen=True)
-class Knob:
-    """A policy field searched: its coarse values and how to refine between them."""
-
-    field: str
-    """The field's dotted key below the policy (``interval``)."""
-    values: tuple
-    """Coarse values (SI numbers; None for an option such as no quantization)."""
-    refine: str | None = None
-    """``geometric`` or ``linear`` midpoints between tried values; None: a fixed choice."""
-    integer: bool = False
-    lowest: float = 0.0
-    highest: float = math.inf
-    """Bounds of the values tried beyond the coarse grid."""
-
-    @property
-    def column(self) -> str:
-        """The knob's column in the candidates table (with the unit: ``interval_s``)."""
-        return "interval_s" if self.field == "interval" else self.field
-
-    def assigned(self, value):
-        """The value as the scenario's mapping holds it: an interval with its unit (seconds,
-        exactly, as recorded), a number as it is (as text, a choice field such as
-        Check-N-Run's ``quantize_bits``, 2, 3, 4 or 8, refused every value: '8' is none)."""
-        if value is None:
-            return None
-        if self.field == "interval":
-            return f"{float(value)!r} s"
-        return int(value) if self.integer else float(value)
-
-    def show(self, value) -> str:
-        """The value for people: ``interval 45.8 min``."""
-        if self.field == "interval":
-            return f"interval {short_duration(value)}"
-        return f"{self.field} {'none' if value is None else f'{value:.3g}'}"
-
-
 def interval_grid(work_s: float) -> tuple[float, ...]:
     """Geometric intervals from 10 min to the training time (at most 48 h), seconds."""
     top = max(min(work_s, MAX_INTERVAL_S), 2 * MIN_INTERVAL_S)
@@ -104,17 +68,16 @@ def interval_grid(work_s: float) -> tuple[float, ...]:
 
 
 def knobs(policy, scenario: Scenario) -> list[Knob]:
-    """The knobs searched for ``policy`` (its Params): the checkpoint interval (a composed
-    policy's sets every part's, by the wildcard rule) and its kind's main trade-off."""
+    """The knobs searched for ``policy`` (its Params): the checkpoint interval, when it has
+    one (a composed policy's sets every part's, by the wildcard rule), and its kind's own
+    trade-offs (:attr:`~ftsim.policies.base.PolicyParams.search`). A policy with neither is
+    evaluated as set."""
     work = scenario.job.work_s
-    found = [Knob("interval", interval_grid(work), "geometric", lowest=60.0, highest=work)]
-    extra = {
-        "cpr_mfu": Knob("fraction", (0.01, 0.05, 0.2), "geometric", highest=1.0),
-        "cpr_ssu": Knob("fraction", (0.01, 0.05, 0.2), "geometric", highest=1.0),
-        "ecrm": Knob("k", (2, 4, 8), None, integer=True),
-        "swift": Knob("log_budget", (0.25, 0.5, 1.0), "linear"),
-    }.get(policy.kind)
-    return found + ([extra] if extra else [])
+    found = []
+    params = type(policy)
+    if "interval" in params.model_fields or params.nested_policies is not None:
+        found.append(Knob("interval", interval_grid(work), "geometric", lowest=60.0, highest=work))
+    return found + list(params.search)
 
 
 def kept_as_set(policy) -> str:
@@ -149,8 +112,10 @@ class PolicyAdvice:
     what :meth:`Advice.versus_recommended` pairs."""
 
     def setting(self, row: pd.Series) -> str:
-        """A candidate's setting for people: ``interval 2 h, fraction 0.05``."""
-        return ", ".join(k.show(_value(row[k.column])) for k in self.knobs)
+        """A candidate's setting for people: ``interval 2 h, fraction 0.05``; ``as set (no
+        knob to search)`` for a policy without one."""
+        shown = ", ".join(k.show(_value(row[k.column])) for k in self.knobs)
+        return shown or "as set (no knob to search)"
 
 
 @dataclass

@@ -40,6 +40,8 @@ def frontier_figure(advice):
         for p in advice.policies:
             style = styles[p.policy]
             valid = p.candidates[p.candidates["valid"]]
+            if valid.empty:  # (then the table has no measures: no n column)
+                continue
             valid = valid[valid["n"] > 0]
             if valid.empty:
                 continue

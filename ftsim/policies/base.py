@@ -39,9 +39,9 @@ accounting identity
 ``wall = ideal + save + load + lost + reschedule + degraded + other`` holds by
 construction. Adding a policy is one new module defining its classes, the plan class
 decorated with :func:`register` (which gives the scenario schema its ``Params``), plus its
-line in :mod:`ftsim.policies.registry` (name and colour) and in :mod:`ftsim.policies.catalog`
-(which imports it).
-"""
+line in :mod:`ftsim.policies.registry` (its module, name, colour and marker), from which
+:mod:`ftsim.policies.catalog` imports it when a scenario names its kind
+(``docs/adding_a_policy.md``)."""
 
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ftsim.notices import Notice, warn_renamed
+from ftsim.policies.knobs import Knob
 from ftsim.scenario.registry import register_policy_params
 
 if TYPE_CHECKING:
@@ -82,6 +83,11 @@ class PolicyParams(BaseModel):
 
     renamed_fields: ClassVar[dict[str, str]] = {}
     """Old field name → current one, still accepted with a deprecation note."""
+
+    search: ClassVar[tuple[Knob, ...]] = ()
+    """The fields ``ftsim advise`` searches besides the checkpoint ``interval`` (searched for
+    every policy that has that field): the kind's main trade-off of cost against lost
+    updates or memory (CPR-MFU's ``fraction``, ECRM's ``k``), with coarse values to try."""
 
     nested_policies: ClassVar[str | None] = None
     """Dotted path (with ``*``) to the policies this one is made of (``composed``: its parts'):

@@ -65,6 +65,7 @@ from ftsim.notices import CprFallback, Notice, short_duration
 from ftsim.policies.base import Plan, Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll, RestoreShards
 from ftsim.policies.full import Interval, planned_interval_s
+from ftsim.policies.knobs import Knob
 from ftsim.policies.saving import CheckpointWriter, SavingParams, stall_s
 from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import Seconds
@@ -123,6 +124,10 @@ class CprParams(SavingParams):
 
 class _PrioritizedParams(CprParams, PopularityParams):
     """Parameters shared by ``cpr_mfu`` and ``cpr_ssu``: partial saves, row popularity."""
+
+    search: ClassVar[tuple[Knob, ...]] = (
+        Knob("fraction", (0.01, 0.05, 0.2), "geometric", highest=1.0),
+    )
 
     fraction: float = Field(0.05, gt=0, le=1, description="share r of rows per partial save")
     partial_interval: Seconds = Field("1 h", gt=0, description="compute between partial saves")

@@ -78,6 +78,7 @@ from ftsim import stripes
 from ftsim.notices import RenamedField
 from ftsim.policies.base import Plan, Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll
+from ftsim.policies.knobs import Knob
 from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.quantities import BytesPerSecond, Seconds
@@ -109,6 +110,7 @@ class EcrmParams(SavingParams, TouchedRowsParams):
         "checkpoint_interval": "interval",
         "copy_bandwidth": "memcpy_bandwidth",
     }
+    search: ClassVar[tuple[Knob, ...]] = (Knob("k", (2, 4, 8), None, integer=True),)
     k: int = Field(2, ge=1, description="data rows per stripe")
     r: Literal[1, 2] = Field(1, description="parity rows per stripe (failures tolerated)")
     layout: Literal["rotating", "grouped"] = Field(

@@ -84,6 +84,7 @@ from pydantic import Field
 from ftsim.notices import Notice
 from ftsim.policies.base import Plan, Policy, TrainerSide, register
 from ftsim.policies.events import ModelEvent, RestoreAll
+from ftsim.policies.knobs import Knob
 from ftsim.policies.saving import CheckpointWriter, SavingParams
 from ftsim.policies.touched import TouchedRowsParams
 from ftsim.scenario.notices import register_no_effect
@@ -101,6 +102,7 @@ class SwiftParams(SavingParams, TouchedRowsParams):
 
     kind: Literal["swift"]
     renamed_fields: ClassVar[dict[str, str]] = {"checkpoint_interval": "interval"}
+    search: ClassVar[tuple[Knob, ...]] = (Knob("log_budget", (0.25, 0.5, 1.0), "linear"),)
     interval: Seconds = Field("1 h", gt=0, description="compute between shard checkpoints")
     log_budget: float = Field(
         1.0,
