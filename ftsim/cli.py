@@ -708,11 +708,18 @@ def _cmd_show_policies(args, argv) -> int:
     from ftsim.policies.catalog import policy_params
 
     for kind, params in policy_params().items():
-        doc = (sys.modules[params.__module__].__doc__ or "").strip().splitlines()
-        summary = re.sub(r"^(``\w+``(, )?)+: ", "", doc[0]) if doc else ""  # the kinds again
-        print(f"{kind}: {_plain(summary)}")
+        doc = (sys.modules[params.__module__].__doc__ or "").strip().split("\n\n")[0]
+        summary = re.sub(r"^(``\w+``(, )?)+: ", "", " ".join(doc.split()))  # the kinds again
+        print(f"{kind}: {_plain(_first_sentence(summary))}")
         _print_fields(params, "    ")
     return 0
+
+
+def _first_sentence(text: str) -> str:
+    """``text`` up to the end of its first sentence (a full stop before a blank and a
+    capital letter or the end), whole: a module's summary may run over several lines."""
+    match = re.search(r"\.(?=\s+[A-Z(]|$)", text)
+    return text[: match.end()] if match else text
 
 
 def _plain(text: str) -> str:
@@ -726,6 +733,8 @@ def _print_fields(model, indent: str) -> None:
     its own below it, indented (a composed policy's parts and their scope)."""
     from pydantic import BaseModel
 
+    from ftsim.scenario.reference import field_type
+
     for name, field in model.model_fields.items():
         if name == "kind":
             continue
@@ -733,7 +742,8 @@ def _print_fields(model, indent: str) -> None:
         default = "required" if field.is_required() else f"default {field.default!r}"
         if "(default" not in described:  # a description that says its default already
             described += f" ({default})"
-        print(f"{indent}{name}: {described.strip()}")
+        kind_of_value = field_type(field).replace("`", "")
+        print(f"{indent}{name}: {described.strip()} [{kind_of_value}]")
         inner = field.annotation
         while typing.get_origin(inner) in (list, typing.Annotated):
             inner = typing.get_args(inner)[0]

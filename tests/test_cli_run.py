@@ -109,3 +109,26 @@ def test_version(capsys):
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out == f"ftsim {ftsim.__version__}\n"
+
+
+def test_show_policies_gives_each_kind_a_whole_sentence_and_each_field_its_type(capsys):
+    """A new user's policy was summarised mid-sentence (its docstring's first line), and its
+    fields had no type, unit or bounds, which the scenario reference gives."""
+    from ftsim.cli import _first_sentence, main
+
+    assert _first_sentence("every interval a checkpoint; every n-th one is full, the others "
+                           "write a fraction. Then more.") == (
+        "every interval a checkpoint; every n-th one is full, the others write a fraction."
+    )  # fmt: skip
+    assert _first_sentence("no stop") == "no stop"
+    assert main(["show", "policies"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "\n    fraction: share r of rows per partial save (default 0.05) [number, > 0, ≤ 1]\n"
+        in out
+    )
+    assert (
+        "\n    interval: compute between checkpoints, or young/daly (default 'daly') [duration, "
+        "e.g. '30 min', or young / daly]\n" in out
+    )
+    assert all(line.endswith((".", ")")) for line in out.splitlines() if not line[0].isspace())

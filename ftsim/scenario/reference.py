@@ -246,15 +246,20 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def field_type(field: FieldInfo, path: str = "") -> str:
+    """A field's type with its unit and bounds, as the reference's type column (Markdown):
+    ``duration, e.g. `30 min`, or young / daly``, ``number, > 0, ≤ 1``."""
+    text = _type_text(field.annotation, field.metadata, path)
+    constraints = _metadata_text(field.metadata)
+    return text + (", " + ", ".join(constraints) if constraints else "")
+
+
 def _field_rows(section: _Section) -> list[str]:
     rows = ["| field | type | default | description |", "|---|---|---|---|"]
     for name, field in section.model.model_fields.items():
         suffix, models = _submodels(field.annotation)
         path = f"{section.path}.{name}{suffix}" if section.path else name + suffix
-        text = _type_text(field.annotation, field.metadata, path)
-        constraints = _metadata_text(field.metadata)
-        if constraints:
-            text += ", " + ", ".join(constraints)
+        text = field_type(field, path)
         if models and not suffix and len(models) == 1:  # described where first met
             text = f"section `{_homes().get(models[0], path)}`"
         cells = [f"`{name}`", text, _default_text(field), field.description or ""]
