@@ -87,8 +87,15 @@ def test_an_interval_past_the_training_says_it_saves_nothing(tmp_path, capsys):
     assert decision_cell("partial", 51.2, 50.0) == "partial @ 51.2 h (no save in 50 h)"
     assert decision_cell("partial", 9.0, 50.0) == "partial @ 9 h"
     assert decision_cell("full", 0.5) == "full @ 30 min"
+    # only trainers fail: "partial @ inf h (no save in 50 h)" (a new user's study)
+    no_ps = "partial, no save (no embedding PS failure to plan for)"
+    assert decision_cell("partial", float("inf"), 50.0) == no_ps
     out = tmp_path / "r"
     args = ["run", str(SCENARIOS / "prod50h.yaml"), "--policy", "cpr", "--no-trainer"]
     assert main([*args, "--set", "policies.1.target_pls=0.9", "--reps", "2", "-o", str(out)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("cpr "))
     assert "(no save in 50 h)" in line
+    trainers = "failures=[{kind: exponential, role: trainer, job_mtbf: 10 h}]"
+    assert main([*args, "--set", trainers, "--reps", "2", "-o", str(tmp_path / "t")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("cpr "))
+    assert no_ps in line

@@ -161,13 +161,15 @@ def decision_cell(
     """CPR's decision with the interval it ran: ``full @ 45.8 min``; '-' for other policies.
     An interval not shorter than the failure-free training (``training_h``) saves nothing
     in the job: ``partial @ 51.2 h (no save in 50 h)``, lest the interval read as one that
-    ran."""
+    ran; an infinite one (no embedding PS can fail) says so."""
     from ftsim.notices import short_duration
 
     if not isinstance(decision, str) or not decision:
         return "-"
     if interval_h is None or interval_h != interval_h:
         return decision
+    if interval_h == float("inf"):  # no embedding PS fails: nothing to save for
+        return f"{decision}, no save (no embedding PS failure to plan for)"
     cell = f"{decision} @ {short_duration(3600.0 * interval_h)}"
     if training_h is not None and interval_h >= training_h:
         cell += f" (no save in {short_duration(3600.0 * training_h)})"
