@@ -162,3 +162,28 @@ def test_crowded_tick_labels_of_a_real_figure_are_caught(tmp_path, monkeypatch):
     plot_run(out, formats="png")
     assert any(p.startswith("labels overlap: 'CPR") for p in found["breakdown"])
     assert found["timeline"] == []
+
+
+def test_a_png_is_matplotlibs_image_in_rgb(tmp_path):
+    """The alpha channel of an opaque figure is written away (the files some 10% smaller):
+    every pixel is matplotlib's own, and so are the resolution and the text chunk. A
+    transparent figure keeps matplotlib's RGBA file."""
+    import io
+
+    with plt.style.context(STYLE):
+        fig, ax = plt.subplots(figsize=(SINGLE_COLUMN_IN, 2.0))
+        ax.plot([0, 1, 2], [1, 3, 2], marker="o")
+        ax.set_title("a figure")
+        expected = io.BytesIO()
+        fig.savefig(expected, format="png", metadata={})
+        Output(tmp_path, ("png",)).save(fig, None, "f")
+    ours, theirs = Image.open(tmp_path / "f.png"), Image.open(expected)
+    assert ours.mode == "RGB" and theirs.mode == "RGBA"
+    assert np.array_equal(np.asarray(ours), np.asarray(theirs.convert("RGB")))
+    assert ours.info == theirs.info  # dpi and the Software text
+    assert (tmp_path / "f.png").stat().st_size < 0.95 * len(expected.getvalue())
+    with plt.style.context(STYLE):
+        fig, ax = plt.subplots(figsize=(SINGLE_COLUMN_IN, 2.0))
+        fig.patch.set_alpha(0.0)
+        Output(tmp_path, ("png",)).save(fig, None, "clear")
+    assert Image.open(tmp_path / "clear.png").mode == "RGBA"
