@@ -800,3 +800,16 @@ def test_an_environment_sweep_has_no_setting_lines(tmp_path, figures):
     t = pd.read_csv(out / "plots" / "accuracy_vs_overhead.csv")
     assert "setting" not in t  # no knob was swept
     assert not any("where each line starts" in x for x in figures["accuracy_vs_overhead_legend"])
+
+
+def test_the_timeline_names_the_policies_background_work_slowed(prod50h_run, figures):
+    """ECRM's lane is longer than CPR's with no phase to show for it: its parity updates
+    slow its compute (other_h). The compute entry names the policies slowed so."""
+    runs = pd.read_csv(prod50h_run / "runs.csv")
+    first = runs[runs["rep"] == runs["rep"].min()]
+    names = {info.kind: info.display_name for info in BY_KIND.values()}
+    slowed = [names[p] for p in first.loc[first["other_h"] > 0, "policy"]]
+    assert "ECRM" in slowed and "CPR" not in slowed
+    plot_run(prod50h_run, formats="png")
+    label = f"compute (slowed by background work: {', '.join(slowed)})"
+    assert label in figures["timeline_legend"]

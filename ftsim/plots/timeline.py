@@ -76,7 +76,8 @@ def plot(data: RunData, out: Output, point: int | None = None):
     ax.set_xlabel("wall-clock time (h)")
     ax.grid(axis="y", visible=False)
     kinds = [k for k in PHASES if k in set(t["kind"])]
-    handles = [Patch(color=PHASES[k][1], label=PHASES[k][0]) for k in kinds]
+    labels = {k: PHASES[k][0] for k in kinds} | _slowed(data, point, int(t["rep"].iloc[0]))
+    handles = [Patch(color=PHASES[k][1], label=labels[k]) for k in kinds]
     handles.append(
         plt.Line2D([], [], color=OKABE_ITO["vermillion"], marker="x", markersize=4, label="failure")
     )
@@ -87,6 +88,20 @@ def plot(data: RunData, out: Output, point: int | None = None):
     rows = math.ceil(len(handles) / LEGEND_COLUMNS)
     fig.legend(handles=handles, ncols=math.ceil(len(handles) / rows), loc="outside lower center")
     return out.save(fig, t, NAME)
+
+
+def _slowed(data: RunData, point: int, rep: int) -> dict[str, str]:
+    """The compute entry's label when background work slowed some policy's compute in this
+    replication (``other_h`` > 0: ECRM's parity updates, SWIFT's logs, CheckFreq's persists,
+    CPR-MFU/SSU's row tracking), naming them: their lanes are longer with no phase to show
+    for it."""
+    if not data.has("other_h"):
+        return {}
+    rows = data.runs[(data.runs["point"] == point) & (data.runs["rep"] == rep)]
+    slowed = [data.styles[p].name for p in rows.loc[rows["other_h"] > 0, "policy"]]
+    if not slowed:
+        return {}
+    return {"compute": f"compute (slowed by background work: {', '.join(slowed)})"}
 
 
 def _fell_back(data: RunData, point: int, policies: list[str]) -> str:
