@@ -45,8 +45,11 @@ def _with_accuracy_columns(folder):
 def test_every_figure_from_a_sweep_with_accuracy_columns(sweep_dir, capsys):
     _with_accuracy_columns(sweep_dir)
     assert main(["plot", str(sweep_dir)]) == 0
-    printed = capsys.readouterr().out
-    assert "skipped" not in printed
+    printed = capsys.readouterr().out.splitlines()
+    assert [line for line in printed if "skipped" in line] == [
+        "pls_vs_overhead: skipped: the runs trained the model: accuracy_vs_overhead draws the "
+        "measured trade-off"
+    ]
     for name in ALL:
         for path in _files(sweep_dir, name):
             assert path.stat().st_size > 0, path
@@ -813,3 +816,42 @@ def test_the_timeline_names_the_policies_background_work_slowed(prod50h_run, fig
     plot_run(prod50h_run, formats="png")
     label = f"compute (slowed by background work: {', '.join(slowed)})"
     assert label in figures["timeline_legend"]
+
+
+def test_a_timing_only_sweep_of_a_knob_draws_its_pls_against_overhead(tmp_path, figures):
+    """A new user's sweep of CPR-MFU's fraction without the trainer had no figure of the
+    knob. pls_vs_overhead draws the time model's PLS against overhead per setting, joined
+    in the sweep's order; without the knob, or with the trainer, it says why not."""
+    out = tmp_path / "fraction"
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "full", "--policy", "cpr_mfu"]
+    args += ["--grid", "policies.2.fraction=0.2,0.01,0.05", "--no-trainer", "--reps", "2"]
+    assert main([*args, "--jobs", "1", "-q", "-o", str(out)]) == 0
+    outcomes = dict(plot_run(out, formats="png"))
+    assert outcomes["pls_vs_overhead"].endswith("pls_vs_overhead (.png .csv)")
+    t = pd.read_csv(out / "plots" / "pls_vs_overhead.csv")
+    summary = pd.read_csv(out / "summary.csv").set_index(["point", "policy"])
+    assert set(t["policy"]) == {"cpr_mfu"}  # full loses no updates: no pls_model
+    for row in t.itertuples():
+        mean = summary.loc[(row.point, "cpr_mfu"), "pls_model_mean"]
+        assert row.pls_model == pytest.approx(mean, rel=1e-5)  # 6 digits in the CSV
+    assert list(t.sort_values("point")["setting"]) == [f"fraction={v}" for v in (0.2, 0.01, 0.05)]
+    assert "fraction=0.2: where each line starts" in figures["pls_vs_overhead_legend"]
+    interval = tmp_path / "interval"
+    args[args.index("policies.2.fraction=0.2,0.01,0.05")] = "policies.*.interval=1 h,2 h"
+    assert main([*args, "--jobs", "1", "-q", "-o", str(interval)]) == 0
+    skipped = dict(plot_run(interval, formats="png"))["pls_vs_overhead"]
+    assert skipped.startswith("skipped: needs a timing-only sweep of a policy knob other than")
+
+
+def test_a_legend_takes_as_many_columns_as_fit_in_rows_of_equal_length():
+    """The timeline's 6 entries a row ran out of the figure when the compute entry named the
+    policies background work slowed: a row that does not fit wraps."""
+    from ftsim.plots.facets import legend_columns
+
+    short = ["compute", "redo", "save", "load", "reschedule", "degraded", "failure"]
+    assert legend_columns(short, 7.0, most=6) == 4  # 7 entries: 4 + 3
+    assert legend_columns(short, 7.0) == 7
+    long = ["compute (slowed by background work: CPR-MFU, CPR-SSU, ECRM)", *short[1:]]
+    assert legend_columns(long, 7.0, most=6) == 4
+    assert legend_columns(long[:6], 7.0, most=6) == 3  # 6 entries would not fit in one row
+    assert legend_columns(["x" * 200], 3.33) == 1

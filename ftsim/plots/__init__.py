@@ -16,6 +16,8 @@ for overlapping labels (:mod:`ftsim.plots.collisions`); ``plot`` warns of any it
 - ``accuracy_vs_overhead``: the trade-off frontier (:mod:`ftsim.plots.tradeoff`);
 - ``accuracy_vs_pls``: log-loss delta against measured PLS with a fitted line per policy
   (:mod:`ftsim.plots.pls`);
+- ``pls_vs_overhead``: the time model's PLS against overhead, for a timing-only sweep of a
+  policy knob other than the interval (:mod:`ftsim.plots.pls_tradeoff`);
 - ``timeline``: the Gantt chart of one replication (:mod:`ftsim.plots.timeline`).
 """
 
@@ -35,12 +37,19 @@ from ftsim.experiments.folders import check_figures_folder, check_results  # noq
 from ftsim.experiments.lock import locked_folder, settle  # noqa: E402
 from ftsim.experiments.output import StagedFolder  # noqa: E402
 from ftsim.options import named  # noqa: E402
-from ftsim.plots import breakdown, interval, pls, timeline, tradeoff  # noqa: E402
+from ftsim.plots import (  # noqa: E402
+    breakdown,
+    interval,
+    pls,
+    pls_tradeoff,
+    timeline,
+    tradeoff,
+)
 from ftsim.plots.data import RunData, Skip  # noqa: E402
 from ftsim.plots.facets import SCALES  # noqa: E402
 from ftsim.plots.style import DEFAULT_FORMATS, FORMATS, STYLE, Output  # noqa: E402
 
-FIGURES = (breakdown, interval, tradeoff, pls, timeline)
+FIGURES = (breakdown, interval, tradeoff, pls, pls_tradeoff, timeline)
 
 
 class OptionError(ValueError):

@@ -182,18 +182,24 @@ def legend(fig, width_in: float, handles=None, labels=None, **options):
         handles, labels = legend_entries(fig)
     if not handles:
         return None
-    widths = [max(map(len, str(label).split("\n"))) * CHAR_IN + HANDLE_IN for label in labels]
-    columns = next(
-        n
-        for n in range(len(handles), 0, -1)
-        if _legend_width(widths, n) <= width_in - 0.3 or n == 1
-    )
+    columns = legend_columns(labels, width_in)
     lines = max(
         sum(str(label).count("\n") + 1 for label in column)
         for column in _columns(list(labels), columns)
     )
     _grow(fig, LEGEND_LINE_IN * lines + 0.08)
     return fig.legend(handles, labels, loc="outside lower center", ncols=columns, **options)
+
+
+def legend_columns(labels, width_in: float, most: int | None = None) -> int:
+    """The most columns (at most ``most``) in which a legend of ``labels`` fits ``width_in``
+    (rows of equal length where they can be: 7 entries in 2 rows are 4 + 3, not 6 + 1)."""
+    widths = [max(map(len, str(label).split("\n"))) * CHAR_IN + HANDLE_IN for label in labels]
+    n = len(widths)
+    rows = math.ceil(n / min(most or n, n))
+    while rows < n and _legend_width(widths, math.ceil(n / rows)) > width_in - 0.3:
+        rows += 1
+    return math.ceil(n / rows)
 
 
 def _columns(items: list, columns: int) -> list[list]:

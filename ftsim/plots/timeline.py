@@ -10,8 +10,6 @@ discarded) is drawn apart from first-time compute, in the colour of the breakdow
 
 from __future__ import annotations
 
-import math
-
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
@@ -33,7 +31,8 @@ PHASES = {
 """Timeline kinds drawn as bars: legend label and colour. ``lost`` and ``other`` are no
 phases: lost time is spent again as ``redo``, and ``other`` slows compute phases down."""
 LEGEND_COLUMNS = 6
-"""Most legend entries in a row (more wrap onto rows of equal length)."""
+"""Most legend entries in a row (more, or a row wider than the figure, wrap onto rows of
+equal length)."""
 
 
 def plot(data: RunData, out: Output, point: int | None = None):
@@ -85,8 +84,10 @@ def plot(data: RunData, out: Output, point: int | None = None):
     rep = int(t["rep"].iloc[0])
     title = f"{data.scenario_name}: replication {rep}" + (f", {where}" if where else "")
     facets.title(fig, DOUBLE_COLUMN_IN, title + _fell_back(data, point, policies))
-    rows = math.ceil(len(handles) / LEGEND_COLUMNS)
-    fig.legend(handles=handles, ncols=math.ceil(len(handles) / rows), loc="outside lower center")
+    columns = facets.legend_columns(
+        [h.get_label() for h in handles], DOUBLE_COLUMN_IN, LEGEND_COLUMNS
+    )
+    fig.legend(handles=handles, ncols=columns, loc="outside lower center")
     return out.save(fig, t, NAME)
 
 

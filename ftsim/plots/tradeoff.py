@@ -38,7 +38,15 @@ def frontier(
 def plot(data: RunData, out: Output, point: int | None = None):
     if not data.has("logloss_delta"):
         raise Skip("no logloss_delta column (the runs were timing only, without the trainer)")
-    s = data.summary.dropna(subset=["logloss_delta_mean"])
+    return draw(data, out, "logloss_delta", "log-loss increase vs failure-free", NAME, True)
+
+
+def draw(data: RunData, out: Output, y: str, ylabel: str, name: str, trained: bool = False):
+    """Mean ``y`` (a column of the runs) against mean overhead per policy and point, with
+    both 95% intervals, the frontier, and a knob's settings joined (:func:`_settings`), in a
+    panel per environment point; saved as ``name``. ``trained``: ``y`` is measured on the
+    trained replications, whose n the title gives beside the overhead's."""
+    s = data.summary.dropna(subset=[f"{y}_mean"])
     t = pd.DataFrame(
         {
             "policy": s["policy"],
@@ -46,11 +54,11 @@ def plot(data: RunData, out: Output, point: int | None = None):
             "overhead_pct": 100 * s["overhead_frac_mean"],
             "overhead_ci95_low_pct": 100 * s["overhead_frac_ci95_low"],
             "overhead_ci95_high_pct": 100 * s["overhead_frac_ci95_high"],
-            "logloss_delta": s["logloss_delta_mean"],
-            "logloss_delta_ci95_low": s["logloss_delta_ci95_low"],
-            "logloss_delta_ci95_high": s["logloss_delta_ci95_high"],
+            y: s[f"{y}_mean"],
+            f"{y}_ci95_low": s[f"{y}_ci95_low"],
+            f"{y}_ci95_high": s[f"{y}_ci95_high"],
             "n": s["n"],
-            "n_trained": s["n_trained"],
+            **({"n_trained": s["n_trained"]} if trained else {}),
         }
     )
     if any(d.policy_knob for d in data.dimensions):  # a knob's settings: in the CSV too
@@ -62,27 +70,27 @@ def plot(data: RunData, out: Output, point: int | None = None):
     tables = []
     for panel, ax in axes.items():
         mine = t[t["point"].isin(panel.points)].copy()
-        mine["frontier"] = mine.index.isin(frontier(mine).index)
+        mine["frontier"] = mine.index.isin(frontier(mine, y=y).index)
         mine.insert(0, "panel", panel.title)
         tables.append(mine)
-        _draw(data, ax, mine)
+        _draw(data, ax, mine, y)
         if log:  # a band reaching below 0 is cut at the axis
             ax.set_xscale("log", nonpositive="clip")
             facets.plain_log_ticks(ax.xaxis)
         if grid.panels[1:]:
             ax.set_title(panel.title)
     xlabel = "overhead (%, log axis)" if log else "overhead (%)"
-    facets.axis_labels(fig, xlabel, "log-loss increase vs failure-free")
+    facets.axis_labels(fig, xlabel, ylabel)
     n = "/".join(str(v) for v in sorted(set(t["n"])))
-    n_trained = "/".join(str(v) for v in sorted(set(t["n_trained"])))
+    counts = f"n = {n}"
+    if trained:
+        n_trained = "/".join(str(v) for v in sorted(set(t["n_trained"])))
+        counts = f"overhead n = {n}, accuracy n = {n_trained}"
     facets.title(
-        fig,
-        grid.width_in,
-        f"{data.scenario_name}: means, 95% CI; overhead n = {n}, accuracy n = {n_trained}",
-        grid.header(),
+        fig, grid.width_in, f"{data.scenario_name}: means, 95% CI; {counts}", grid.header()
     )
     facets.legend(fig, grid.width_in)
-    return out.save(fig, pd.concat(tables), NAME)
+    return out.save(fig, pd.concat(tables), name)
 
 
 def _setting(data: RunData, point: int, policy: str) -> str:
@@ -94,13 +102,13 @@ def _setting(data: RunData, point: int, policy: str) -> str:
         part.startswith(k.rsplit(".", 1)[-1] + "=") for k in knobs))  # fmt: skip
 
 
-def _draw(data: RunData, ax, t: pd.DataFrame) -> None:
+def _draw(data: RunData, ax, t: pd.DataFrame, y: str) -> None:
     """The frontier (a grey staircase), each policy's points with both intervals, and the
     lines and end labels of a knob's settings (:func:`_settings`)."""
     edge = t[t["frontier"]]
     ax.plot(
         edge["overhead_pct"],
-        edge["logloss_delta"],
+        edge[y],
         color="0.6",
         linewidth=0.8,
         drawstyle="steps-post",
@@ -113,13 +121,10 @@ def _draw(data: RunData, ax, t: pd.DataFrame) -> None:
             g["overhead_pct"] - g["overhead_ci95_low_pct"],
             g["overhead_ci95_high_pct"] - g["overhead_pct"],
         ]
-        yerr = [
-            g["logloss_delta"] - g["logloss_delta_ci95_low"],
-            g["logloss_delta_ci95_high"] - g["logloss_delta"],
-        ]
+        yerr = [g[y] - g[f"{y}_ci95_low"], g[f"{y}_ci95_high"] - g[y]]
         ax.errorbar(
             g["overhead_pct"],
-            g["logloss_delta"],
+            g[y],
             xerr=xerr,
             yerr=yerr,
             color=style.color,
@@ -128,11 +133,11 @@ def _draw(data: RunData, ax, t: pd.DataFrame) -> None:
             elinewidth=0.6,
             label=style.name,
         )
-    _settings(data, ax, t)
+    _settings(data, ax, t, y)
     ax.axhline(0, color="0.3", linewidth=0.5)
 
 
-def _settings(data: RunData, ax, t: pd.DataFrame) -> None:
+def _settings(data: RunData, ax, t: pd.DataFrame, y: str) -> None:
     """A thin line through each policy's points whose settings differ, in the sweep's order,
     from a ring around its first point, named in the legend by that setting (once for every
     policy when their first settings read alike)."""
@@ -144,7 +149,7 @@ def _settings(data: RunData, ax, t: pd.DataFrame) -> None:
     same = len({g["setting"].iloc[0] for g in lines}) == 1
     for g in lines:
         color = data.styles[g["policy"].iloc[0]].color
-        ax.plot(g["overhead_pct"], g["logloss_delta"], color=color, linewidth=0.5, alpha=0.6,
+        ax.plot(g["overhead_pct"], g[y], color=color, linewidth=0.5, alpha=0.6,
                 zorder=1)  # fmt: skip
         first = g.iloc[0]
         name = (
@@ -152,7 +157,7 @@ def _settings(data: RunData, ax, t: pd.DataFrame) -> None:
         )
         ax.plot(
             [first["overhead_pct"]],
-            [first["logloss_delta"]],
+            [first[y]],
             marker="o",
             markersize=9,
             markerfacecolor="none",
