@@ -1038,9 +1038,11 @@ def short_of_target(plan: Plan, summary: list[dict]) -> list[str]:
 
 def pls_over_target(plan: Plan, summary: list[dict]) -> list[str]:
     """One line per (point, policy) whose ``target_pls`` was missed beyond doubt: the 95% CI
-    of its ``pls_model`` lies above the target. CPR plans its interval on failures per hour
-    of the job's wall clock; time the job spends waiting for replacements (cluster
-    operations) or recovering adds failures per hour of training, hence lost updates."""
+    of its ``pls_model`` lies above the target. CPR plans its interval on the failure
+    sources' mean rate per hour of the job's wall clock: runs that saw more failures than
+    that (beyond :data:`MORE_FAILURES`, e.g. Weibull nodes new at t = 0) are said so;
+    otherwise time the job spends waiting for replacements (cluster operations) or
+    recovering adds failures per hour of training, hence lost updates."""
     lines = []
     for row in summary:
         point = plan.points[int(row.get("point", 0))]
