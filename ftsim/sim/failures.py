@@ -263,9 +263,19 @@ class CorrelatedFailures(_Source):
         found = []
         n = len(role_range(scenario.cluster.trainers, scenario.cluster.emb_ps, self.role))
         if self.domain_size > n:
-            found.append(("domain_size", f"larger than the {n} nodes of role {self.role}"))
+            found.append(
+                (
+                    "domain_size",
+                    f"larger than the {n} nodes of role {self.role} (got {self.domain_size})",
+                )
+            )
         if self.nodes_per_failure and self.nodes_per_failure > self.domain_size:
-            found.append(("nodes_per_failure", "cannot exceed domain_size"))
+            found.append(
+                (
+                    "nodes_per_failure",
+                    f"cannot exceed domain_size {self.domain_size} (got {self.nodes_per_failure})",
+                )
+            )
         if self.domain_mtbf <= 0:
             found.append(("domain_mtbf", "must be positive"))
         return found
@@ -326,7 +336,12 @@ class ScheduledFailures(_Source):
             found.append(("times", "give exactly one of times and count"))
         if self.nodes is not None:
             if self.times is None or len(self.nodes) != len(self.times):
-                found.append(("nodes", "needs one list of victims per entry of times"))
+                n_times = 0 if self.times is None else len(self.times)
+                times = f"{n_times} time{'' if n_times == 1 else 's'}"
+                found.append(
+                    ("nodes", f"needs one list of victims per entry of times ({times}, got "
+                     f"{len(self.nodes)} lists)")
+                )  # fmt: skip
             for i, victims in enumerate(self.nodes):
                 if not victims:
                     found.append((f"nodes.{i}", "a failure needs at least one victim (got [])"))
