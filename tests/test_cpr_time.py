@@ -151,3 +151,22 @@ def test_tracking_costs_stop_when_cpr_falls_back_to_full_recovery():
     row = simulate(s, MFU, 0).row()
     assert row["cpr_decision"] == "full"
     assert row["other_h"] == 0 and row["n_partial_saves"] == 0
+
+
+def test_a_rollback_discards_the_partial_saves_after_the_full_checkpoint():
+    """A trainer failure at 5 h rolls CPR-MFU back to its last full checkpoint (0 h); an
+    embedding PS failure at 6 h then lost the updates of 1 h, as CPR's. The partial save
+    of 4 h, of state the rollback discarded, was still counted: pls_model came out
+    negative (-0.0029), and below zero a --max-pls limit or a target never binds."""
+    failures = "failures=[{kind: scheduled, times: [5 h, 6 h], nodes: [[trainer0], [emb_ps0]]}]"
+    cpr = ("target_pls=null", "interval=9 h", "fallback=false")  # policies 1-3: CPR kinds
+    settings = [f"policies.{i}.{setting}" for i in (1, 2, 3) for setting in cpr]
+    s = scenario("prod50h", failures, *settings)
+    pls = {i: simulate(s, i, 0).row()["pls_model"] for i in (1, 2, 3)}  # cpr, mfu, ssu
+    assert pls[1] > 0 and pls[2] == pytest.approx(pls[1], rel=1e-3) == pls[3]  # tracking: slower
+    random = scenario(
+        "prod50h", "failures=[{kind: exponential, role: any, job_mtbf: 3 h}]", *settings
+    )
+    for rep in range(10):
+        for i in (2, 3):
+            assert simulate(random, i, rep).row()["pls_model"] >= 0

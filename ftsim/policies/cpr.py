@@ -290,8 +290,12 @@ class Cpr(Policy):
             sim.model_event(RestoreAll, key=self.committed_s)
             sim.rollback_to(self.committed_s)
             self._rollback_pending = True
+            # the state after the full checkpoint is gone, partial saves of it too
             self.exposed_since = [self.committed_s] * plan.n_shards
+            self.partial_saved_s = self.committed_s
             self.next_full_s = self.committed_s + plan.interval_s
+            if plan.partial and plan.saving:
+                self.next_partial_s = self.committed_s + plan.saving.period_s
             return
         if shards:
             sim.model_event(RestoreShards, key=self.committed_s, shards=shards)
