@@ -855,3 +855,16 @@ def test_a_legend_takes_as_many_columns_as_fit_in_rows_of_equal_length():
     assert legend_columns(long, 7.0, most=6) == 4
     assert legend_columns(long[:6], 7.0, most=6) == 3  # 6 entries would not fit in one row
     assert legend_columns(["x" * 200], 3.33) == 1
+
+
+def test_the_frontier_is_drawn_as_a_staircase_from_left_to_right(tmp_path, figures):
+    """The frontier line went through its points in the table's order (policy by policy):
+    on prod50h, CPR -> CPR-MFU (0.589%) -> back to CPR-SSU (0.535%), a drop drawn at the
+    wrong overhead. It runs in the order of overhead."""
+    out = _knob_sweep(tmp_path, "policies.*.target_pls=0.05,0.2")
+    plot_run(out, formats="png")
+    t = pd.read_csv(out / "plots" / "accuracy_vs_overhead.csv")
+    [line] = [x for x in figures["accuracy_vs_overhead"][0].axes[0].get_lines()
+              if x.get_label() == "frontier"]  # fmt: skip
+    xs = list(line.get_xdata())
+    assert xs == sorted(xs) and len(xs) == int(t["frontier"].sum()) > 1

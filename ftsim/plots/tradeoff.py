@@ -105,7 +105,7 @@ def _setting(data: RunData, point: int, policy: str) -> str:
 def _draw(data: RunData, ax, t: pd.DataFrame, y: str) -> None:
     """The frontier (a grey staircase), each policy's points with both intervals, and the
     lines and end labels of a knob's settings (:func:`_settings`)."""
-    edge = t[t["frontier"]]
+    edge = t[t["frontier"]].sort_values("overhead_pct")  # a staircase: left to right
     ax.plot(
         edge["overhead_pct"],
         edge[y],
