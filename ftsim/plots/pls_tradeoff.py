@@ -1,7 +1,8 @@
 """(f) The time model's PLS against overhead, for a timing-only sweep of a policy knob other
 than the interval (CPR-MFU's ``fraction``, ECRM's ``k``, SWIFT's ``log_budget``): the
 trade-off the knob makes when no model is trained, each policy's settings joined in the
-sweep's order (as :mod:`ftsim.plots.tradeoff` draws the measured one). A sweep of an
+sweep's order (as :mod:`ftsim.plots.tradeoff` draws the measured one); a policy without
+``pls_model`` (full checkpointing) loses no updates and is drawn at 0. A sweep of an
 interval has ``overhead_vs_interval``; a trained sweep, ``accuracy_vs_overhead``.
 
 A new user's sweep of a policy's ``fraction`` without the trainer had no figure of it."""
@@ -25,4 +26,5 @@ def plot(data: RunData, out: Output, point: int | None = None):
         )
     if not data.has("pls_model"):
         raise Skip("no pls_model column (no policy of the sweep loses updates)")
-    return tradeoff.draw(data, out, "pls_model", "PLS (time model's pls_model)", NAME)
+    # a policy without pls_model (full) loses no updates: PLS 0, as advise counts it
+    return tradeoff.draw(data, out, "pls_model", "PLS (time model's pls_model)", NAME, missing=0.0)

@@ -41,12 +41,24 @@ def plot(data: RunData, out: Output, point: int | None = None):
     return draw(data, out, "logloss_delta", "log-loss increase vs failure-free", NAME, True)
 
 
-def draw(data: RunData, out: Output, y: str, ylabel: str, name: str, trained: bool = False):
+def draw(
+    data: RunData,
+    out: Output,
+    y: str,
+    ylabel: str,
+    name: str,
+    trained: bool = False,
+    missing: float | None = None,
+):
     """Mean ``y`` (a column of the runs) against mean overhead per policy and point, with
     both 95% intervals, the frontier, and a knob's settings joined (:func:`_settings`), in a
     panel per environment point; saved as ``name``. ``trained``: ``y`` is measured on the
-    trained replications, whose n the title gives beside the overhead's."""
-    s = data.summary.dropna(subset=[f"{y}_mean"])
+    trained replications, whose n the title gives beside the overhead's. ``missing``: the
+    value of ``y`` for a policy without it (none: such a policy is left out)."""
+    s = data.summary
+    if missing is not None:
+        s = s.fillna({f"{y}_{part}": missing for part in ("mean", "ci95_low", "ci95_high")})
+    s = s.dropna(subset=[f"{y}_mean"])
     t = pd.DataFrame(
         {
             "policy": s["policy"],
