@@ -96,6 +96,8 @@ def test_an_interval_past_the_training_says_it_saves_nothing(tmp_path, capsys):
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("cpr "))
     assert "(no save in 50 h)" in line
     trainers = "failures=[{kind: exponential, role: trainer, job_mtbf: 10 h}]"
-    assert main([*args, "--set", trainers, "--reps", "2", "-o", str(tmp_path / "t")]) == 0
+    replica = "policies.1.trainer_failure=replica"  # (full: every trainer failure rolls back)
+    args += ["--set", trainers, "--set", replica, "--reps", "2", "-o", str(tmp_path / "t")]
+    assert main(args) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("cpr "))
     assert no_ps in line
