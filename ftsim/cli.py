@@ -742,7 +742,7 @@ def _print_fields(model, indent: str) -> None:
         default = "required" if field.is_required() else f"default {field.default!r}"
         if "(default" not in described:  # a description that says its default already
             described += f" ({default})"
-        kind_of_value = field_type(field).replace("`", "")
+        kind_of_value = field_type(field, name).replace("`", "")
         print(f"{indent}{name}: {described.strip()} [{kind_of_value}]")
         inner = field.annotation
         while typing.get_origin(inner) in (list, typing.Annotated):

@@ -309,7 +309,8 @@ def _advice_of(**overheads_by_policy) -> search.Advice:
         finished = {rep: v for rep, v in enumerate(values) if v is not None}
         mean = sum(finished.values()) / len(finished)
         pick = pd.Series(
-            {"interval_s": 3600.0, "overhead_mean": mean, "overhead_ci95": 0.0,
+            {"interval_s": 3600.0, "overhead_mean": mean,
+             "overhead_ci95": 0.0 if len(finished) > 1 else float("nan"),
              "n": len(finished), "pls_model_mean": 0.0, "memory_frac": 0.0,
              "interval_h": 1.0, "cpr_decision": ""}
         )  # fmt: skip
@@ -375,3 +376,20 @@ def test_a_search_keeps_each_picks_overheads_by_replication():
         assert mean == pytest.approx(policy.pick["overhead_mean"], rel=1e-12)
     assert "overhead_by_rep" not in advice.candidates.columns
     assert advice.text().splitlines()[-1].startswith("next: full, +")
+
+
+def test_picks_identical_on_every_replication_are_said_to_be_so():
+    """Two policies at the same setting on the same failures were "a tie ... more
+    replications may tell them apart": no number of replications will."""
+    advice = _advice_of(a=[0.10, 0.20, 0.30], b=[0.10, 0.20, 0.30])
+    assert advice.text().splitlines()[-1] == (
+        "b's pick costs the same as a's on every one of the 3 replications (the same "
+        "schedule of saves and failures)"
+    )
+
+
+def test_one_replication_gives_no_interval():
+    advice = _advice_of(a=[0.10], b=[0.20])
+    text = advice.text()
+    assert "nan%" not in text and "overhead 10.00% (n = 1: no interval)" in text
+    assert "- (1)" in text.splitlines()[2]

@@ -234,7 +234,7 @@ class Advice:
                     s.setting,
                     s.ran,
                     f"{100 * s.overhead_mean:.2f}%",
-                    f"{100 * s.overhead_ci95:.2f}% ({int(s.n)})",
+                    f"{_ci_cell(s.overhead_ci95)} ({int(s.n)})",
                     f"{s.pls_model_mean:.4f}",
                     f"{s.memory_frac:.3g}",
                     str(s.tried),
@@ -259,8 +259,8 @@ class Advice:
             ran = f" (ran {_ran(s)})" if s.get("cpr_decision") == "full" else ""
             lines.append(
                 f"recommendation: {best.policy} with {best.setting(s)}{ran}: overhead "
-                f"{100 * s['overhead_mean']:.2f}% ± {100 * s['overhead_ci95']:.2f}% "
-                f"(95% CI, n = {int(s['n'])}), pls_model {s['pls_model_mean']:.4f}"
+                f"{100 * s['overhead_mean']:.2f}% {_interval(s['overhead_ci95'], int(s['n']))}, "
+                f"pls_model {s['pls_model_mean']:.4f}"
             )
             if self.runner_up is not None:
                 lines.append(self._next_line(self.runner_up))
@@ -280,6 +280,11 @@ class Advice:
             return (
                 f"{name} and {other.policy} cannot be told apart on {d['n']} "
                 f"replication{'' if d['n'] == 1 else 's'} run by both: give more ({named('reps')})"
+            )
+        if d["mean"] == 0 and d["std"] == 0:  # the same on every replication
+            return (
+                f"{other.policy}'s pick costs the same as {name}'s on every one of the "
+                f"{d['n']} replications (the same schedule of saves and failures)"
             )
         mean, half = _percent_pm(d["mean"], (d["high"] - d["low"]) / 2)
         diff = f"{mean} ± {half} overhead (paired 95% CI, n = {d['n']})"
@@ -385,6 +390,18 @@ def check_options(max_pls, max_memory_overhead, jobs, rounds=0) -> None:
 ROUNDING = 1e-12
 """A half-width of a difference of overheads (fractions) below this is rounding: the same
 difference on every replication (differences of overheads near 1e-2 differ by 1e-17)."""
+
+
+def _interval(half: float, n: int) -> str:
+    """``± 0.10% (95% CI, n = 10)``; ``(n = 1: no interval)``."""
+    if half != half:
+        return f"(n = {n}: no interval)"
+    return f"± {100 * half:.2f}% (95% CI, n = {n})"
+
+
+def _ci_cell(half: float) -> str:
+    """A half-width as a percentage; ``-`` with one replication (no interval)."""
+    return "-" if half != half else f"{100 * half:.2f}%"
 
 
 def _percent_pm(mean: float, half: float) -> tuple[str, str]:

@@ -227,7 +227,7 @@ class WeibullFailures(_LifetimeSource):
     lifetimes of scale λ is λ · G^(1/k) with G ~ Gamma(1/k)); the job then sees nodes /
     node_mtbf failures per unit time from its start, as the MTBF says and the planning of
     intervals assumes. ``start: new``: every node is new at t = 0; with k < 1 the job sees
-    more failures early (a new user's 0.7, job_mtbf 5 h: 19 in 50 h, not 10), which the
+    more failures early (a new user's 0.7, job_mtbf 5 h: 18.5 in 50 h, not 10), which the
     planning of intervals (Daly's, CPR's) does not foresee."""
 
     kind: Literal["weibull"]
@@ -340,7 +340,7 @@ class ScheduledFailures(_Source):
                 times = f"{n_times} time{'' if n_times == 1 else 's'}"
                 found.append(
                     ("nodes", f"needs one list of victims per entry of times ({times}, got "
-                     f"{len(self.nodes)} lists)")
+                     f"{len(self.nodes)} list{'' if len(self.nodes) == 1 else 's'})")
                 )  # fmt: skip
             for i, victims in enumerate(self.nodes):
                 if not victims:
