@@ -270,13 +270,17 @@ def test_a_text_node_id_never_takes_an_integer_ids_number(tmp_path):
 
 
 def test_a_row_that_repeats_an_earlier_one_is_skipped_and_said(tmp_path):
-    """The same outage recorded twice (node, start and repair) doubled a failure and
-    shortened full checkpointing's Daly interval; a row of the same node and start with
-    another repair is another record, kept."""
+    """The same outage recorded twice doubled a failure and shortened full checkpointing's
+    Daly interval; so did the same node and start with another repair time (a node fails
+    once at an instant): the first row is kept, the others are said."""
     rows = [*ROWS, ROWS[0], outage(13, "6/21/2005 12:54", "6/21/2005 13:40")]
     s = log_scenario(tmp_path, rows)
-    assert [f.time_s for f in draw(s)] == [0.0, 2760.0, 7200.0, 7200.0, 10560.0]
-    assert "skipped: 1 row repeating an earlier row (line 6 repeats line 2)" in source_notes(s)[0]
+    assert [f.time_s for f in draw(s)] == [0.0, 2760.0, 7200.0, 10560.0]
+    assert [f.reschedule_s for f in draw(s)][2] == 2160.0  # line 2's repair, the first
+    assert (
+        "skipped: 2 rows repeating an earlier row's node and start (line 6 repeats line 2, "
+        "line 7 repeats line 2; the first is kept)" in source_notes(s)[0]
+    )
 
 
 def test_a_nodes_key_the_log_does_not_have_is_named(tmp_path):
@@ -285,3 +289,6 @@ def test_a_nodes_key_the_log_does_not_have_is_named(tmp_path):
         "skipped: 2 rows of 2 log nodes mapped to no node; nodes: the log has no nodes 98, n99; "
         "t = 0 is 2005-06-21 12:54"
     )
+    other = [*ROWS, outage(4, "6/21/2005 09:00", "6/21/2005 10:00", system=3)]
+    s = log_scenario(tmp_path, other, system=20, nodes={13: "trainer0", 4: "emb_ps2"})
+    assert "; nodes: the log has no node 4 in system 20;" in source_notes(s)[0]  # only in 3

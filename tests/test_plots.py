@@ -870,3 +870,20 @@ def test_the_frontier_is_drawn_as_a_staircase_from_left_to_right(tmp_path, figur
               if x.get_label() == "frontier"]  # fmt: skip
     xs = list(line.get_xdata())
     assert xs == sorted(xs) and len(xs) == int(t["frontier"].sum()) > 1
+
+
+def test_settings_of_two_knobs_are_not_joined_in_a_zig_zag(tmp_path, figures):
+    """With two knobs of CPR-MFU swept, a line in the sweep's order went back and forth
+    across both, and its start's name ran out of the figure; such settings are left
+    unjoined (the CSV names them), a one-knob policy's still joined."""
+    out = tmp_path / "two"
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "cpr", "--policy", "cpr_mfu"]
+    args += ["--grid", "policies.*.target_pls=0.05,0.2", "--grid", "policies.2.fraction=0.01,0.2"]
+    assert main([*args, "--no-trainer", "--reps", "2", "--jobs", "1", "-q", "-o", str(out)]) == 0
+    outcomes = dict(plot_run(out, formats="png"))
+    assert "pls_vs_overhead (.png .csv)" in outcomes["pls_vs_overhead"]
+    t = pd.read_csv(out / "plots" / "pls_vs_overhead.csv")
+    assert t.loc[t.policy == "cpr_mfu", "setting"].str.contains(", ").all()
+    legend = figures["pls_vs_overhead_legend"]
+    assert legend.count("target_pls=0.05: where each line starts") == 1  # CPR's alone
+    assert not any("fraction" in entry for entry in legend)

@@ -150,14 +150,15 @@ def _draw(data: RunData, ax, t: pd.DataFrame, y: str) -> None:
 
 
 def _settings(data: RunData, ax, t: pd.DataFrame, y: str) -> None:
-    """A thin line through each policy's points whose settings differ, in the sweep's order,
-    from a ring around its first point, named in the legend by that setting (once for every
-    policy when their first settings read alike)."""
+    """A thin line through each policy's points whose settings differ (by one knob), in the
+    sweep's order, from a ring around its first point, named in the legend by that setting
+    (once for every policy when their first settings read alike)."""
     if "setting" not in t:
         return
     varied = t[t["setting"] != ""].drop_duplicates(["policy", "setting"])
     lines = [g.sort_values("point") for _, g in varied.groupby("policy", sort=False)]
-    lines = [g for g in lines if len(g) > 1]
+    # one knob only: in the sweep's order, two knobs' settings would zig-zag across both
+    lines = [g for g in lines if len(g) > 1 and not g["setting"].str.contains(", ").any()]
     same = len({g["setting"].iloc[0] for g in lines}) == 1
     for g in lines:
         color = data.styles[g["policy"].iloc[0]].color

@@ -727,10 +727,9 @@ class FailureLogFailures(_Source):
         t0 = failure_log.as_utc(self.start) if self.start else None
         t0 = t0 or (mapped[0].started if mapped else None)
         kept = [e for e in mapped if e.started >= t0] if t0 else []
-        first_of: dict[tuple, int] = {}  # (node, started, repair) → the line that first has it
-        repeats = [e for e in kept if first_of.setdefault((e.node, e.started, e.repair_s), e.line)
-                   != e.line]  # fmt: skip
-        kept = [e for e in kept if first_of[e.node, e.started, e.repair_s] == e.line]
+        first_of: dict[tuple, int] = {}  # (node, started) → the line that first has it
+        repeats = [e for e in kept if first_of.setdefault((e.node, e.started), e.line) != e.line]
+        kept = [e for e in kept if first_of[e.node, e.started] == e.line]
         plan = {
             "failures": [
                 ((e.started - t0).total_seconds(), target[e.node], e.repair_s) for e in kept
@@ -741,8 +740,9 @@ class FailureLogFailures(_Source):
             "unmapped": len(entries) - len(mapped),
             "unmapped_nodes": len({e.node for e in entries} - set(target)),
             "before_start": len(mapped) - len(kept) - len(repeats),
-            "repeats": [(e.line, first_of[e.node, e.started, e.repair_s]) for e in repeats],
-            "unknown_ids": sorted(set(self.nodes or {}) - {e.node for e in self._entries},
+            "repeats": [(e.line, first_of[e.node, e.started]) for e in repeats],
+            "system": self.system,
+            "unknown_ids": sorted(set(self.nodes or {}) - {e.node for e in entries},
                                   key=failure_log.id_order),
             "t0": t0,
         }  # fmt: skip
@@ -793,9 +793,9 @@ class FailureLogFailures(_Source):
             (plan["other_system"], "of other systems"),
             (plan["unmapped"], f"of {_nodes(plan['unmapped_nodes'])} mapped to no node"),
             (plan["before_start"], "before start"),
-            (len(repeats), "repeating an earlier row (" + ", ".join(
+            (len(repeats), "repeating an earlier row's node and start (" + ", ".join(
                 f"line {line} repeats line {first}" for line, first in repeats[:3]) + (
-                ", …" if len(repeats) > 3 else "") + ")"),
+                ", …" if len(repeats) > 3 else "") + "; the first is kept)"),
         ]  # fmt: skip
         parts = [f"{n} {'row' if n == 1 else 'rows'} {why}" for n, why in skipped if n]
         replayed = f"{plan['rows']} rows, {len(plan['failures'])} replayed"
@@ -805,7 +805,8 @@ class FailureLogFailures(_Source):
         unknown = plan["unknown_ids"]
         if unknown:
             nodes = "node" if len(unknown) == 1 else "nodes"
-            said += f"; nodes: the log has no {nodes} {', '.join(unknown)}"
+            rows = "" if plan["system"] is None else f" in system {plan['system']}"
+            said += f"; nodes: the log has no {nodes} {', '.join(unknown)}{rows}"
         return said
 
     def note(self, scenario) -> str:
