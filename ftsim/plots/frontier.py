@@ -80,8 +80,18 @@ def frontier_figure(advice):
 def _picks(ax, policies, styles) -> None:
     """Each policy's pick with its 95% interval, nested where picks nearly coincide on the
     axes as drawn (:data:`CLOSE`): in a group of m, the j-th drawn is 1 + NEST (m - 1 - j)
-    times :data:`PICK_SIZE`, under the next."""
-    xy = [(p.pick["pls_model_mean"], 100 * p.pick["overhead_mean"]) for p in policies]
+    times :data:`PICK_SIZE`, under the next. The picks are drawn first, so that their
+    intervals have set the axes' limits when their closeness is measured."""
+    markers = []
+    for i, p in enumerate(policies):
+        style = styles[p.policy]
+        drawn = ax.errorbar(p.pick["pls_model_mean"], 100 * p.pick["overhead_mean"],
+                            yerr=100 * p.pick["overhead_ci95"], color=style.color,
+                            marker=style.marker, markersize=PICK_SIZE, markeredgecolor="black",
+                            markeredgewidth=0.5, elinewidth=0.8, zorder=4 + i / 100)  # fmt: skip
+        markers.append(drawn.lines[0])
+    ax.autoscale_view()
+    xy = [(m.get_xdata()[0], m.get_ydata()[0]) for m in markers]
     where = ax.transAxes.inverted().transform(ax.transData.transform(xy)) if xy else []
     groups: list[list[int]] = []
     for i, here in enumerate(where):
@@ -90,13 +100,9 @@ def _picks(ax, policies, styles) -> None:
             near[0].append(i)
         else:
             groups.append([i])
-    scale = {i: 1 + NEST * (len(g) - 1 - j) for g in groups for j, i in enumerate(g)}
-    for i, p in enumerate(policies):
-        style = styles[p.policy]
-        ax.errorbar(*xy[i], yerr=100 * p.pick["overhead_ci95"], color=style.color,
-                    marker=style.marker, markersize=PICK_SIZE * scale[i],
-                    markeredgecolor="black", markeredgewidth=0.5, elinewidth=0.8,
-                    zorder=4 + i / 100)  # fmt: skip
+    for g in groups:
+        for j, i in enumerate(g):
+            markers[i].set_markersize(PICK_SIZE * (1 + NEST * (len(g) - 1 - j)))
 
 
 def _pick(row) -> str:
