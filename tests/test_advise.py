@@ -11,6 +11,7 @@ import pytest
 
 from ftsim.cli import main
 from ftsim.experiments import advise as search
+from ftsim.notices import short_duration
 from ftsim.plots.collisions import collisions
 from ftsim.plots.frontier import frontier_figure
 from tests.conftest import SCENARIOS
@@ -312,7 +313,7 @@ def _advice_of(**overheads_by_policy) -> search.Advice:
             {"interval_s": 3600.0, "overhead_mean": mean,
              "overhead_ci95": 0.0 if len(finished) > 1 else float("nan"),
              "n": len(finished), "pls_model_mean": 0.0, "memory_frac": 0.0,
-             "interval_h": 1.0, "cpr_decision": ""}
+             "interval_h": 1.0, "cpr_decision": "", "valid": True}
         )  # fmt: skip
         knob = [search.Knob("interval", (3600.0,))]
         policy = search.PolicyAdvice(name, "full", knob, pd.DataFrame([pick]), pick, "", finished)
@@ -393,3 +394,20 @@ def test_one_replication_gives_no_interval():
     text = advice.text()
     assert "nan%" not in text and "overhead 10.00% (n = 1: no interval)" in text
     assert "- (1)" in text.splitlines()[2]
+
+
+def test_a_pick_at_the_edge_of_the_search_is_said():
+    """A new user's advice picked full_daly at 3.47 min, the smallest interval tried,
+    without a word, where the scenario's own Daly interval (1.43 min) was cheaper: the
+    search stopped at its edge. Said, and in the picks table; a knob at its bound (SWIFT's
+    log_budget 1) or a fixed choice is not."""
+    advice = search.advise(SCENARIOS / "smoke.yaml", policies=["full_daly"], reps=4)
+    [policy] = advice.policies
+    tried = policy.candidates["interval_s"]
+    assert policy.pick["interval_s"] == tried.min()
+    [edge] = policy.edges()
+    assert edge == f"interval {short_duration(tried.min())}, the smallest tried"
+    assert advice.picks.loc[0, "at_edge"] == edge
+    assert f"full_daly: its pick's {edge}: the search stopped at its edge" in advice.text()
+    swift = search.advise(PROD50H, policies=["swift"], reps=2, rounds=1).policies[0]
+    assert all("log_budget" not in e for e in swift.edges())
