@@ -74,8 +74,10 @@ def test_a_failure_during_the_persist_restores_the_previous_checkpoint():
     ],
 )
 def test_which_failures_lose_a_cpr_persist(node, trainer_failure, kept):
-    """CPR's 20-h checkpoint is being persisted when ``node`` fails."""
+    """CPR's 20-h checkpoint is being persisted when ``node`` fails (partial recovery kept:
+    with a trainer failure that rolls back, CPR would plan full recovery instead)."""
     policy = (f"policies.{CPR}.trainer_failure={trainer_failure}", *SETUP[2:])  # 10-h interval
+    policy += (f"policies.{CPR}.fallback=false",)
     free = simulate(_prod50h(*CHECKFREQ, *policy, "failures=[]"), CPR, 0)
     second = [p for p in free.timeline if p.category == "persist"][1]
     at_s = (second.start_s + second.end_s) / 2
