@@ -376,7 +376,10 @@ def test_a_search_keeps_each_picks_overheads_by_replication():
         mean = sum(policy.overheads.values()) / 3
         assert mean == pytest.approx(policy.pick["overhead_mean"], rel=1e-12)
     assert "overhead_by_rep" not in advice.candidates.columns
-    assert advice.text().splitlines()[-1].startswith("next: full, +")
+    last = advice.text().splitlines()[-1]
+    assert last.startswith("next: full, +") and last.endswith(" over the 50 h of training")
+    hours = float(last.split("told apart, ")[1].split(" h over")[0])
+    assert hours == pytest.approx(50 * advice.versus_recommended(advice.runner_up)["mean"], 0.01)
 
 
 def test_picks_identical_on_every_replication_are_said_to_be_so():

@@ -150,6 +150,8 @@ class Advice:
     max_memory_overhead: float | None
     output: str = "results"
     """The scenario's ``run.output``: where results go by default."""
+    training_s: float = math.nan
+    """The job's failure-free training time, seconds: what an overhead is a share of."""
     policies: list[PolicyAdvice] = field(default_factory=list)
     folder: Path | None = None
     """The folder :func:`execute` wrote (``candidates.csv``, ``frontier.pdf``/``.png``,
@@ -317,7 +319,11 @@ class Advice:
         mean, half = _percent_pm(d["mean"], (d["high"] - d["low"]) / 2)
         diff = f"{mean} ± {half} overhead (paired 95% CI, n = {d['n']})"
         if d["low"] > 0:
-            return f"next: {other.policy}, {diff}: told apart"
+            told = f"next: {other.policy}, {diff}: told apart"
+            if self.training_s == self.training_s:  # in time, lest 0.0001% read as a lot
+                time = short_duration(d["mean"] * self.training_s)
+                told += f", {time} over the {short_duration(self.training_s)} of training"
+            return told
         return (
             f"a tie with {other.policy}: {diff} holds 0; more replications "
             f"({named('reps')}) may tell {name} and {other.policy} apart"
@@ -368,7 +374,10 @@ def advise(
     data.pop("sweep", None)
     base = validate_scenario(rules.only_selected(data, selected), path, positions=selected)
     run = base.run
-    advice = Advice(base.name, run.replications, run.seed, max_pls, max_memory_overhead, run.output)
+    advice = Advice(
+        base.name, run.replications, run.seed, max_pls, max_memory_overhead, run.output,
+        base.job.work_s,
+    )  # fmt: skip
     with (
         interrupts.ctrl_c_handled(),  # from Python too: a notebook's Ctrl-C deferred likewise
         process_pool(jobs) if jobs > 1 else nullcontext() as pool,
