@@ -25,7 +25,7 @@ from ftsim.experiments.stats import t_interval
 from ftsim.scenario.loader import read_yaml, validate_scenario
 from ftsim.sim.operations import ClusterOperations
 from ftsim.sim.rng import Purpose, stream
-from tests.conftest import SCENARIOS
+from tests.conftest import SCENARIOS, scenario
 
 SMOKE = SCENARIOS / "smoke.yaml"
 BASE = {k: v for k, v in read_yaml(SMOKE).items() if k != "trainer"}
@@ -553,3 +553,16 @@ def test_the_run_table_shows_the_operations_columns_of_summary_records(tmp_path,
         assert main(["run", str(path), "--reps", "2", "--no-trainer", "-o", str(out)]) == 0
         header = capsys.readouterr().out.splitlines()[0].split()
         assert (header[-3:] == ["spare_wait_h", "bad_failures", "retired"]) == shown
+
+
+@pytest.mark.parametrize("value", ["two", -1, 2.5])
+def test_a_spares_count_that_is_no_count_names_both_forms(value):
+    """``spares=two`` said "expected a whole number such as 1000 or 1e9", without the word
+    the field also takes (a new user's study)."""
+    from ftsim.scenario.loader import ScenarioError
+
+    with pytest.raises(ScenarioError) as refused:
+        scenario("operations", f"cluster.operations.spares={value}")
+    [(path, message)] = refused.value.problems
+    assert path == "cluster.operations.spares"
+    assert message == f"expected a whole number of nodes >= 0, or unlimited (got {value!r})"
