@@ -237,3 +237,19 @@ def test_a_share_option_takes_a_number_or_a_percentage(capsys):
         "5% (got 'five')\n"
     )
     assert "Traceback" not in err
+
+
+def test_a_new_failure_source_is_given_whole_or_its_kind_first(capsys):
+    """``--grid failures.1.job_mtbf=2 h`` on a scenario with one source said
+    ``failures.1.kind: is required but missing``: a new entry needs its kind first."""
+    args = ["sweep", str(SCENARIOS / "smoke.yaml"), "--grid", "failures.1.job_mtbf=2 h", "-q"]
+    assert main(args) == 2
+    assert (
+        "sweep: failures.1: a new entry (the list has 1): give it whole (failures.1={kind: …}) "
+        "or its kind first (failures.1.kind=…)" in capsys.readouterr().err
+    )
+    from ftsim.scenario.loader import load_scenario
+
+    kind_first = ["failures.1.kind=exponential", "failures.1.job_mtbf=2 h"]
+    s = load_scenario(SCENARIOS / "smoke.yaml", kind_first)
+    assert s.failures[1].kind == "exponential" and s.failures[1].job_mtbf == 7200

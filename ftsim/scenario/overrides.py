@@ -170,6 +170,11 @@ def _assign(node, tp, parts, value, done, selected, lenient) -> list[Target]:
         if done == "policies" and selected is not None and int(part) not in selected:
             raise ValueError(_not_selected(node, int(part), selected, here))
         if int(part) == len(node):  # the next index appends an entry
+            if rest and rest[0] != "kind" and _by_kind(item_tp):
+                raise ValueError(
+                    f"{here}: a new entry (the list has {len(node)}): give it whole "
+                    f"({here}={{kind: …}}) or its kind first ({here}.kind=…)"
+                )
             node.append({} if rest else None)
         if not rest:
             node[int(part)] = value
@@ -218,6 +223,19 @@ def _not_selected(policies: list, index: int, selected: Sequence[int], here: str
 
 def _join(done: str, part: str) -> str:
     return f"{done}.{part}" if done else part
+
+
+def _by_kind(tp) -> bool:
+    """Whether entries of schema type ``tp`` are a union of sections chosen by ``kind`` (a
+    failure source, a policy): a new one needs its kind before its other fields."""
+    import typing
+
+    from ftsim.scenario.loader import _as_model, _unwrap
+
+    if tp is None or _as_model(tp) is not None:
+        return False
+    members = [_as_model(m) for m in typing.get_args(_unwrap(tp))]
+    return bool(members) and all(m is not None and "kind" in m.model_fields for m in members)
 
 
 def _model(tp, node: dict):
