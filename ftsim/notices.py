@@ -66,6 +66,11 @@ class CprFallback(Notice):
         )
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 replication``, ``3 replications``: a count with its noun, plural but for one."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def short_duration(seconds: float) -> str:
     """A duration to three significant digits in h (from 1 h), min or s: ``45.8 min``."""
     for unit, size in (("h", 3600.0), ("min", 60.0)):

@@ -45,7 +45,7 @@ from ftsim.experiments import interrupts
 from ftsim.experiments.pool import finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.stats import mean_ci, t_interval
-from ftsim.notices import Notice, short_duration
+from ftsim.notices import Notice, counted, short_duration
 from ftsim.options import named
 from ftsim.policies.base import memory_frac
 from ftsim.policies.knobs import Knob
@@ -174,20 +174,22 @@ class Advice:
         return table[first + [c for c in table.columns if c not in first]]
 
     @property
+    def ranked(self) -> list[PolicyAdvice]:
+        """The policies with a pick, cheapest pick first (by mean overhead; ties in the
+        scenario's order)."""
+        picked = [p for p in self.policies if p.pick is not None]
+        return sorted(picked, key=lambda p: p.pick["overhead_mean"])
+
+    @property
     def recommendation(self) -> PolicyAdvice | None:
         """The policy whose pick has the lowest mean overhead (None if no policy has one)."""
-        picked = [p for p in self.policies if p.pick is not None]
-        return min(picked, key=lambda p: p.pick["overhead_mean"], default=None)
+        return next(iter(self.ranked), None)
 
     @property
     def runner_up(self) -> PolicyAdvice | None:
         """The policy whose pick is the next cheapest after the recommendation's (None
         with fewer than two picks)."""
-        picked = sorted(
-            (p for p in self.policies if p.pick is not None),
-            key=lambda p: p.pick["overhead_mean"],
-        )
-        return picked[1] if len(picked) > 1 else None
+        return next(iter(self.ranked[1:]), None)
 
     def versus_recommended(self, policy: PolicyAdvice) -> dict[str, float]:
         """``policy``'s pick against the recommendation's, paired on the replications both
@@ -242,8 +244,8 @@ class Advice:
         """The advice as a text table with a header and the recommendation."""
         lines = [
             f"advise {self.scenario}: timing only (PLS is the time model's pls_model), "
-            f"{self.reps} replication{'' if self.reps == 1 else 's'} per candidate on the same "
-            f"failures (seed {self.seed}); "
+            f"{counted(self.reps, 'replication')} per candidate on the same failures "
+            f"(seed {self.seed}); "
             f"limits: {self.limits()}"
         ]
         table = [["policy", "cheapest setting within the limits", "ran", "overhead",
@@ -308,8 +310,8 @@ class Advice:
         name = self.recommendation.policy
         if d["n"] < 2:
             return (
-                f"{name} and {other.policy} cannot be told apart on {d['n']} "
-                f"replication{'' if d['n'] == 1 else 's'} run by both: give more ({named('reps')})"
+                f"{name} and {other.policy} cannot be told apart on "
+                f"{counted(d['n'], 'replication')} run by both: give more ({named('reps')})"
             )
         if d["mean"] == 0 and d["std"] == 0:  # the same on every replication
             return (

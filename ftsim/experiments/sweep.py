@@ -473,7 +473,7 @@ def _points(plain: dict, all_values: list[dict], path: Path, selected=None) -> l
     points, problems = [], {}
     for index, values in enumerate(all_values):
         data = copy.deepcopy(plain)
-        where = ", ".join(f"{k}={_cell(v)}" for k, v in values.items())
+        where = _described(values)
         try:
             _set_point(data, values, path, selected)
             point = only_selected(data, selected)
@@ -1098,6 +1098,11 @@ def _cell(value):
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def _described(values: dict) -> str:
+    """A point's values for people: ``policies.*.interval=1 h, failures.0.count=5``."""
+    return ", ".join(f"{k}={_cell(v)}" for k, v in values.items())
+
+
 def _point_notices(points: list[Point]) -> list[Notice]:
     """What the policies decided for the user at the sweep's points (:func:`policy_notices`),
     each notice once: at the point it was said, at the points (several), or at every point
@@ -1113,18 +1118,16 @@ def _point_notices(points: list[Point]) -> list[Notice]:
         elif len(where) > 1:
             notes.append(notice.at(f"points {', '.join(str(p.index) for p in where)}"))
         else:
-            values = ", ".join(f"{k}={_cell(v)}" for k, v in where[0].values.items())
-            notes.append(notice.at(f"point {where[0].index} ({values})"))
+            notes.append(notice.at(f"point {where[0].index} ({_described(where[0].values)})"))
     return notes
 
 
-def policy_notices(scenario, where: str = "") -> list[Notice]:
+def policy_notices(scenario) -> list[Notice]:
     """What each policy of ``scenario`` decided for the user when it planned (CPR's fall-back
     to full recovery), and, when replications train the embedded model, what of its setting
     the trainer's small tables cannot represent (:meth:`~ftsim.policies.base.Plan.
-    trained_notices`), named with ``where`` (a sweep point) if given. Builds each policy
-    once, without simulating: the decision depends on the scenario only, not on the
-    replication."""
+    trained_notices`). Builds each policy once, without simulating: the decision depends on
+    the scenario only, not on the replication."""
     from ftsim.policies.inputs import PlanInputs
 
     inputs = PlanInputs.of(scenario)
@@ -1133,7 +1136,7 @@ def policy_notices(scenario, where: str = "") -> list[Notice]:
     for params in scenario.policies:
         plan = params.plan(inputs)
         said = plan.notices() + (plan.trained_notices(rows) if rows is not None else [])
-        found += [notice.at(where) if where else notice for notice in said]
+        found += said
     return found
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import warnings
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -157,15 +158,19 @@ class RunData:
         """Whether ``column`` exists with at least one value."""
         return column in self.runs and self.runs[column].notna().any()
 
-    def describe_point(self, point: int, policy: str | None = None) -> str:
+    def describe_point(
+        self, point: int, policy: str | None = None, among: Collection[str] | None = None
+    ) -> str:
         """``key=value, …`` of a sweep point ('' for a plain run); with ``policy`` (a label),
         only the keys that set something of that policy's row: not a key of another policy
-        (``policies.1.…`` on full), nor a wildcard key of a field it does not have."""
+        (``policies.1.…`` on full), nor a wildcard key of a field it does not have;
+        ``among``: only these swept keys."""
         rows = self.runs[self.runs["point"] == point]
         if policy is not None:
             rows = rows[rows["policy"] == policy]
         row = rows.iloc[0]
         keys = [c for c in self.columns if policy is None or self._sets(c, policy, row)]
+        keys = [c for c in keys if among is None or c in among]
         return ", ".join(f"{c.rsplit('.', 1)[-1]}={row[c]}" for c in keys)
 
     def _sets(self, key: str, policy: str, row: pd.Series) -> bool:

@@ -150,6 +150,7 @@ def _png(fig) -> bytes:
     compress (the files are some 10% smaller, encoded once from the rendered pixels; the
     same image, resolution and text chunk). Matplotlib's own file if a pixel is not opaque
     (a transparent figure) or the rendered size is not the one expected."""
+    import matplotlib
     import matplotlib.pyplot as plt
     from PIL import Image, PngImagePlugin
 
@@ -165,13 +166,9 @@ def _png(fig) -> bytes:
     if image.getextrema()[3][0] < 255:
         return _file(fig, "png")
     info = PngImagePlugin.PngInfo()
-    info.add_text("Software", f"Matplotlib version{matplotlib_version()}, https://matplotlib.org/")
+    info.add_text(
+        "Software", f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/"
+    )
     out = io.BytesIO()
     image.convert("RGB").save(out, "png", pnginfo=info, dpi=(dpi, dpi))
     return out.getvalue()
-
-
-def matplotlib_version() -> str:
-    import matplotlib
-
-    return matplotlib.__version__

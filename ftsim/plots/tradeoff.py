@@ -109,9 +109,7 @@ def _setting(data: RunData, point: int, policy: str) -> str:
     """The policy knobs swept at ``point`` that set something of ``policy``:
     ``target_pls=0.025`` ('' when none sets this policy)."""
     knobs = {k for d in data.dimensions if d.policy_knob for k in d.keys}
-    described = data.describe_point(point, policy).split(", ")
-    return ", ".join(part for part in described if any(
-        part.startswith(k.rsplit(".", 1)[-1] + "=") for k in knobs))  # fmt: skip
+    return data.describe_point(point, policy, among=knobs)
 
 
 def _draw(data: RunData, ax, t: pd.DataFrame, y: str) -> None:

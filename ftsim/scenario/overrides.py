@@ -227,7 +227,8 @@ def _join(done: str, part: str) -> str:
 
 def _by_kind(tp) -> bool:
     """Whether entries of schema type ``tp`` are a union of sections chosen by ``kind`` (a
-    failure source, a policy): a new one needs its kind before its other fields."""
+    failure source): a new one needs its kind before its other fields. (The policies' type
+    is completed later, once the kinds a scenario names are known: not seen here.)"""
     import typing
 
     from ftsim.scenario.loader import _as_model, _unwrap

@@ -335,12 +335,13 @@ def _spares(value):
     """A whole number of spare nodes (``1e3`` accepted), or ``unlimited``."""
     if value == UNLIMITED:
         return value
+    expected = f"expected a whole number of nodes >= 0, or {UNLIMITED}"
     try:
         value = _count(value)
     except ValueError:  # text that is no number: say the word it may be instead
-        raise ValueError(f"expected a whole number of nodes >= 0, or {UNLIMITED}") from None
+        raise ValueError(expected) from None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a whole number of nodes >= 0, or {UNLIMITED}")
+        raise ValueError(expected)
     return value
 
 

@@ -51,6 +51,7 @@ from pydantic import (
     field_validator,
 )
 
+from ftsim.notices import counted
 from ftsim.scenario.files import TextFileError, read_text
 from ftsim.scenario.notices import register_no_effect
 from ftsim.scenario.quantities import Seconds
@@ -336,12 +337,10 @@ class ScheduledFailures(_Source):
             found.append(("times", "give exactly one of times and count"))
         if self.nodes is not None:
             if self.times is None or len(self.nodes) != len(self.times):
-                n_times = 0 if self.times is None else len(self.times)
-                times = f"{n_times} time{'' if n_times == 1 else 's'}"
-                found.append(
-                    ("nodes", f"needs one list of victims per entry of times ({times}, got "
-                     f"{len(self.nodes)} list{'' if len(self.nodes) == 1 else 's'})")
-                )  # fmt: skip
+                times = counted(0 if self.times is None else len(self.times), "time")
+                lists = counted(len(self.nodes), "list")
+                per_time = f"needs one list of victims per entry of times ({times}, got {lists})"
+                found.append(("nodes", per_time))
             for i, victims in enumerate(self.nodes):
                 if not victims:
                     found.append((f"nodes.{i}", "a failure needs at least one victim (got [])"))
@@ -567,8 +566,10 @@ class TraceFailures(_Source):
             yield Failure(time_s, (victim,), self.kind)
 
 
-def _nodes(n: int) -> str:
-    return f"{n} log node{'' if n == 1 else 's'}"
+def _repeats(repeats: list[tuple[int, int]]) -> str:
+    """``line 6 repeats line 2, …; the first is kept`` (three of them at most)."""
+    said = ", ".join(f"line {line} repeats line {first}" for line, first in repeats[:3])
+    return said + (", …" if len(repeats) > 3 else "") + "; the first is kept"
 
 
 def _log_node_numbers(ids: list[str]) -> dict[str, int]:
@@ -789,22 +790,21 @@ class FailureLogFailures(_Source):
         work_s = scenario.job.work_s if scenario is not None else math.inf
         late = sum(time_s > work_s for time_s, _, _ in plan["failures"])
         repeats = plan["repeats"]
+        unmapped = counted(plan["unmapped_nodes"], "log node")
         skipped = [
             (plan["other_system"], "of other systems"),
-            (plan["unmapped"], f"of {_nodes(plan['unmapped_nodes'])} mapped to no node"),
+            (plan["unmapped"], f"of {unmapped} mapped to no node"),
             (plan["before_start"], "before start"),
-            (len(repeats), "repeating an earlier row's node and start (" + ", ".join(
-                f"line {line} repeats line {first}" for line, first in repeats[:3]) + (
-                ", …" if len(repeats) > 3 else "") + "; the first is kept)"),
-        ]  # fmt: skip
-        parts = [f"{n} {'row' if n == 1 else 'rows'} {why}" for n, why in skipped if n]
+            (len(repeats), f"repeating an earlier row's node and start ({_repeats(repeats)})"),
+        ]
+        parts = [f"{counted(n, 'row')} {why}" for n, why in skipped if n]
         replayed = f"{plan['rows']} rows, {len(plan['failures'])} replayed"
         if late:
             replayed += f" ({late} after the training time, {format_duration(work_s)})"
         said = replayed + (f"; skipped: {', '.join(parts)}" if parts else "")
         unknown = plan["unknown_ids"]
         if unknown:
-            nodes = "node" if len(unknown) == 1 else "nodes"
+            nodes = "node" if len(unknown) == 1 else "nodes"  # no count: the ids follow
             rows = "" if plan["system"] is None else f" in system {plan['system']}"
             said += f"; nodes: the log has no {nodes} {', '.join(unknown)}{rows}"
         return said
