@@ -42,7 +42,8 @@ class CprFallback(Notice):
     ``policy``: its label (with the sweep point's values when in a sweep); ``asked``: what
     the scenario asked for, in words (``interval 15 min``, ``target_pls 0.1 (10 h)``);
     ``asked_s`` / ``used_s``: the interval asked for and the one run, compute seconds;
-    ``predicted``: the predicted overhead fractions, ``{"full": …, "partial": …}``.
+    ``predicted``: the predicted overhead fractions, ``{"full": …, "partial": …}``, and of
+    partial recovery's, ``"rollbacks"``: trainer failures rolling every node back.
     """
 
     def __init__(self, policy: str, asked: str, asked_s: float, used_s: float, predicted: dict):
@@ -52,11 +53,18 @@ class CprFallback(Notice):
 
     def _text(self) -> str:
         full, partial = 100 * self.predicted["full"], 100 * self.predicted["partial"]
+        rollbacks = 100 * self.predicted.get("rollbacks", 0.0)
+        why = ""
+        if rollbacks > partial / 2:  # what made partial recovery dear, when it is that
+            why = (
+                f", {rollbacks:.2f}% of it trainer failures rolling every node back "
+                "(trainer_failure: replica copies a failed trainer from a replica)"
+            )
         return (
             f"{self.policy}: asked for {self.asked}, ran full recovery every "
             f"{short_duration(self.used_s)} (Daly's interval) instead: its model predicts it "
-            f"cheaper ({full:.2f}% vs {partial:.2f}% overhead for partial recovery); rows say "
-            "cpr_decision=full (fallback: false forces partial recovery)"
+            f"cheaper ({full:.2f}% vs {partial:.2f}% overhead for partial recovery{why}); rows "
+            "say cpr_decision=full (fallback: false forces partial recovery)"
         )
 
     def at(self, where: str) -> CprFallback:

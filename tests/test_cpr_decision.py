@@ -101,3 +101,17 @@ def test_an_interval_past_the_training_says_it_saves_nothing(tmp_path, capsys):
     assert main(args) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("cpr "))
     assert no_ps in line
+
+
+def test_a_fall_back_caused_by_trainer_rollbacks_says_so():
+    """A new user's CPR-MFU under failures of any node fell back predicting 400% for partial
+    recovery, without a word of why: its trainer failures roll every node back, and the
+    notice now gives that share and the setting that avoids it."""
+    any_node = ["failures=[{kind: exponential, role: any, job_mtbf: 6 h}]"]
+    [notice] = policy_notices(load_scenario(PROD50H, any_node, ["cpr_mfu"]))
+    rollbacks = 100 * notice.predicted["rollbacks"]
+    assert rollbacks > 100 * notice.predicted["partial"] / 2
+    assert f", {rollbacks:.2f}% of it trainer failures rolling every node back" in str(notice)
+    assert "(trainer_failure: replica copies a failed trainer from a replica)" in str(notice)
+    [plain] = policy_notices(load_scenario(PROD50H, ["policies.*.interval=15 min"], ["cpr"]))
+    assert plain.predicted["rollbacks"] == 0 and "rolling" not in str(plain)

@@ -437,19 +437,21 @@ class CprPlan(Plan):
         restart = self.inputs.cluster.reschedule.expected_s
         mtbf, delta = self.mtbf_s, self.stall_s
         if math.isinf(mtbf):
-            return {"full": 0.0, "partial": 0.0}
+            return {"full": 0.0, "partial": 0.0, "rollbacks": 0.0}
         tau = daly_interval_s(delta, mtbf)
         full = delta / tau + (tau / 2 + restart + self.load_all_s) / mtbf
         partial = delta / self.interval_s + (restart + self.load_lost_s) / mtbf
         trainer = min(1.0, self.inputs.victims["trainer"])  # share of failures taking one
+        rollbacks = 0.0
         if self.params.trainer_failure == "full" and trainer > 0:
             # it rolls every node back to the last full checkpoint: half an interval lost,
             # everything reloaded (a new user's CPR planned 0.41% at 38 h and ran 842%)
             rollback = self.interval_s / 2 + self.load_all_s - self.load_lost_s
-            partial += trainer * rollback / mtbf
+            rollbacks = trainer * rollback / mtbf
+        partial += rollbacks
         if self.saving:
             partial += self.saving.save_s / self.saving.period_s + self.saving.slowdown
-        return {"full": full, "partial": partial}
+        return {"full": full, "partial": partial, "rollbacks": rollbacks}
 
     def notices(self) -> list[Notice]:
         """A fall-back to full recovery, which runs another interval than the one asked."""
