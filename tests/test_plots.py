@@ -887,3 +887,21 @@ def test_settings_of_two_knobs_are_not_joined_in_a_zig_zag(tmp_path, figures):
     legend = figures["pls_vs_overhead_legend"]
     assert legend.count("target_pls=0.05: where each line starts") == 1  # CPR's alone
     assert not any("fraction" in entry for entry in legend)
+
+
+def test_settings_that_ran_alike_are_not_joined_and_panels_share_their_y_axis(tmp_path, figures):
+    """CPR-MFU falling back to full recovery at every fraction drew a ring and "where each
+    line starts" for a line of no length (my own study); the panels of the failure rates
+    had y axes of their own (0.10 and 0.05), read as alike."""
+    out = tmp_path / "alike"
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "cpr", "--policy", "cpr_mfu"]
+    args += ["--set", "failures=[{kind: exponential, role: any, job_mtbf: 6 h}]"]
+    args += ["--set", "policies.1.trainer_failure=replica"]
+    args += ["--grid", "policies.2.fraction=0.01,0.2", "--grid", "failures.0.job_mtbf=3 h,12 h"]
+    assert main([*args, "--no-trainer", "--reps", "2", "--jobs", "1", "-q", "-o", str(out)]) == 0
+    plot_run(out, formats="png")
+    t = pd.read_csv(out / "plots" / "pls_vs_overhead.csv")
+    assert (t.loc[t.policy == "cpr_mfu", "pls_model"] == 0).all()  # it fell back each time
+    assert not any("where each line starts" in x for x in figures["pls_vs_overhead_legend"])
+    left, right = figures["pls_vs_overhead"][0].axes[:2]
+    assert left.get_ylim() == right.get_ylim()

@@ -77,7 +77,7 @@ def draw(
         pairs = zip(t["point"], t["policy"], strict=True)
         t["setting"] = [_setting(data, point, policy) for point, policy in pairs]
     grid = facets.layout(data, [d for d in data.dimensions if not d.policy_knob])
-    fig, axes = facets.figure(grid, 1.8, 0.4)
+    fig, axes = facets.figure(grid, 1.8, 0.4, sharey=True)  # panels compared on y
     log = facets.log_scale(t["overhead_pct"], "auto")
     tables = []
     for panel, ax in axes.items():
@@ -148,15 +148,21 @@ def _draw(data: RunData, ax, t: pd.DataFrame, y: str) -> None:
 
 
 def _settings(data: RunData, ax, t: pd.DataFrame, y: str) -> None:
-    """A thin line through each policy's points whose settings differ (by one knob), in the
-    sweep's order, from a ring around its first point, named in the legend by that setting
-    (once for every policy when their first settings read alike)."""
+    """A thin line through each policy's points whose settings differ (by one knob) and which
+    lie apart, in the sweep's order, from a ring around its first point, named in the legend
+    by that setting (once for every policy when their first settings read alike)."""
     if "setting" not in t:
         return
     varied = t[t["setting"] != ""].drop_duplicates(["policy", "setting"])
     lines = [g.sort_values("point") for _, g in varied.groupby("policy", sort=False)]
-    # one knob only: in the sweep's order, two knobs' settings would zig-zag across both
-    lines = [g for g in lines if len(g) > 1 and not g["setting"].str.contains(", ").any()]
+    # one knob only: in the sweep's order, two knobs' settings would zig-zag across both;
+    # and points apart: settings that ran alike (CPR falling back at each) make no line
+    lines = [
+        g
+        for g in lines
+        if not g["setting"].str.contains(", ").any()
+        and len(g[["overhead_pct", y]].drop_duplicates()) > 1
+    ]
     same = len({g["setting"].iloc[0] for g in lines}) == 1
     for g in lines:
         color = data.styles[g["policy"].iloc[0]].color
