@@ -11,6 +11,7 @@ import difflib
 import functools
 import hashlib
 import json
+import math
 import types
 import typing
 import warnings
@@ -416,6 +417,33 @@ def _relevant(errors: list[dict]) -> list[dict]:
     return kept
 
 
+SYNONYMS = {"file": "path", "filename": "path", "file_name": "path", "type": "kind"}
+"""Keys users write for a field of another name, which spelling alone would not suggest
+(``file`` is closer to ``role`` than to ``path``)."""
+
+_BOUNDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+"""Pydantic's error types of a number out of its bounds: a NaN fails every bound, and
+"should be less than 1" would blame its size."""
+
+
+def closest_name(name: str, valid: Sequence[str]) -> str | None:
+    """The valid name the unknown ``name`` most likely meant: its synonym (:data:`SYNONYMS`)
+    if valid, else the closest spelling (None when none is close)."""
+    synonym = SYNONYMS.get(name.lower())
+    if synonym in valid:
+        return synonym
+    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
+def _is_nan(value) -> bool:
+    """Whether ``value`` (a number or the text of one) is NaN."""
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
 def _describe(error: dict, data: dict) -> tuple[str, str]:
     path, model, raw = _locate(error["loc"], data)
     kind = error["type"]
@@ -425,8 +453,8 @@ def _describe(error: dict, data: dict) -> tuple[str, str]:
     if kind == "extra_forbidden":
         name = str(error["loc"][-1])
         valid = list(model.model_fields) if model else []
-        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        close = closest_name(name, valid)
+        hint = f"; did you mean {close!r}?" if close else ""
         if valid:
             hint += f" (valid keys: {', '.join(valid)})"
         return path, f"unknown key {name!r}{hint}"
@@ -440,7 +468,12 @@ def _describe(error: dict, data: dict) -> tuple[str, str]:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return _join(path, "kind"), f"unknown kind {tag!r}{hint} (valid: {expected})"
     if kind == "union_tag_not_found":
-        return _join(path, "kind"), "is required but missing"
+        keys = [str(key) for key in raw] if isinstance(raw, dict) else []
+        instead = next((key for key in keys if closest_name(key, ["kind"])), None)
+        hint = f" (is {instead!r} meant to be 'kind'?)" if instead else ""
+        return _join(path, "kind"), f"is required but missing{hint}"
+    if kind in _BOUNDS and _is_nan(error.get("input")):
+        return path, f"must be a finite number (got {_show(error.get('input'))})"
     if "(got " in message or isinstance(error.get("input"), dict):
         return path, message  # the value is shown already, or is a whole section
     return path, f"{message} (got {_show(error.get('input'))})"

@@ -26,7 +26,6 @@ of its keys set the same field (or two members of one exclusive group) of one en
 
 from __future__ import annotations
 
-import difflib
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -273,8 +272,10 @@ def _nobody_has(node: list, indices, item_tp, rest: list[str], here: str) -> str
     """Why a wildcard key set nothing: no entry has the field (with the closest name)."""
     names = set().union(*(_field_names(item_tp, node[i]) for i in indices))
     whom = "selected policy" if here == "policies.*" else f"entry of {here[:-2]}"
-    close = difflib.get_close_matches(rest[0], sorted(names), n=1, cutoff=0.5)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    from ftsim.scenario.loader import closest_name
+
+    close = closest_name(rest[0], sorted(names))
+    hint = f"; did you mean {close!r}?" if close else ""
     return f"{here}.{'.'.join(rest)}: no {whom} has a field {rest[0]!r}{hint}"
 
 
