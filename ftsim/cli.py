@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     with console.whole_writes(), console.ascii_fallbacks():
         try:
             with interrupts.handled(), command_line():
-                args = _parser().parse_args(argv)
+                args = _parser().parse_args(_negative_shares_attached(argv))
                 with warnings.catch_warnings():
                     warnings.showwarning = _show_warning
                     status = _dispatch(args, argv)
@@ -451,6 +451,23 @@ def share(text: str) -> float:
             f"expected a number such as 0.05, or a percentage such as 5% (got {text!r})"
         ) from None
     return value / 100 if number != text.strip() else value
+
+
+SHARE_OPTIONS = ("--max-pls", "--max-memory-overhead")
+"""Options whose value is a :func:`share`."""
+
+
+def _negative_shares_attached(argv: list[str]) -> list[str]:
+    """``argv`` with a negative value of a share option attached to it (``--max-pls -5%`` as
+    ``--max-pls=-5%``): argparse takes a lone ``-5%`` for an option and said "expected one
+    argument"; attached, the value reaches the check that names what is wrong with it."""
+    out = []
+    for arg in argv:
+        if out and out[-1] in SHARE_OPTIONS and arg[:2] in {f"-{d}" for d in "0123456789."}:
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
 
 
 def _overrides(args) -> list[str]:

@@ -263,6 +263,24 @@ def test_a_share_option_takes_a_number_or_a_percentage(capsys):
     assert "Traceback" not in err
 
 
+def test_a_negative_share_is_named_by_its_check_not_taken_for_an_option(capsys):
+    """``--max-pls -5%`` said argparse's "expected one argument" (``-5%`` looked like an
+    option); its range check now names it, for advise and plot alike. ``plot`` refuses a
+    limit above 1 (``200%``): PLS is a portion of the samples."""
+    smoke = str(SCENARIOS / "smoke.yaml")
+    assert main(["advise", smoke, "--max-pls", "-5%"]) == 2
+    assert capsys.readouterr().err == (
+        "ftsim: --max-pls must be a number between 0 and 1 (got -0.05)\n"
+    )
+    assert main(["advise", smoke, "--max-memory-overhead", "-.5", "--max-pls", "5%"]) == 2
+    assert "--max-memory-overhead must be a number >= 0 (got -0.5)" in capsys.readouterr().err
+    for value, shown in (("-5%", "-0.05"), ("200%", "2")):
+        assert main(["plot", smoke, "--max-pls", value]) == 2
+        assert capsys.readouterr().err == (
+            f"ftsim: --max-pls must be a number from 0 to 1 (got {shown})\n"
+        )
+
+
 def test_a_new_failure_source_is_given_whole_or_its_kind_first(capsys):
     """``--grid failures.1.job_mtbf=2 h`` on a scenario with one source said
     ``failures.1.kind: is required but missing``: a new entry needs its kind first."""

@@ -90,8 +90,8 @@ def plot_run(
     for name, scale in (("breakdown_scale", breakdown_scale), ("interval_scale", interval_scale)):
         if scale not in SCALES:
             raise OptionError(f"{named(name)} must be one of {', '.join(SCALES)} (got {scale!r})")
-    if max_pls is not None and not max_pls >= 0:
-        raise OptionError(f"{named('max_pls')} must be a number >= 0 (got {max_pls})")
+    if max_pls is not None and not 0 <= max_pls <= 1:  # a portion of the samples
+        raise OptionError(f"{named('max_pls')} must be a number from 0 to 1 (got {max_pls:g})")
     settle(folder)  # the moves of a run killed while making them are completed
     for note in check_results(folder, point):
         print(f"ftsim: {note}", file=sys.stderr)
