@@ -514,7 +514,7 @@ def _cmd_run(args, argv) -> int:
             jobs=args.jobs,
             argv=["ftsim", *argv],
             progress=progress,
-            say=None if args.quiet else _say,
+            say=_say,  # decisions taken for the user are said, quiet or not
         )
     except study.StudyInterrupted as stop:
         kept = "the results were written" if stop.committed else "nothing was written"

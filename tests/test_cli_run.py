@@ -132,3 +132,16 @@ def test_show_policies_gives_each_kind_a_whole_sentence_and_each_field_its_type(
         "e.g. '30 min', or young / daly]\n" in out
     )
     assert all(line.endswith((".", ")")) for line in out.splitlines() if not line[0].isspace())
+
+
+def test_quiet_silences_the_table_not_the_decisions_taken(tmp_path, capsys):
+    """``run -q`` dropped the notes on decisions taken for the user (a failure log's skipped
+    rows here), which ``sweep -q`` kept: ``-q`` silences the progress and the table only."""
+    from ftsim.cli import main
+
+    scenario = str(SCENARIOS / "failure_log_example.yaml")
+    args = ["run", scenario, "--no-trainer", "--reps", "1", "-q", "-o", str(tmp_path / "r")]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "failures.0: failure log synthetic_lanl_failures.csv: 27 rows, 24 replayed" in err
