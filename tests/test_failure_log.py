@@ -138,6 +138,8 @@ def test_reads_lanl_header_variants_and_only_the_columns_it_needs(tmp_path):
     )
     [entry] = read_failure_log(path)
     assert (entry.node, entry.repair_s, entry.system) == ("4", 630.0, "")
+    path.write_text("nodenum,Prob Started,Down Time\n4,6/21/05 10:54,10.5,,\n")  # empty extras
+    assert read_failure_log(path)[0].repair_s == 630.0
 
 
 def _error(tmp_path, capsys, rows=None, text=None, **source):
@@ -171,6 +173,10 @@ BAD_LOGS = [
      "path", "line 2, column 19 (Down Time): no repair time (Prob Fixed and Down Time are"),
     ("fixed before started", {"rows": [*ROWS, outage(1, "6/21/2005 10:54", "6/21/2005 9:54")]},
      "path", "line 6, column 18 (Prob Fixed): Prob Fixed (6/21/2005 9:54) is before Prob"),
+    ("ragged row", {"text": "nodenum,Prob Started,Down Time\n2,6/21/2005 10:54,6\n"
+                            "3,Jun 21, 2005 11:00,5\n"},
+     "path", "log.csv line 3: 4 fields, but the header has 3 (an unquoted comma shifts the "
+     "columns; got '5' past the last)"),
     ("empty node", {"rows": [outage("", "6/21/2005 10:54", down=5)]},
      "path", "line 2, column 6 (nodenum): nodenum is empty"),
     ("bad start", {"rows": ROWS, "start": "soon"}, "start", "expected a time such as"),
@@ -208,6 +214,8 @@ def test_a_window_without_failures_runs_with_a_warning(tmp_path, capsys):
     assert err == (
         f"{tmp_path / 's.yaml'}: failures.0.path: warning: no failure to replay: 4 rows, "
         "0 replayed; skipped: 4 rows before start\n"
+        "failures.0: failure log log.csv: 4 rows, 0 replayed; skipped: 4 rows before start; "
+        "t = 0 is 2006-01-01 00:00\n"
     )
 
 

@@ -209,6 +209,13 @@ class _Row:
 
         if not any(value.strip() for value in row):
             return None
+        extra = [value for value in row[len(self.header) :] if value.strip()]
+        if extra:
+            raise LogError(
+                f"{self.name} line {line}: {len(row)} fields, but the header has "
+                f"{len(self.header)} (an unquoted comma shifts the columns; got {extra[0]!r} "
+                "past the last)"
+            )
         node = cell("node")
         if not node:
             raise LogError(f"{self.at(line, 'node')}: nodenum is empty")
