@@ -352,3 +352,25 @@ def test_show_policies_lists_the_parts_and_their_scope(capsys):
     block = out[out.index("\ncomposed: ") :]
     for line in ("    parts: ", "        scope: ", "            hottest: ", "        policy: "):
         assert f"\n{line}" in block, line
+
+
+def test_the_tables_name_each_parts_interval_and_cpr_decision(tmp_path, capsys):
+    """A composed policy's ``interval run`` and ``cpr_decision`` cells read "-" in the run and
+    sweep tables, though its parts ran intervals and CPR part decided: they name each part's,
+    in the order of the parts."""
+    import pandas as pd
+
+    from ftsim.cli import main
+    from ftsim.experiments.tables import sweep_table
+
+    parts = _two("hot", "{hottest: 0.05}", "{kind: ecrm, interval: 9 h, fallback: partial}")
+    parts = parts.replace("hot, scope", "parity, scope")
+    policies = f"policies=[{CPR}, {{kind: composed, name: mix, parts: {parts}}}]"
+    args = ["run", str(SCENARIOS / "prod50h.yaml"), "--set", policies, "--no-trainer"]
+    assert main([*args, "--reps", "2", "--jobs", "1", "-o", str(tmp_path)]) == 0
+    mix = capsys.readouterr().out.splitlines()[2]
+    assert mix.split()[:4] == ["mix", "cold:", "partial", "@"], mix
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert summary["cold/cpr_decision"].tolist()[1] == "partial"
+    line = sweep_table(summary, []).splitlines()[2]
+    assert "parity 9 h, cold 10 h  cold: partial @ 10 h  2" in line, line

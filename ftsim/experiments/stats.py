@@ -275,6 +275,7 @@ def summary_records(
         and c not in point_columns
         and _numeric_array(runs[c])
     ]
+    decisions = [c for c in runs if c == "cpr_decision" or c.endswith("/cpr_decision")]
     groups: dict[tuple, list[int]] = {}
     for i, key in enumerate(zip(runs["point"].tolist(), policies.tolist(), strict=True)):
         groups.setdefault(key, []).append(i)
@@ -285,8 +286,9 @@ def summary_records(
         row = {"point": point}
         row.update({c: runs[c][first] for c in point_columns})
         row.update(policy=policy, kind=runs["kind"][first], n=len(group))
-        if "cpr_decision" in runs and isinstance(runs["cpr_decision"][first], str):
-            row["cpr_decision"] = runs["cpr_decision"][first]  # decided when planning
+        for column in decisions:  # decided when planning: a composed policy's per part
+            if isinstance(runs[column][first], str):
+                row[column] = runs[column][first]
         row["n_unfinished"] = len(everything) - len(group)
         if "logloss_delta" in metrics:
             values = runs["logloss_delta"][group]

@@ -41,12 +41,11 @@ def run_table(summary) -> str:
                 _cell(s.get("pls_model_mean", math.nan), "{:.4f}"),
             ]
         )
-    if "cpr_decision" in columns:
+    ran = _ran_columns(columns)
+    if "cpr_decision" in ran:
         header.insert(1, "cpr_decision")
         for line, s in zip(lines[1:], records, strict=True):
-            line.insert(
-                1, decision_cell(s["cpr_decision"], s.get("interval_h_mean"), s.get("ideal_h_mean"))
-            )
+            line.insert(1, ran["cpr_decision"](s))
     if "spare_wait_h_mean" in columns:  # cluster operations ran
         header += ["spare_wait_h", "bad_failures", "retired"]
         for line, s in zip(lines[1:], records, strict=True):
@@ -128,11 +127,12 @@ def sweep_table(summary, point_columns: list[str]) -> str:
     return _align(lines, text_columns=len(point_columns) + 1 + len(ran))
 
 
-def _records(summary) -> tuple[list[dict], set[str]]:
-    """A summary's records and column names (``summary``: records, or a DataFrame)."""
+def _records(summary) -> tuple[list[dict], dict[str, None]]:
+    """A summary's records and column names, in order (``summary``: records, or a
+    DataFrame)."""
     if hasattr(summary, "to_dict"):
-        return summary.to_dict("records"), set(summary.columns)
-    return summary, {column for row in summary for column in row}
+        return summary.to_dict("records"), dict.fromkeys(summary.columns)
+    return summary, dict.fromkeys(column for row in summary for column in row)
 
 
 def _ran_columns(summary) -> dict:
@@ -142,17 +142,39 @@ def _ran_columns(summary) -> dict:
     ``summary``: the summary's column names."""
     from ftsim.notices import short_duration
 
+    parts = [c.removesuffix("/interval_h_mean") for c in summary if c.endswith("/interval_h_mean")]
+
+    def interval(s: dict) -> str:
+        """The policy's interval, or a composed policy's per part (``parity 9 h, …``)."""
+        if s["interval_h_mean"] == s["interval_h_mean"]:
+            return short_duration(3600.0 * s["interval_h_mean"])
+        each = [(p, s.get(f"{p}/interval_h_mean", math.nan)) for p in parts]
+        ran = [f"{p} {short_duration(3600.0 * h)}" for p, h in each if h == h]
+        return ", ".join(ran) or "-"
+
+    def decision(s: dict) -> str:
+        """CPR's decision (:func:`decision_cell`), or those of a composed policy's parts."""
+        training_h = s.get("ideal_h_mean")
+        if _text(s.get("cpr_decision")):
+            return decision_cell(s["cpr_decision"], s.get("interval_h_mean"), training_h)
+        each = [
+            f"{p}: {decision_cell(made, s.get(f'{p}/interval_h_mean'), training_h)}"
+            for p in parts
+            if _text(made := s.get(f"{p}/cpr_decision"))
+        ]
+        return ", ".join(each) or "-"
+
     columns = {}
     if "interval_h_mean" in summary:
-        columns["interval run"] = lambda s: (
-            "-" if s["interval_h_mean"] != s["interval_h_mean"] else
-            short_duration(3600.0 * s["interval_h_mean"])
-        )  # fmt: skip
-    if "cpr_decision" in summary:
-        columns["cpr_decision"] = lambda s: decision_cell(
-            s["cpr_decision"], s.get("interval_h_mean"), s.get("ideal_h_mean")
-        )
+        columns["interval run"] = interval
+    if "cpr_decision" in summary or any(c.endswith("/cpr_decision") for c in summary):
+        columns["cpr_decision"] = decision
     return columns
+
+
+def _text(value) -> bool:
+    """Whether ``value`` is a non-empty text (a decision; NaN or '' where there is none)."""
+    return isinstance(value, str) and bool(value)
 
 
 def decision_cell(
