@@ -50,3 +50,14 @@ def test_an_ssu_buffer_of_less_than_an_id_is_said():
 
 def test_nothing_is_said_where_nothing_is_trained():
     assert _notices("policies.2.fraction=0.0004", "trainer.enabled=false") == []
+
+
+def test_a_composed_policys_part_is_said_of_the_part():
+    """A part's setting went unsaid: a composition's plan said nothing of its parts."""
+    composed = SCENARIOS / "composed.yaml"
+    fraction = "policies.3.parts.1.policy.fraction=0.0004"
+    [said] = [str(n) for n in policy_notices(load_scenario(composed, [fraction]))]
+    assert said.startswith(
+        "mfu.swift_shards, part mfu: cpr_mfu: fraction 0.0004 is 0.37 of the trainer's 929 rows"
+    )
+    assert policy_notices(load_scenario(composed)) == []

@@ -552,6 +552,15 @@ class ComposedPlan(Plan):
     def notices(self) -> list[Notice]:
         return [notice for part in self.parts for notice in part.notices()]
 
+    def trained_notices(self, rows_per_shard: float) -> list[Notice]:
+        """Each part's, said of the part: its trainer side chooses among all of a shard's
+        rows (the rows outside its scope are put back after each of its events)."""
+        return [
+            notice.at(f"{self.params.label}, part {scope.name}")
+            for scope, part in zip(self.scopes, self.parts, strict=True)
+            for notice in part.trained_notices(rows_per_shard)
+        ]
+
     def side_inputs(self):
         """Per part: its scope, its policy's trainer side and that side's inputs."""
         return {
