@@ -414,3 +414,12 @@ def test_a_pick_at_the_edge_of_the_search_is_said():
     assert f"full_daly: its pick's {edge}: the search stopped at its edge" in advice.text()
     swift = search.advise(PROD50H, policies=["swift"], reps=2, rounds=1).policies[0]
     assert all("log_budget" not in e for e in swift.edges())
+
+
+def test_a_half_width_under_a_ten_thousandth_percent_is_not_shown_as_zero():
+    """b costs 1.2e-6 more than a, give or take 4.302653 * 2e-7 / sqrt(3) = 4.97e-7
+    (differences 1e-6, 1.2e-6, 1.4e-6): shown to four decimals it read ``± 0.0000%``, as if
+    every replication agreed."""
+    advice = _advice_of(a=[0.10, 0.20, 0.30], b=[0.100001, 0.2000012, 0.3000014])
+    last = advice.text().splitlines()[-1]
+    assert last.startswith("next: b, +0.000120% ± 0.000050% overhead (paired 95% CI, n = 3)")

@@ -445,11 +445,12 @@ def _ci_cell(half: float) -> str:
 
 def _percent_pm(mean: float, half: float) -> tuple[str, str]:
     """A difference of fractions and its half-width as signed percentages, to the half-width's
-    second significant digit, with two to four decimals: ``+0.0093% ± 0.0021%``; a
-    half-width of zero, or of rounding only (the same difference on every replication), as
-    ``± 0.00%`` or, for a difference under 0.01%, ``± 0.0000%``."""
+    second significant digit, with two to six decimals: ``+0.0093% ± 0.0021%``,
+    ``+0.00012% ± 0.000034%`` (with four, a half-width under 0.00005% read ``± 0.0000%``,
+    as if the replications agreed); a half-width of zero, or of rounding only (the same
+    difference on every replication), to the difference's second significant digit."""
     scale = half if half > ROUNDING else abs(mean)
-    digits = 2 if scale == 0 else min(4, max(2, 1 - math.floor(math.log10(100 * scale))))
+    digits = 2 if scale == 0 else min(6, max(2, 1 - math.floor(math.log10(100 * scale))))
     return f"{100 * mean:+.{digits}f}%", f"{100 * half:.{digits}f}%"
 
 
