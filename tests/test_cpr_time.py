@@ -189,3 +189,18 @@ def test_partial_recovery_predicts_the_rollbacks_of_trainer_failures():
     assert full.asked_interval_s == replica.interval_s  # the same target: 38 h
     assert full.predicted["partial"] == pytest.approx(replica.predicted["partial"] + rollback)
     assert not full.partial and replica.partial  # 2.01 against 0.117 for full recovery
+
+
+def test_the_planned_reload_of_a_failure_of_any_node_is_its_expected_share_of_a_shard():
+    """A failure of any of the 38 nodes takes an embedding PS with probability 18/38: CPR's
+    plan reloads that share of a shard's reload on average (the ``load_cost_s`` column).
+    Rounding 0.47 shards to 0 planned no reload at all."""
+    s = scenario("prod50h", "failures=[{kind: exponential, role: any, job_mtbf: 10 h}]")
+    plan = s.policies[CPR].plan(PlanInputs.of(s))
+    assert plan.shards_per_failure == pytest.approx(18 / 38)
+    one = plan.layout.read_s([plan.layout.shard_bytes])
+    assert one > 1 and plan.load_lost_s == pytest.approx(18 / 38 * one, rel=1e-12)
+    mixed = plan._reload_s(2.5)  # half the failures take 2, half 3
+    two, three = (plan.layout.read_s([plan.layout.shard_bytes] * n) for n in (2, 3))
+    assert mixed == pytest.approx((two + three) / 2, rel=1e-12)
+    assert plan._reload_s(4.0) == plan.layout.read_s([plan.layout.shard_bytes] * 4)

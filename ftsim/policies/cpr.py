@@ -371,7 +371,8 @@ class CprPlan(Plan):
         self.stall_s = stall_s(params, self.snapshot_bytes, self.save_s, inputs.cluster)
         """Seconds training stalls per full checkpoint (δ of the interval rules)."""
         self.load_all_s = layout.full_load_s()
-        self.load_lost_s = layout.read_s([layout.shard_bytes] * round(self.shards_per_failure))
+        self.load_lost_s = self._reload_s(self.shards_per_failure)
+        """Expected seconds to reload the shards a failure takes."""
         self.interval_s = self.asked_interval_s = self._choose_interval()
         """The interval run, and the one the parameters ask for (they differ when CPR falls
         back to full recovery at Daly's interval)."""
@@ -408,6 +409,15 @@ class CprPlan(Plan):
         if p.target_accuracy_loss is not None:
             return p.target_accuracy_loss / p.pls_slope
         return None
+
+    def _reload_s(self, shards: float) -> float:
+        """Expected seconds to reload the shards of a failure that takes ``shards`` embedding
+        PS on average: ⌊m⌋ or ⌊m⌋ + 1 of them, mixed to that mean (as when a failure of any
+        node takes one embedding PS with probability m < 1). Rounding m made it 0 there."""
+        layout, low = self.layout, math.floor(shards)
+        high = shards - low
+        cost = (1 - high) * layout.read_s([layout.shard_bytes] * low) if low else 0.0
+        return cost + high * layout.read_s([layout.shard_bytes] * (low + 1)) if high else cost
 
     def _choose_interval(self) -> float:
         target = self._target_pls()
