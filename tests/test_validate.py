@@ -36,14 +36,15 @@ def test_quick_run_writes_the_table_sections_and_figures(tmp_path, capsys):
         "accounting_identity",
         "exact_recovery",
         "exact_recovery_ecrm_swift",
-        "pls_prediction",
+        "pls_prediction.1",
+        "pls_prediction.3",
         "cpr_prod50h.full",
         "cpr_prod50h.cpr_mfu",
         "cpr_prod50h.cpr_ssu",
     ]
     # validation first, calibration apart, each with its own table
     validation, calibration = text.split("\n## Validation\n")[1].split("\n## Calibration\n")
-    assert "`pls_prediction`" in validation and "`cpr_prod50h" not in validation
+    assert "`pls_prediction.3`" in validation and "`cpr_prod50h" not in validation
     assert "`cpr_prod50h.full`" in calibration.split("\n### ")[0]
     assert "window holds for storage bandwidth" in rows["cpr_prod50h.full"]
     assert all(r.endswith(("| PASS |", "| **FAIL** |")) for r in rows.values())

@@ -133,3 +133,24 @@ def test_the_check_fails_with_the_bug(name, monkeypatch, tmp_path):
 @pytest.mark.parametrize("name", ["daly_example", "accounting_identity", "exact_recovery"])
 def test_the_exact_checks_pass_without_the_bug(name, tmp_path):
     assert _passes(name, tmp_path)
+
+
+def test_the_pls_check_fails_when_the_formula_leaves_out_the_shards_per_failure(
+    monkeypatch, tmp_path
+):
+    """CPR's PLS formula without m (PLS = T_save / (2 N_emb T_fail), as for one shard per
+    failure) plans and predicts consistently, so a check on single-shard failures alone
+    passed with it (fidelity audit); its row of 3 shards per failure does not."""
+    from ftsim.policies.cpr import CprPlan
+
+    def choose_interval(self):
+        return 2.0 * self.n_shards * self.mtbf_s * self._target_pls()
+
+    def predicted_pls(self, interval_s):
+        return interval_s / (2.0 * self.n_shards * self.mtbf_s)
+
+    monkeypatch.setattr(CprPlan, "_choose_interval", choose_interval)
+    monkeypatch.setattr(CprPlan, "predicted_pls", predicted_pls)
+    [section] = run_checks(quick=True, figures=tmp_path, names=["pls_prediction"])
+    passed = {check.name: check.passed for check in section.checks}
+    assert passed == {"pls_prediction.1": True, "pls_prediction.3": False}

@@ -161,23 +161,26 @@ def _load(name: str, *overrides: str):
 # -- 1–3: Daly ------------------------------------------------------------------------------
 
 
-@check("daly_example", "Daly's published example")
+@check("daly_example", "Daly's formula on the Daly scenario's inputs")
 def daly_example(ctx: Context) -> Check:
-    """`scenarios/daly.yaml` is Daly's worked example: job MTBF M = 24 h, checkpoint cost
-    δ = 5 min, restart R = 10 min. The optimum interval computed from the scenario (δ as
-    the simulator's storage model gives it, M from the failure process) by Daly's
-    higher-order formula must be the published τ* = 116.7 min."""
+    """`scenarios/daly.yaml` is a worked example of Daly's formula (background.md; not
+    checked against Daly's paper): job MTBF M = 24 h, checkpoint cost δ = 5 min, restart
+    R = 10 min, for which Daly's higher-order formula gives τ* = 116.7 min. The optimum
+    interval computed from the scenario (δ as the simulator's storage model gives it, M
+    from the failure process) must be that value: a check that the scenario and the
+    storage model give the example's inputs, not of the simulation (the next two checks
+    are)."""
     from ftsim.validation.daly import daly_optimum_s
 
     tau_min = daly_optimum_s() / 60
     return Check(
         name="daly_example",
-        claim="τ* of the Daly scenario is Daly's published example",
+        claim="τ* of the Daly scenario is the worked example's",
         measured=f"{tau_min:.3f} min",
         expected="116.7 min",
         tolerance="± 0.05 min (rounding)",
         passed=abs(tau_min - 116.7) <= 0.05,
-        source=f"{DALY}, closed form",
+        source=f"{DALY}, closed form; the example: background.md",
     )
 
 
@@ -263,17 +266,20 @@ def daly_optimum(ctx: Context) -> Check:
 # -- Kokolis et al.'s expected ETTR at scale ------------------------------------------------
 
 
-@check("kokolis_ettr", "Expected ETTR at scale against Kokolis et al.'s model")
+@check("kokolis_ettr", "Expected ETTR at scale against Kokolis et al.'s first-order model")
 def kokolis_ettr(ctx: Context) -> list[Check]:
     """Full checkpointing every Δt_cp = 15 min on jobs of 128 to 16,384 GPUs (nodes of 8)
     failing at RSC-1's 6.50 failures per 1000 node-days (the `meta_rsc1` preset), restart
     overhead u_0 = 10 min (a constant rescheduling delay), checkpoints of negligible size,
     200 h of training: the simulated mean ETTR (ideal / wall) against Kokolis et al.'s
-    expected ETTR 1 − N r_f (u_0 + Δt_cp/2), an independent oracle (nothing is fitted to
-    it). The model is first order in ε = N r_f (u_0 + Δt_cp/2): a row passes if the mean
-    is within ε² (the model's neglected terms) + 3 × its 95% half-width. The figure also
-    shows the exact renewal result (Daly's T_w with δ = 0), which the simulation should
-    follow more closely than the first-order model at 16,384 GPUs."""
+    expected ETTR 1 − N r_f (u_0 + Δt_cp/2) (its form as secondary summaries give it;
+    nothing is fitted to it). It is the first-order renewal argument of Young's and
+    Daly's, at RSC-1's rate on both sides: a check of the failure, restart and lost-work
+    mechanics at scale, not of an independent theory. The model is first order in
+    ε = N r_f (u_0 + Δt_cp/2): a row passes if the mean is within ε² (the model's neglected
+    terms) + 3 × its 95% half-width, which at 16,384 GPUs admits both the first-order
+    value and the exact renewal one (Daly's T_w with δ = 0); the figure shows both, and the
+    simulation follows the exact one."""
     from ftsim.validation.kokolis import GPUS_PER_NODE, KOKOLIS, ettr_points
 
     reps = ctx.reps(40, 10)
@@ -511,62 +517,84 @@ def exact_recovery_ecrm_swift(ctx: Context) -> Check:
 
 # -- 7: PLS ---------------------------------------------------------------------------------
 
-PLS_SETUP = (
-    "failures=[{kind: exponential, role: emb_ps, job_mtbf: 5 h}]",
-    "job.training=500 h",
-    "policies.1.target_pls=0.02",
-)
-"""prod50h: single-shard exponential failures on a long run, where CPR's formula holds."""
+PLS_SETUP = ("job.training=500 h", "policies.1.target_pls=0.02")
+"""prod50h on a long run, where the stationary argument behind CPR's formula holds."""
+
+PLS_FAILURES = {
+    1: "failures=[{kind: exponential, role: emb_ps, job_mtbf: 5 h}]",
+    3: (
+        "failures=[{kind: correlated, role: emb_ps, domain_size: 18, domain_mtbf: 5 h, "
+        "nodes_per_failure: 3}]"
+    ),
+}
+"""Failures taking m = 1 and m = 3 embedding PS at once, every 5 h on average: with m = 1
+alone a formula without m would pass."""
 
 
 @check("pls_prediction", "PLS against CPR's prediction")
-def pls_prediction(ctx: Context) -> Check:
+def pls_prediction(ctx: Context) -> list[Check]:
     """CPR chooses its full-save interval T_save so that the predicted portion of lost
-    samples PLS = m·T_save / (2·N_emb·T_fail) equals a target (here 2%). On prod50h with
-    exponential single-shard failures (job MTBF 5 h) over 500 h of training, where the
-    stationary argument behind the formula holds, the PLS measured by `cpr` (updates of
+    samples PLS = m·T_save / (2·N_emb·T_fail) equals a target (here 2%; m embedding PS fail
+    at once, N_emb = 18, job MTBF T_fail = 5 h). On prod50h over 500 h of training, where
+    the stationary argument behind the formula holds, the PLS measured by `cpr` (updates of
     failed shards lost since their last save, over all updates) must equal the prediction
-    on average within 10%."""
+    on average within 10%, for single-shard failures (m = 1, T_save = 3.6 h) and for
+    failures of 3 shards at once (m = 3, T_save = 1.2 h: a formula without m plans 3.6 h
+    there and loses 3× the target). The formula is derived (background: PLS ≈ T_save /
+    (2·T_fail·N_emb) for one shard per failure), not a published figure."""
     from ftsim.experiments.prepare import prepare
 
-    scenario = _load("prod50h", *PLS_SETUP)
-    index = scenario.policy_labels.index("cpr")
     reps = ctx.reps(40, 20)
-    prepared = prepare(scenario, index)
-    rows = [sim.row() for sim in finished_runs(prepared, reps)]
-    measured = [r["pls_model"] for r in rows]
-    mean, half, n = _mean_ci(measured)
-    predicted = rows[0]["pls_predicted"]
-    error = mean / predicted - 1
+    runs = {}
+    for m, failures in PLS_FAILURES.items():
+        scenario = _load("prod50h", failures, *PLS_SETUP)
+        prepared = prepare(scenario, scenario.policy_labels.index("cpr"))
+        rows = [sim.row() for sim in finished_runs(prepared, reps)]
+        measured = [r["pls_model"] for r in rows]
+        predicted = rows[0]["pls_predicted"]
+        runs[m] = (measured, predicted, _mean_ci(measured), rows[0]["interval_h"])
 
     def draw(plt):
         from ftsim.plots.style import policy_styles
 
         style = policy_styles({"cpr": "cpr"})["cpr"]
-        fig, ax = plt.subplots()
-        ax.axhspan(100 * predicted * 0.9, 100 * predicted * 1.1, color="0.9", linewidth=0)
-        ax.axhline(100 * predicted, color="0.45", linestyle="--", label="predicted (±10%)")
-        ax.plot(
-            range(n), [100 * v for v in measured], style.marker, color=style.color,
-            label="measured, per replication", alpha=0.6,
-        )  # fmt: skip
-        ax.axhline(100 * mean, color=style.color, label=f"measured mean ({error:+.1%})")
-        ax.set_xlabel("replication")
-        ax.set_ylabel("PLS (%)")
-        ax.set_title("cpr, prod50h, single-shard failures, M = 5 h, 500 h")
-        ax.legend(loc="upper right")
+        fig, axes = plt.subplots(1, len(runs), sharey=True)
+        for ax, (m, (measured, predicted, (mean, _, n), interval_h)) in zip(
+            axes, runs.items(), strict=True
+        ):
+            error = mean / predicted - 1
+            ax.axhspan(100 * predicted * 0.9, 100 * predicted * 1.1, color="0.9", linewidth=0)
+            ax.axhline(100 * predicted, color="0.45", linestyle="--", label="predicted (±10%)")
+            ax.plot(
+                range(n), [100 * v for v in measured], style.marker, color=style.color,
+                label="measured, per replication", alpha=0.6,
+            )  # fmt: skip
+            ax.axhline(100 * mean, color=style.color, label=f"measured mean ({error:+.1%})")
+            ax.set_xlabel("replication")
+            ax.set_title(f"m = {m} PS per failure, T_save = {interval_h:.2g} h")
+            ax.legend(loc="upper right")
+        axes[0].set_ylabel("PLS (%)")
+        fig.suptitle("cpr, prod50h, failures every 5 h, 500 h")
         return fig
 
-    return Check(
-        name="pls_prediction",
-        claim="measured PLS of cpr = predicted PLS, on average",
-        measured=f"{_pct(mean)} ± {_pct(half)} (n = {n}; {error:+.1%})",
-        expected=f"{_pct(predicted)}",
-        tolerance="± 10%",
-        passed=abs(error) <= 0.10,
-        source=f"{CPR}, PLS formula",
-        figure=_figure(ctx, "pls_prediction", draw),
-    )
+    figure = _figure(ctx, "pls_prediction", draw)
+    out = []
+    for m, (_, predicted, (mean, half, n), interval_h) in runs.items():
+        error = mean / predicted - 1
+        out.append(
+            Check(
+                name=f"pls_prediction.{m}",
+                claim=f"measured PLS of cpr = predicted, {m} PS per failure (T_save "
+                f"{interval_h:.2g} h)",
+                measured=f"{_pct(mean)} ± {_pct(half)} (n = {n}; {error:+.1%})",
+                expected=f"{_pct(predicted)}",
+                tolerance="± 10%",
+                passed=abs(error) <= 0.10,
+                source=f"{CPR}: the interval rule; the formula derived (background)",
+                figure=figure,
+            )
+        )
+    return out
 
 
 # -- calibration ----------------------------------------------------------------------------
@@ -621,6 +649,37 @@ def _window_holds(ctx: Context, label: str, window: tuple[float, float], name: s
     return f"{name} ({chosen}) × {factors[lo]:g}–{factors[hi]:g}{edge}"
 
 
+SEEDS = range(2015, 2035)
+"""Seeds over which the calibration's means are recomputed: the chosen parameters were set
+with prod50h's own seed (2021)."""
+
+
+def _seed_spread(ctx: Context, label: str, window: tuple[float, float]) -> str:
+    """The range of ``label``'s mean overhead on prod50h (timing only, the scenario's
+    replications) over :data:`SEEDS`, and how many of those means lie in ``window``: a
+    window narrower than the seed-to-seed spread of the mean is hit by some seeds only."""
+    from ftsim.experiments.runner import simulate_reps
+
+    seeds = SEEDS if not ctx.quick else SEEDS[:5]
+    reps = ctx.reps(50, 20)
+
+    def mean_at(seed: int) -> float:
+        def compute():
+            scenario = _load("prod50h", "trainer.enabled=false", f"run.seed={seed}")
+            index = scenario.policy_labels.index(label)
+            [rows], _ = simulate_reps(scenario, [index], range(reps))
+            return float(np.mean([r["overhead_frac"] for r in rows]))
+
+        return ctx.cached(f"seeds:{label}:{seed}:{reps}", compute)
+
+    means = [mean_at(seed) for seed in seeds]
+    inside = sum(window[0] <= m <= window[1] for m in means)
+    return (
+        f"over seeds {seeds[0]}–{seeds[-1]}: means {_pct(min(means))}–{_pct(max(means))}, "
+        f"{inside} of {len(means)} in the window"
+    )
+
+
 @check("cpr_prod50h", "CPR's production-scale figures (prod50h)", role=CALIBRATION)
 def cpr_prod50h(ctx: Context) -> list[Check]:
     """CPR's emulation of production-scale training (50 h, 18 embedding PS, 5 failures of 4
@@ -632,7 +691,10 @@ def cpr_prod50h(ctx: Context) -> list[Check]:
     lies in the published range (the 95% interval is reported, not required to lie inside
     it). Each row also states over which factors of each chosen parameter (scanned one at a
     time, others at their chosen values, common random numbers) the mean stays in the
-    window."""
+    window, and the range of the mean over 20 other seeds (the parameters were chosen with
+    the scenario's own): `full`'s mean moves by more than the window is wide, so its match
+    holds for some seeds only; CPR's policies barely move (their failures cost the same
+    whenever they strike)."""
     scenario, rows = _prod50h(ctx)
     results = {}
     for label in CPR_PUBLISHED:
@@ -674,7 +736,7 @@ def cpr_prod50h(ctx: Context) -> list[Check]:
             mean, half, n = found
             measured, passed = f"{_pct(mean)} ± {_pct(half)} (n = {n})", low <= mean <= high
             holds = "; ".join(_window_holds(ctx, label, (low, high), name) for name in CALIBRATED)
-            measured += f"; window holds for {holds}"
+            measured += f"; window holds for {holds}; {_seed_spread(ctx, label, (low, high))}"
         out.append(
             Check(
                 name=f"cpr_prod50h.{label}",
