@@ -67,14 +67,17 @@ def results(runs: pd.DataFrame) -> None:
     print(header)
     for policy, group in runs.groupby("policy", sort=False):
         mean, half, _ = mean_ci(group.overhead_frac)
-        trained = group.logloss_delta.dropna()
-        loss, loss_half, n = mean_ci(trained)
         written = group.saved_gb.mean()
+        if "logloss_delta" in group:  # a run with the trainer
+            loss, loss_half, n = mean_ci(group.logloss_delta.dropna())
+            change = f"{loss:+10.1e} ± {loss_half:.1e} (n={n})"
+        else:
+            change = f"{'- (not trained)':>22s}"
         print(
             f"{policy:16s} {100 * mean:7.2f}% ± {100 * half:4.2f}% "
             f"{group.write_reduction.mean():9.2f}× {written / 1e3:7.1f}TB "
             f"{written_full / written:6.2f}× {group.storage_gb.mean():7.0f}GB "
-            f"{group.capacity_reduction.mean():12.2f}× {loss:+10.1e} ± {loss_half:.1e} (n={n})"
+            f"{group.capacity_reduction.mean():12.2f}× {change}"
         )
     print(
         "write red.: what full checkpoints at the same points would write, over what was "

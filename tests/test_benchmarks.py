@@ -58,3 +58,18 @@ def test_the_cosim_benchmark_passes_run_options_on():
     done = _run(script, "--quick", "--jobs", "1", "--no-trainer", timeout_s=300)
     assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-3000:]
     assert "no trained replication" in done.stdout
+
+
+def test_the_checknrun_report_reads_a_timing_only_run(tmp_path):
+    """``checknrun_report.py`` on a run made with ``--no-trainer`` failed with an
+    AttributeError on the missing ``logloss_delta``; it reports the time columns and says
+    the model was not trained."""
+    made = subprocess.run(
+        [sys.executable, "-m", "ftsim", "run", "scenarios/checknrun.yaml", "--no-trainer"]
+        + ["--reps", "2", "-q", "-o", str(tmp_path / "run")],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True, capture_output=True,
+    )  # fmt: skip
+    assert made.returncode == 0
+    done = _run(ROOT / "benchmarks" / "checknrun_report.py", str(tmp_path / "run"), timeout_s=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cnr_q8_partial" in done.stdout and "- (not trained)" in done.stdout
