@@ -6,7 +6,12 @@ checkpoint interval of every kind, CPR-MFU/SSU's ``fraction``, ECRM's ``k``, SWI
 simulator, timing only:
 
 1. a coarse grid (the cartesian product of every knob's coarse values);
-2. refinement around the cheapest setting that meets the limits: for each numeric knob in
+2. when no setting of the grid meets the limits, steps toward them (at most
+   :data:`APPROACH_STEPS`): from the setting nearest to the limits, a coarse step beyond
+   the grid for each knob at its edge (a shorter interval, a larger ECRM ``k``) and the
+   midpoints to its neighbours, until a setting meets them: the grid's bounds are not the
+   knobs' (a memory limit of 10% needs ECRM's k = 10, beyond the grid's 2, 4, 8);
+3. refinement around the cheapest setting that meets the limits: for each numeric knob in
    turn, the midpoints (geometric for durations) between its value and its nearest tried
    neighbours, the other knobs fixed; ``rounds`` times;
 
@@ -115,7 +120,9 @@ class PolicyAdvice:
         """The knobs whose pick is the smallest or largest value tried while a step beyond
         it was still within the knob's bounds (the search stopped at its edge: a value
         beyond may be cheaper), as ``interval 3.47 min, the smallest tried``. Only knobs
-        the search extends beyond its grid (geometric: the interval, a fraction)."""
+        the search extends beyond its grid (geometric: the interval, a fraction, ECRM's
+        ``k``), and not when the step beyond was tried and found invalid (k + r above the
+        embedding PS)."""
         if self.pick is None:
             return []
         valid = self.candidates[self.candidates["valid"]]
@@ -126,11 +133,28 @@ class PolicyAdvice:
             if knob.refine != "geometric" or value is None or len(tried.unique()) < 2:
                 continue
             step = knob.values[1] / knob.values[0]
-            if value == tried.min() and value / step >= knob.lowest:
+            invalid = set(self.candidates.loc[~self.candidates["valid"], knob.column])
+            below, above = value / step, value * step
+            if knob.integer:
+                below, above = round(below), round(above)
+            if value == tried.min() and below >= knob.lowest and below not in invalid:
                 said.append(f"{knob.show(value)}, the smallest tried")
-            elif value == tried.max() and value * step <= knob.highest:
+            elif value == tried.max() and above <= knob.highest and above not in invalid:
                 said.append(f"{knob.show(value)}, the largest tried")
         return said
+
+    def skipped(self) -> str:
+        """The settings not simulated because the policy refuses them, with the first one's
+        reason ('' if none): ``2 settings skipped as invalid (interval 48 h, k 32, refused at
+        k: need k + r <= n_shards (18); …)``."""
+        invalid = self.candidates[~self.candidates["valid"]]
+        if invalid.empty:
+            return ""
+        first = invalid.iloc[0]
+        return (
+            f"{counted(len(invalid), 'setting')} skipped as invalid ({self.setting(first)}, "
+            f"refused at {first['problem']}; each is in the candidates table)"
+        )
 
     def setting(self, row: pd.Series) -> str:
         """A candidate's setting for people: ``interval 2 h, fraction 0.05``; ``as set (no
@@ -225,7 +249,7 @@ class Advice:
                     "overhead_diff_ci95": (d["high"] - d["low"]) / 2,
                     "n_paired": d["n"],
                 }
-            row |= {"tried": len(p.candidates), "recommended": p is best}
+            row |= {"tried": int(p.candidates["valid"].sum()), "recommended": p is best}
             row["at_edge"] = "; ".join(p.edges())
             row["why_none"] = "" if p.pick is not None else _why_none(p, self)
             rows.append(row)
@@ -272,6 +296,7 @@ class Advice:
             line = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(cells)]
             lines.append("  ".join(line).rstrip())
         lines += [f"{p.policy}: {p.kept}" for p in self.policies if p.kept]
+        lines += [f"{p.policy}: {p.skipped()}" for p in self.policies if p.skipped()]
         for p in self.policies:
             for edge in p.edges():
                 lines.append(
@@ -497,6 +522,12 @@ def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, roun
             tried[values] = row | {"stage": stage}
 
     evaluate(list(itertools.product(*(k.values for k in found))), "coarse")
+    for step in range(APPROACH_STEPS):
+        nearest = None if _best(tried) is not None else _nearest(tried, limits)
+        settings = [] if nearest is None else _neighbours(nearest, found, tried)
+        if not [values for values in settings if values not in tried]:
+            break
+        evaluate(settings, f"toward the limits {step + 1}")
     for round_ in range(rounds):
         best = _best(tried)
         if best is None:
@@ -528,7 +559,7 @@ def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> di
             rules.assign(candidate, f"policies.*.{knob.field}", knob.assigned(value))
         scenario = validate_scenario(candidate, path)
     except (ScenarioError, ValueError) as exc:
-        return row | {"valid": False, "problem": str(exc).splitlines()[0], "meets_limits": False}
+        return row | {"valid": False, "problem": _problem(exc), "meets_limits": False}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Notice)  # a fall-back is in the row (cpr_decision)
         [runs], _ = simulate_reps(scenario, [0], range(scenario.run.replications))
@@ -553,6 +584,15 @@ def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> di
     return row
 
 
+def _problem(exc: Exception) -> str:
+    """Why a candidate is invalid, as its policy's field: the candidate's scenario holds
+    the one policy searched, so its location (``policies.0.k``) named another policy."""
+    if isinstance(exc, ScenarioError) and exc.problems:
+        where, message = exc.problems[0]
+        return f"{where.removeprefix('policies.0.')}: {message}"
+    return str(exc).splitlines()[0]
+
+
 def _meets(row: dict, max_pls: float | None, max_memory: float | None) -> bool:
     """Whether a candidate finished every replication within the limits."""
     if not row["valid"] or row["n_unfinished"] or row["n"] == 0:
@@ -566,6 +606,27 @@ def _best(tried: dict[tuple, dict]) -> tuple | None:
     """The setting of lowest mean overhead among those within the limits."""
     feasible = [v for v, row in tried.items() if row["meets_limits"]]
     return min(feasible, key=lambda v: tried[v]["overhead_mean"], default=None)
+
+
+APPROACH_STEPS = 6
+"""Steps beyond the coarse grid toward the limits when no setting of it meets them (six
+coarse interval steps reach from 10 min down to the search's 1 min)."""
+
+
+def _nearest(tried: dict[tuple, dict], limits: tuple) -> tuple | None:
+    """The finished setting nearest to meeting the limits: the smallest worst ratio of a
+    measure to its limit (PLS, memory), then the lowest overhead; None if none finished."""
+
+    def excess(row: dict) -> tuple[float, float]:
+        ratios = [
+            row[measure] / limit if limit else (math.inf if row[measure] > 0 else 0.0)
+            for measure, limit in zip(("pls_model_mean", "memory_frac"), limits, strict=True)
+            if limit is not None
+        ]
+        return max(ratios, default=0.0), row["overhead_mean"]
+
+    done = [v for v, row in tried.items() if row["valid"] and not row["n_unfinished"] and row["n"]]
+    return min(done, key=lambda v: excess(tried[v]), default=None)
 
 
 def _neighbours(best: tuple, found: list[Knob], tried: dict) -> list[tuple]:

@@ -110,7 +110,9 @@ class EcrmParams(SavingParams, TouchedRowsParams):
         "checkpoint_interval": "interval",
         "copy_bandwidth": "memcpy_bandwidth",
     }
-    search: ClassVar[tuple[Knob, ...]] = (Knob("k", (2, 4, 8), None, integer=True),)
+    search: ClassVar[tuple[Knob, ...]] = (
+        Knob("k", (2, 4, 8), "geometric", integer=True, lowest=2),
+    )
     k: int = Field(2, ge=1, description="data rows per stripe")
     r: Literal[1, 2] = Field(1, description="parity rows per stripe (failures tolerated)")
     layout: Literal["rotating", "grouped"] = Field(
