@@ -467,3 +467,13 @@ def test_invalid_settings_are_said_located_at_the_policys_field_and_not_counted_
     assert advice.picks.loc[0, "tried"] == ecrm.candidates["valid"].sum()
     said = f"ecrm: {len(invalid)} settings skipped as invalid (interval 10 min, k 8, refused at k:"
     assert said in advice.text()
+
+
+def test_a_fraction_without_partial_saves_is_said_in_the_pick():
+    """With partial_interval beyond every interval tried, CPR-MFU makes no partial save:
+    its fraction changes nothing, yet the pick named one as if it mattered."""
+    longer = "policies.2.partial_interval=60 h"
+    advice = search.advise(PROD50H, [longer], policies=["cpr_mfu"], max_pls=0.05, reps=2)
+    [mfu] = advice.policies
+    assert (mfu.candidates["n_partial_saves"] == 0).all()
+    assert advice.picks.loc[0, "setting"].endswith("(no partial save: fraction has no effect)")

@@ -204,3 +204,20 @@ def test_the_planned_reload_of_a_failure_of_any_node_is_its_expected_share_of_a_
     two, three = (plan.layout.read_s([plan.layout.shard_bytes] * n) for n in (2, 3))
     assert mixed == pytest.approx((two + three) / 2, rel=1e-12)
     assert plan._reload_s(4.0) == plan.layout.read_s([plan.layout.shard_bytes] * 4)
+
+
+def test_partial_saves_that_never_come_are_said():
+    """A partial_interval not shorter than the full saves' (9 h on prod50h) makes no
+    partial save (n_partial_saves 0): fraction does nothing while the rows are still
+    tracked. It was silent (a new user's advice searched fraction there)."""
+    from ftsim.experiments.sweep import policy_notices
+
+    s = scenario("prod50h", "policies.2.partial_interval=9 h", "trainer.enabled=false")
+    said = [str(n) for n in policy_notices(s)]
+    assert said == [
+        "cpr_mfu: partial_interval 9 h is not shorter than the full saves' interval, 9 h: no "
+        "partial save is made, so fraction 0.05 has no effect; tracking the rows still costs "
+        "(tracking_slowdown_frac)"
+    ]
+    assert simulate(s, MFU, 0).row()["n_partial_saves"] == 0
+    assert policy_notices(scenario("prod50h", "trainer.enabled=false")) == []

@@ -160,6 +160,8 @@ class PolicyAdvice:
         """A candidate's setting for people: ``interval 2 h, fraction 0.05``; ``as set (no
         knob to search)`` for a policy without one."""
         shown = ", ".join(k.show(_value(row[k.column])) for k in self.knobs)
+        if "fraction" in row and row.get("n_partial_saves") == 0:
+            shown += " (no partial save: fraction has no effect)"
         return shown or "as set (no knob to search)"
 
 
@@ -579,6 +581,8 @@ def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> di
         "interval_h": runs[0].get("interval_h", math.nan),
         "cpr_decision": runs[0].get("cpr_decision", ""),
     }
+    if "n_partial_saves" in runs[0]:  # CPR-MFU/SSU: none when partial_interval >= interval
+        row["n_partial_saves"] = math.fsum(r["n_partial_saves"] for r in done) / n if n else 0.0
     row["meets_limits"] = _meets(row, *limits)
     row[PER_REPLICATION] = {int(r["rep"]): r["overhead_frac"] for r in done}
     return row

@@ -490,6 +490,24 @@ tables (:meth:`_PrioritizedPlan.trained_notices`)."""
 class _PrioritizedPlan(CprPlan):
     """What MFU and SSU share: row popularity, partial saves every ``partial_interval``."""
 
+    def notices(self) -> list[Notice]:
+        """CPR's, and partial saves that never come: a ``partial_interval`` not shorter than
+        the full saves' makes the policy vanilla CPR that still tracks rows (a new user's
+        advice searched ``fraction`` there, to no effect)."""
+        said = super().notices()
+        p = self.params
+        if self.partial and p.partial_interval >= self.interval_s:
+            what, _ = self._share()
+            said.append(
+                Notice(
+                    f"{p.label}: partial_interval {short_duration(p.partial_interval)} is not "
+                    f"shorter than the full saves' interval, {short_duration(self.interval_s)}: "
+                    f"no partial save is made, so {what} has no effect; tracking the rows still "
+                    "costs (tracking_slowdown_frac)"
+                )
+            )
+        return said
+
     def _trained_share(self, rows_per_shard: float) -> float:
         """Share of a shard's rows a partial save of the trainer holds (:class:`MfuSide`:
         ``ceil(fraction × rows)`` per shard)."""
