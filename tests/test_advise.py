@@ -477,3 +477,15 @@ def test_a_fraction_without_partial_saves_is_said_in_the_pick():
     [mfu] = advice.policies
     assert (mfu.candidates["n_partial_saves"] == 0).all()
     assert advice.picks.loc[0, "setting"].endswith("(no partial save: fraction has no effect)")
+
+
+def test_a_pls_limit_of_zero_asks_for_lossless_settings():
+    """--max-pls 0 was refused ("must be a number between 0 and 1 (got 0.0)"): it asks for
+    settings that lose no update. ECRM's fall-backs always lose some: its nearest setting is
+    its smallest PLS, at the shortest interval the search reached (not its cheapest)."""
+    advice = search.advise(PROD50H, policies=["full", "ecrm"], max_pls=0, reps=2)
+    assert advice.recommendation.policy == "full"
+    ecrm = advice.picks.set_index("policy").loc["ecrm", "why_none"]
+    assert re.match(
+        r"none within the limits: lowest pls_model [0-9.e-]+ > 0 \(at interval 1.92", ecrm
+    )

@@ -214,7 +214,7 @@ def test_advise_checks_its_options_before_searching(tmp_path, monkeypatch):
         with pytest.raises(StudyError, match=f"{next(iter(bad))} .*must be"):
             ftsim.advise(PROD50H, **bad)
     with pytest.raises(
-        StudyError, match=r"^max_pls must be a number between 0 and 1 \(got '0.1', a str\)$"
+        StudyError, match=r"^max_pls must be a number from 0 to 1 \(got '0.1', a str\)$"
     ):
         ftsim.advise(PROD50H, max_pls="0.1")  # (the type was the problem, not the range)
     (tmp_path / "file").write_text("")

@@ -684,11 +684,15 @@ CASES = [
         advise("--reps", "500", target=a_file, name=SCENARIOS / "prod50h.yaml"),
         "is a file, not a folder",
     ),
-    ("advise max-pls zero", advise("--max-pls", "0"), "--max-pls must be a number between 0 and 1"),
+    (
+        "advise max-pls above 1",
+        advise("--max-pls", "1.5"),
+        "--max-pls must be a number from 0 to 1",
+    ),
     (
         "advise max-pls nan",
         advise("--max-pls", "nan"),
-        "--max-pls must be a number between 0 and 1",
+        "--max-pls must be a number from 0 to 1",
     ),
     ("advise memory nan", advise("--max-memory-overhead", "nan"), "--max-memory-overhead"),
     ("advise memory negative", advise("--max-memory-overhead", "-1"), "--max-memory-overhead"),

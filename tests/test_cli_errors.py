@@ -270,7 +270,7 @@ def test_a_negative_share_is_named_by_its_check_not_taken_for_an_option(capsys):
     smoke = str(SCENARIOS / "smoke.yaml")
     assert main(["advise", smoke, "--max-pls", "-5%"]) == 2
     assert capsys.readouterr().err == (
-        "ftsim: --max-pls must be a number between 0 and 1 (got -0.05)\n"
+        "ftsim: --max-pls must be a number from 0 to 1 (got -0.05)\n"
     )
     assert main(["advise", smoke, "--max-memory-overhead", "-.5", "--max-pls", "5%"]) == 2
     assert "--max-memory-overhead must be a number >= 0 (got -0.5)" in capsys.readouterr().err

@@ -439,9 +439,9 @@ def check_options(max_pls, max_memory_overhead, jobs, rounds=0) -> None:
     """StudyError naming the first limit or option :func:`advise` cannot use."""
     from ftsim.experiments.study import StudyError
 
-    if max_pls is not None and not (_number(max_pls) and 0 < max_pls < 1):
-        raise StudyError(
-            f"{named('max_pls')} must be a number between 0 and 1 (got {_shown(max_pls)})"
+    if max_pls is not None and not (_number(max_pls) and 0 <= max_pls <= 1):
+        raise StudyError(  # 0: lossless settings only (full, SWIFT logging every update)
+            f"{named('max_pls')} must be a number from 0 to 1 (got {_shown(max_pls)})"
         )
     memory = max_memory_overhead
     if memory is not None and not (_number(memory) and math.isfinite(memory) and memory >= 0):
@@ -617,13 +617,18 @@ APPROACH_STEPS = 6
 coarse interval steps reach from 10 min down to the search's 1 min)."""
 
 
+ZERO_LIMIT = 1e-300
+"""What a limit of 0 divides by in :func:`_nearest`: the measure itself then orders the
+settings (lossless only: the smallest PLS is the nearest)."""
+
+
 def _nearest(tried: dict[tuple, dict], limits: tuple) -> tuple | None:
     """The finished setting nearest to meeting the limits: the smallest worst ratio of a
     measure to its limit (PLS, memory), then the lowest overhead; None if none finished."""
 
     def excess(row: dict) -> tuple[float, float]:
         ratios = [
-            row[measure] / limit if limit else (math.inf if row[measure] > 0 else 0.0)
+            row[measure] / (limit or ZERO_LIMIT)
             for measure, limit in zip(("pls_model_mean", "memory_frac"), limits, strict=True)
             if limit is not None
         ]
