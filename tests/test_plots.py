@@ -905,3 +905,31 @@ def test_settings_that_ran_alike_are_not_joined_and_panels_share_their_y_axis(tm
     assert not any("where each line starts" in x for x in figures["pls_vs_overhead_legend"])
     left, right = figures["pls_vs_overhead"][0].axes[:2]
     assert left.get_ylim() == right.get_ylim()
+
+
+def test_daly_optimum_at_the_edge_of_the_intervals_run_is_drawn():
+    """τ* computed from the runs' mean save cost differs in its last bits from the interval
+    a point ran at τ* ('interval: daly'): it was left out as 'the Daly optimum 0.116 h is
+    outside 0.116–4 h' (a new user's sweep)."""
+    import matplotlib.pyplot as plt
+
+    from ftsim.plots.interval import _draw_model
+
+    class Data:
+        styles = policy_styles({"full": "full"})
+        omitted: list = []
+
+        def omit(self, name, note):
+            self.omitted.append(note)
+
+    low = 0.116
+    curve = pd.DataFrame({"interval_h": [low, 4.0], "overhead_pct": [8.0, 200.0]})
+    curve.attrs.update(policy="full", daly_h=low * (1 - 4e-16), daly_pct=8.0)
+    fig, ax = plt.subplots()
+    data = Data()
+    _draw_model(data, ax, curve, low, 4.0)
+    assert data.omitted == [] and len(ax.lines) == 2  # the curve and the star
+    curve.attrs.update(daly_h=low / 2)
+    _draw_model(data, ax, curve, low, 4.0)
+    assert data.omitted == ["without τ*: the Daly optimum 0.058 h is outside 0.116–4 h"]
+    plt.close(fig)

@@ -407,7 +407,7 @@ def _draw_model(data: RunData, ax, curve: pd.DataFrame, low: float, high: float)
         label=f"{data.styles[curve.attrs['policy']].name}: Daly model",
     )
     tau = curve.attrs["daly_h"]
-    if not low <= tau <= high:
+    if not low * (1 - 1e-9) <= tau <= high * (1 + 1e-9):  # a point run at τ* is at it
         swept = f"{low:.3g}–{high:.3g} h"
         data.omit(NAME, f"without τ*: the Daly optimum {tau:.3g} h is outside {swept}")
         return
