@@ -5,6 +5,7 @@ import io
 import math
 
 import pytest
+import yaml
 
 from ftsim.cli import main
 from ftsim.experiments.store import RunStore
@@ -93,6 +94,25 @@ def test_unknown_grid_key_suggests_the_closest_and_exits_2(capsys):
     assert "did you mean 'interval'?" in err
     assert main(["sweep", str(SMOKE), "--grid", "policies.9.interval=1 h", "-q"]) == 2
     assert "no list entry '9'" in capsys.readouterr().err
+
+
+def test_a_grid_key_given_twice_or_a_value_repeated_is_refused(capsys, tmp_path):
+    """``--grid k=10 min --grid k=20 min`` ran 20 min alone without a word, and a value
+    given twice made two identical points (a new user's study); so does a file's grid."""
+    interval = "policies.0.interval"
+    twice = ["--grid", f"{interval}=10 min", "--grid", f"{interval}=20 min"]
+    assert main(["sweep", str(SMOKE), *twice, "-q"]) == 2
+    assert capsys.readouterr().err == (
+        f"{SMOKE}: --grid {interval}: given twice: give all its values in one --grid\n"
+    )
+    for values in ("10 min,20 min,10 min", "[10 min, 10 min]"):
+        assert main(["sweep", str(SMOKE), "--grid", f"{interval}={values}", "-q"]) == 2
+        assert "repeats the value '10 min'" in capsys.readouterr().err
+    data = yaml.safe_load(SMOKE.read_text())
+    data["sweep"] = {"grid": {interval: ["10 min", "10 min"]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    assert main(["sweep", str(tmp_path / "s.yaml"), "-q"]) == 2
+    assert f"grid {interval}: repeats the value '10 min'" in capsys.readouterr().err
 
 
 def test_same_csv_for_serial_process_pool_dask_and_any_batching(tmp_path):

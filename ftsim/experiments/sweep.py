@@ -261,10 +261,14 @@ def parse_grid_option(text: str, path: Path) -> tuple[str, list]:
         raise ScenarioError(path, [("--grid", f"needs dotted.key=v1,v2,... (got {text!r})")])
     if values.strip().startswith("["):
         parsed = _yaml_value(values)
-        if isinstance(parsed, list) and parsed:
-            return key, parsed
-        raise ScenarioError(path, [(f"--grid {key}", f"not a YAML list (got {values!r})")])
-    return key, [_yaml_value(v.strip()) for v in values.split(",")]
+        if not (isinstance(parsed, list) and parsed):
+            raise ScenarioError(path, [(f"--grid {key}", f"not a YAML list (got {values!r})")])
+    else:
+        parsed = [_yaml_value(v.strip()) for v in values.split(",")]
+    repeated = next((v for i, v in enumerate(parsed) if v in parsed[:i]), None)
+    if repeated is not None:  # two identical points
+        raise ScenarioError(path, [(f"--grid {key}", f"repeats the value {repeated!r}")])
+    return key, parsed
 
 
 def expand(sweep: Sweep | None) -> list[dict[str, object]]:
@@ -384,7 +388,15 @@ def _grid_entries(grid: Sequence[str] | Mapping[str, object], path: Path) -> tup
     """The grid's (grid, zip) entries: from ``--grid`` texts, or from a mapping whose
     ``"zip"`` entry maps keys to co-varying lists."""
     if not isinstance(grid, Mapping):
-        return dict(parse_grid_option(text, path) for text in grid), {}
+        entries: dict[str, list] = {}
+        for text in grid:
+            key, values = parse_grid_option(text, path)
+            if key in entries:
+                raise ScenarioError(
+                    path, [(f"--grid {key}", "given twice: give all its values in one --grid")]
+                )
+            entries[key] = values
+        return entries, {}
     zipped = grid.get("zip") or {}
     if not isinstance(zipped, Mapping):
         raise ScenarioError(path, [("grid zip", "must map keys to lists of values")])

@@ -565,9 +565,14 @@ class Sweep(Section):
         for name, values in {**self.grid, **self.zip}.items():
             if not values:
                 raise ValueError(f"{name}: needs at least one value")
+        for name, values in self.grid.items():
+            repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+            if repeated is not None:  # two identical points
+                raise ValueError(f"grid {name}: repeats the value {repeated!r}")
         lengths = {len(v) for v in self.zip.values()}
         if len(lengths) > 1:
-            raise ValueError(f"zip lists must have equal lengths (got {sorted(lengths)})")
+            each = ", ".join(f"{k}: {len(v)}" for k, v in self.zip.items())
+            raise ValueError(f"zip lists must have equal lengths (got {each})")
         return self
 
 
