@@ -31,6 +31,12 @@ class TargetPlsMissed(Notice):
     waits, say)."""
 
 
+class MaxRepsReached(Notice):
+    """A sweep with ``--target-halfwidth`` stopped adding replications to a (point, policy)
+    at ``--max-reps`` with its interval still wider than the target
+    (``stopped_at_max_reps`` in the summary)."""
+
+
 class RenamedField(Notice, FutureWarning):
     """A field given by its old name (accepted for now)."""
 

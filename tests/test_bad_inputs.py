@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -1100,10 +1101,24 @@ def test_a_tiny_target_halfwidth_stops_at_max_reps_and_says_so(tmp_path):
     made = _ftsim([*args, "-o", str(tmp_path / "s")], tmp_path)
     assert made.returncode == 0, made.stderr
     assert "Traceback" not in made.stderr
-    assert "ftsim: full at point 0: --max-reps 4 reached with a 95% CI half-width of" in (
+    assert "ftsim: warning: full at point 0: --max-reps 4 reached with a 95% CI half-width of" in (
         made.stderr
     )
     assert "computed 4, reused 0" in made.stdout
+    summary = pd.read_csv(tmp_path / "s" / "summary.csv")
+    assert summary["stopped_at_max_reps"].tolist() == [True]
+
+
+def test_the_cap_of_replications_is_a_notice_from_python(tmp_path):
+    """It went to standard error alone: a notebook could neither catch nor silence it."""
+    import ftsim
+    from ftsim.notices import MaxRepsReached
+
+    grid = {"policies.0.interval": ["10 min"]}
+    with pytest.warns(MaxRepsReached, match="full at point 0: max_reps=4 reached"):
+        done = ftsim.sweep(SMOKE, grid, reps=2, trainer=False, target_halfwidth=1e-300,
+                           max_reps=4, policies=["full"], out=tmp_path / "s")  # fmt: skip
+    assert done.summary["stopped_at_max_reps"].all()
 
 
 def test_warnings_are_located_lines_and_the_run_goes_on(tmp_path):

@@ -304,8 +304,6 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
             write_resolved(store.root / "scenario.yaml", plan.base)
             computed, reused, copied = work(plan, store)
             summary = sweep.finish(plan, store)
-            for line in sweep.short_of_target(plan, summary):
-                say(f"ftsim: {line}")
             _finish_folder(plan, store, started, argv, computed, reused, copied)
     except KeyboardInterrupt:  # while computing or merging: the shards are kept
         stop = _interrupted(plan, store, batch)
@@ -328,17 +326,21 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
 def result_warnings(outcome: Outcome) -> list[Warning]:
     """What the results need said with them, as notices: policies (at sweep points) whose
     statistics leave out unfinished replications, targets of ``target_pls`` missed beyond
-    doubt (:func:`ftsim.experiments.sweep.pls_over_target`). The command line prints them,
-    the Python API issues them as warnings."""
-    from ftsim.experiments.sweep import pls_over_target
+    doubt (:func:`ftsim.experiments.sweep.pls_over_target`), intervals still wider than
+    ``--target-halfwidth`` at ``--max-reps`` (:func:`~ftsim.experiments.sweep.
+    short_of_target`). The command line prints them, the Python API issues them as
+    warnings."""
+    from ftsim.experiments.sweep import pls_over_target, short_of_target
     from ftsim.experiments.tables import unfinished_warnings
-    from ftsim.notices import TargetPlsMissed, UnfinishedReplications
+    from ftsim.notices import MaxRepsReached, TargetPlsMissed, UnfinishedReplications
 
     plan, records = outcome.plan, outcome.records
     unfinished = unfinished_warnings(records, plan.columns)
-    return [UnfinishedReplications(line.removeprefix("warning: ")) for line in unfinished] + [
-        TargetPlsMissed(line) for line in pls_over_target(plan, records)
-    ]
+    return (
+        [UnfinishedReplications(line.removeprefix("warning: ")) for line in unfinished]
+        + [TargetPlsMissed(line) for line in pls_over_target(plan, records)]
+        + [MaxRepsReached(line) for line in short_of_target(plan, records)]
+    )
 
 
 def _finish_folder(

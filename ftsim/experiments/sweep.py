@@ -1026,20 +1026,30 @@ def finish(plan: Plan, store: RunStore) -> list[dict]:
     with store.syncing(), csv_and_parquet(store.root / "runs", store.rows_text()) as runs:
         atomic_write_text(store.root / "timeline.csv", store.timeline_text())
         summary = summary_records(arrow_columns(runs), plan.columns, plan.reference)
+        if plan.target_halfwidth is not None:  # the cap, where the tool stopped adding
+            for row in summary:
+                row["stopped_at_max_reps"] = _stopped_at_cap(plan, row)
         write_csv(store.root / "summary.csv", summary)
     return summary
+
+
+def _stopped_at_cap(plan: Plan, row: dict) -> bool:
+    """Whether a (point, policy) of a ``--target-halfwidth`` sweep reached ``--max-reps``
+    with its overhead interval still wider than the target."""
+    half = row.get("overhead_frac_ci95_half", math.nan)
+    return row["n"] + row["n_unfinished"] >= plan.max_reps and not half <= plan.target_halfwidth
 
 
 def short_of_target(plan: Plan, summary: list[dict]) -> list[str]:
     """One line per (point, policy) whose overhead interval is still wider than
     ``--target-halfwidth`` when its replications reached ``--max-reps`` (the cap), from
-    the summary's records."""
+    the summary's records (``stopped_at_max_reps``)."""
     if plan.target_halfwidth is None:
         return []
     lines = []
     for row in summary:
         half = row.get("overhead_frac_ci95_half", math.nan)
-        if row["n"] + row["n_unfinished"] >= plan.max_reps and not half <= plan.target_halfwidth:
+        if _stopped_at_cap(plan, row):
             lines.append(
                 f"{row['policy']} at point {row['point']}: {option('max_reps', plan.max_reps)} "
                 f"reached with a 95% CI half-width of {half:.3g}, above "
