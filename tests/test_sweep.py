@@ -225,3 +225,19 @@ def test_target_halfwidth_reads_only_finished_replications():
     wide = [{**row, "overhead_frac": 0.05 + 0.05 * row["rep"]} for row in rows[:4]]
     store = SimpleNamespace(task_rows=lambda: [(SimpleNamespace(point=0, policy=0), wide)])
     assert _more_replications(plan, store, {(0, 0): 6}, batch=2) == {(0, 0): 100}
+
+
+def test_a_point_without_the_reference_policy_says_why_its_differences_are_missing():
+    """A sweep of policies.0.kind renames the reference (full) at the point where it is cpr:
+    Δ vs ref read '-' there with no reason."""
+    from ftsim.experiments.tables import sweep_table
+
+    records = [
+        {"point": 0, "policy": "full", "reference": "full", "n": 2, "k": "full"},
+        {"point": 1, "policy": "cpr", "reference": "full", "n": 2, "k": "cpr"},
+    ]
+    for s in records:
+        s |= {"overhead_frac_mean": 0.1, "overhead_frac_ci95_half": 0.01, "n_unfinished": 0}
+    text = sweep_table(records, ["k"])
+    assert text.splitlines()[-1] == "Δ vs ref: '-' where full, the reference, did not run (k=cpr)"
+    assert "did not run" not in sweep_table(records[:1], ["k"])

@@ -124,7 +124,27 @@ def sweep_table(summary, point_columns: list[str]) -> str:
         header.append("unfinished")
         for line, s in zip(lines[1:], records, strict=True):
             line.append(str(int(s["n_unfinished"])))
-    return _align(lines, text_columns=len(point_columns) + 1 + len(ran))
+    table = _align(lines, text_columns=len(point_columns) + 1 + len(ran))
+    missing = _without_reference(records, point_columns)
+    return f"{table}\n{missing}" if missing else table
+
+
+def _without_reference(records: list[dict], point_columns: list[str]) -> str:
+    """Why ``Δ vs ref`` reads '-' at some points: the reference policy is not among their
+    policies (a sweep of ``policies.0.kind`` renames it); '' when it is at every point."""
+    reference = next((s["reference"] for s in records if s.get("reference")), None)
+    if reference is None:
+        return ""
+    at = {s.get("point") for s in records if s["policy"] == reference}
+    without = {
+        s.get("point"): ", ".join(f"{c}={s[c]}" for c in point_columns)
+        for s in records
+        if s.get("point") not in at
+    }
+    if not without:
+        return ""
+    points = "; ".join(without.values())
+    return f"Δ vs ref: '-' where {reference}, the reference, did not run ({points})"
 
 
 def _records(summary) -> tuple[list[dict], dict[str, None]]:
