@@ -67,6 +67,12 @@ VARIANTS = [
         "exactly one of iteration_time and throughput",
     ),
     ("no training length", {"job.training": None}, "job", "exactly one of training and iterations"),
+    (
+        "training shorter than an iteration",
+        {"job.iteration_time": "5 h"},
+        "job",
+        "the training, 1.44e+04 s, is shorter than one iteration (1.8e+04 s)",
+    ),
     ("empty tables", {"job.tables": []}, "job.tables", "at least 1"),
     ("table rows not a number", {"job.tables.0.rows": "lots"}, "job.tables.0.rows", "whole number"),
     ("unknown policy kind", {"policies.0.kind": "ful"}, "policies.0.kind", "did you mean 'full'"),

@@ -151,6 +151,11 @@ class Job(Section):
                 f"the failure-free training must last at least {MIN_TRAINING_S:g} s "
                 f"(got {self.work_s:.3g} s)"
             )
+        if self.n_iterations < 1:  # per-iteration costs (logs, parity) would be of no job
+            raise ValueError(
+                f"the training, {self.work_s:.3g} s, is shorter than one iteration "
+                f"({self.iteration_s:.3g} s): give at least one iteration"
+            )
         return self
 
     @property
