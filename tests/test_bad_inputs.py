@@ -554,7 +554,7 @@ CASES = [
     (
         "resume nothing",
         lambda f, s: sweep("--resume", str(f / "absent"), folder_option=False)(f, s),
-        "no sweep manifest",
+        "absent: no such folder (resume a sweep in the folder it wrote)",
     ),
     (
         "resume with force",

@@ -37,6 +37,13 @@ VARIANTS = [
         "required",
     ),
     ("wrong type", {"cluster.trainers": "many"}, "cluster.trainers", "(got 'many')"),
+    (
+        "mapping for a number",
+        {"policies.0.persist_slowdown": {"a": 1}},
+        "policies.0.persist_slowdown",
+        'Input should be a valid number (got {"a": 1})',
+    ),
+    ("number for a section", {"cluster.storage": 5}, "cluster.storage", "dictionary (got 5)"),
     ("unknown trainer preset", {"trainer": {"preset": "big"}}, "trainer.preset", "'converged'"),
     ("negative count", {"cluster.emb_ps": -1}, "cluster.emb_ps", "greater than or equal to 1"),
     ("zero trainers", {"cluster.trainers": 0}, "cluster.trainers", "greater than or equal"),

@@ -59,8 +59,11 @@ def test_resume_checks_the_config_hash(tmp_path):
     assert RunStore.resume(tmp_path / "run", "abc").root == tmp_path / "run"
     with pytest.raises(StoreError, match="different sweep"):
         RunStore.resume(tmp_path / "run", "def")
-    with pytest.raises(StoreError, match="no sweep manifest"):
+    with pytest.raises(StoreError, match="no such folder"):
         RunStore.resume(tmp_path / "elsewhere", "abc")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StoreError, match="no sweep manifest"):
+        RunStore.resume(tmp_path / "empty", "abc")
     with pytest.raises(StoreError, match="continue it with resume="):
         RunStore.create(tmp_path / "run", {"config_hash": "abc"})
 

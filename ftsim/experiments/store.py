@@ -167,6 +167,8 @@ class RunStore:
         where = option("resume", root)  # as the caller gave the folder
         if root.is_file():
             raise StoreError(f"{where}: is a file; give the sweep's folder")
+        if not root.exists():
+            raise StoreError(f"{where}: no such folder (resume a sweep in the folder it wrote)")
         try:
             manifest = store.manifest()
             found = manifest["config_hash"]

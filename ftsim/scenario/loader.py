@@ -474,7 +474,9 @@ def _describe(error: dict, data: dict) -> tuple[str, str]:
         return _join(path, "kind"), f"is required but missing{hint}"
     if kind in _BOUNDS and _is_nan(error.get("input")):
         return path, f"must be a finite number (got {_show(error.get('input'))})"
-    if "(got " in message or isinstance(error.get("input"), dict):
+    if kind.startswith("model_") and "or instance of" in message:  # a section given a value
+        message = message[: message.index(" or instance of")]  # not the class's name
+    if "(got " in message or (isinstance(error.get("input"), dict) and kind.startswith("model")):
         return path, message  # the value is shown already, or is a whole section
     return path, f"{message} (got {_show(error.get('input'))})"
 
