@@ -933,3 +933,18 @@ def test_daly_optimum_at_the_edge_of_the_intervals_run_is_drawn():
     _draw_model(data, ax, curve, low, 4.0)
     assert data.omitted == ["without τ*: the Daly optimum 0.058 h is outside 0.116–4 h"]
     plt.close(fig)
+
+
+def test_a_figures_csv_has_one_line_per_row(tmp_path):
+    """The breakdown's setting 'fell back to full\\nrecovery every 6.93 min' kept the line
+    break the figure's label needs: the CSV had a row across two lines."""
+    import matplotlib.pyplot as plt
+
+    from ftsim.plots.style import Output
+
+    out = Output(tmp_path, ("png",))
+    fig, _ = plt.subplots()
+    table = pd.DataFrame({"setting": ["fell back to full\nrecovery every 6.93 min"], "x": [1.0]})
+    out.save(fig, table, "fig")
+    lines = (tmp_path / "fig.csv").read_text().splitlines()
+    assert lines == ["setting,x", "fell back to full recovery every 6.93 min,1"]

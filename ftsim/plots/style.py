@@ -131,9 +131,10 @@ class Output:
             names.append(f"{name}.{fmt}")
             atomic_write_bytes(into / names[-1], _png(fig) if fmt == "png" else _file(fig, fmt))
         plt.close(fig)
-        if data is not None:
+        if data is not None:  # one line per row: a label's line breaks are the figure's
             names.append(f"{name}.csv")
-            atomic_write_text(into / names[-1], data.to_csv(index=False, float_format="%.6g"))
+            flat = data.replace(r"\s*\n\s*", " ", regex=True)
+            atomic_write_text(into / names[-1], flat.to_csv(index=False, float_format="%.6g"))
         return [self.folder / n for n in names]
 
 
