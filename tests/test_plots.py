@@ -948,3 +948,27 @@ def test_a_figures_csv_has_one_line_per_row(tmp_path):
     out.save(fig, table, "fig")
     lines = (tmp_path / "fig.csv").read_text().splitlines()
     assert lines == ["setting,x", "fell back to full recovery every 6.93 min,1"]
+
+
+def test_a_pls_interval_is_drawn_down_to_zero_not_below():
+    """ECRM's PLS t-interval reached -0.001 on pls_vs_overhead: a PLS cannot be negative,
+    so the whisker stops at 0 (the CSV keeps the t-interval)."""
+    import matplotlib.pyplot as plt
+
+    from ftsim.plots import tradeoff
+
+    class Data:
+        styles = policy_styles({"ecrm": "ecrm"})
+        dimensions: list = []
+
+    t = pd.DataFrame({
+        "policy": ["ecrm"], "point": [0], "overhead_pct": [2.0], "overhead_ci95_low_pct": [1.9],
+        "overhead_ci95_high_pct": [2.1], "pls_model": [0.001], "pls_model_ci95_low": [-0.001],
+        "pls_model_ci95_high": [0.003], "frontier": [True],
+    })  # fmt: skip
+    for floor, lowest in ((0.0, 0.0), (None, -0.001)):
+        fig, ax = plt.subplots()
+        tradeoff._draw(Data(), ax, t, "pls_model", floor)
+        ys = [y for c in ax.collections for seg in c.get_segments() for _, y in seg]
+        assert min(ys) == pytest.approx(lowest)
+        plt.close(fig)

@@ -27,4 +27,5 @@ def plot(data: RunData, out: Output, point: int | None = None):
     if not data.has("pls_model"):
         raise Skip("no pls_model column (no policy of the sweep loses updates)")
     # a policy without pls_model (full) loses no updates: PLS 0, as advise counts it
-    return tradeoff.draw(data, out, "pls_model", "PLS (time model's pls_model)", NAME, missing=0.0)
+    label = "PLS (time model's pls_model)"
+    return tradeoff.draw(data, out, "pls_model", label, NAME, missing=0.0, floor=0.0)

@@ -49,12 +49,15 @@ def draw(
     name: str,
     trained: bool = False,
     missing: float | None = None,
+    floor: float | None = None,
 ):
     """Mean ``y`` (a column of the runs) against mean overhead per policy and point, with
     both 95% intervals, the frontier, and a knob's settings joined (:func:`_settings`), in a
     panel per environment point; saved as ``name``. ``trained``: ``y`` is measured on the
     trained replications, whose n the title gives beside the overhead's. ``missing``: the
-    value of ``y`` for a policy without it (none: such a policy is left out)."""
+    value of ``y`` for a policy without it (none: such a policy is left out). ``floor``: the
+    least value ``y`` can take (a PLS: 0): an interval reaching below it is drawn to it (the
+    CSV keeps the t-interval)."""
     s = data.summary
     if missing is not None:
         s = s.fillna({f"{y}_{part}": missing for part in ("mean", "ci95_low", "ci95_high")})
@@ -85,7 +88,7 @@ def draw(
         mine["frontier"] = mine.index.isin(frontier(mine, y=y).index)
         mine.insert(0, "panel", panel.title)
         tables.append(mine)
-        _draw(data, ax, mine, y)
+        _draw(data, ax, mine, y, floor)
         if log:  # a band reaching below 0 is cut at the axis
             ax.set_xscale("log", nonpositive="clip")
             facets.plain_log_ticks(ax.xaxis)
@@ -112,7 +115,7 @@ def _setting(data: RunData, point: int, policy: str) -> str:
     return data.describe_point(point, policy, among=knobs)
 
 
-def _draw(data: RunData, ax, t: pd.DataFrame, y: str) -> None:
+def _draw(data: RunData, ax, t: pd.DataFrame, y: str, floor: float | None = None) -> None:
     """The frontier (a grey staircase), each policy's points with both intervals, and the
     lines and end labels of a knob's settings (:func:`_settings`)."""
     edge = t[t["frontier"]].sort_values("overhead_pct")  # a staircase: left to right
@@ -131,7 +134,8 @@ def _draw(data: RunData, ax, t: pd.DataFrame, y: str) -> None:
             g["overhead_pct"] - g["overhead_ci95_low_pct"],
             g["overhead_ci95_high_pct"] - g["overhead_pct"],
         ]
-        yerr = [g[y] - g[f"{y}_ci95_low"], g[f"{y}_ci95_high"] - g[y]]
+        low = g[f"{y}_ci95_low"] if floor is None else g[f"{y}_ci95_low"].clip(lower=floor)
+        yerr = [g[y] - low, g[f"{y}_ci95_high"] - g[y]]
         ax.errorbar(
             g["overhead_pct"],
             g[y],
