@@ -97,8 +97,8 @@ class StagedFolder:
     staging folder inside ``folder``; when the block ends normally its files replace those
     of ``folder`` (``committed`` is then true). If the block fails or is interrupted, the
     staging folder is removed and ``folder`` is as it was: no half-written set of results,
-    nothing earlier damaged. A failed write is reported as writing ``folder`` (the staging
-    folder is no name the user knows).
+    nothing earlier damaged. A failed write is reported as writing the file it was to
+    become in ``folder`` (the staging folder is no name the user knows).
 
     The moves are a journaled sequence, with signals deferred: the complete staging folder
     is renamed to :data:`COMMIT` (one atomic step: from then on the new set is the one to
@@ -127,10 +127,17 @@ class StagedFolder:
             raise
         return self._staging
 
+    def _final(self, path: str | Path) -> Path:
+        """Where ``path``, in the staging folder, was to go (``folder`` for another path)."""
+        try:
+            return self.folder / Path(path).relative_to(self._staging)
+        except (TypeError, ValueError):
+            return self.folder
+
     def __exit__(self, kind, error, traceback) -> None:
         try:
-            if isinstance(error, OutputError):
-                raise OutputError(error.reason, self.folder) from None
+            if isinstance(error, OutputError):  # named as the file it was to become
+                raise OutputError(error.reason, self._final(error.path)) from None
             if isinstance(error, OSError):
                 with writing(self.folder):
                     raise error
