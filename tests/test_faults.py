@@ -842,3 +842,15 @@ def test_a_file_too_large_is_named_as_the_file_it_was_to_become(tmp_path):
     assert done.returncode == 2
     assert done.stderr == f"ftsim: file too large writing {out / 'runs.csv'}\n"
     assert not out.exists()
+
+
+def test_plotting_a_folder_still_being_written_names_its_writer(tmp_path):
+    """plot on the folder of a run still computing said 'no runs.csv (not a run or sweep
+    folder)'; it says that another process writes there, and which."""
+    out = tmp_path / "running"
+    with locked_folder(out):
+        done = _ftsim(["plot", str(out)])
+    assert done.returncode == 2, done.stderr
+    line = one_located_line(done.stderr, f"ftsim: {out}: another ftsim process (pid ")
+    assert line.endswith("is writing its results there: plot it once that ends")
+    assert _ftsim(["plot", str(out)]).stderr.endswith(": no such folder\n")  # left empty

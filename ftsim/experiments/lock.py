@@ -70,6 +70,23 @@ def settle(folder: Path) -> None:
             pass
 
 
+def writer(folder: Path) -> str | None:
+    """Whether another process holds ``folder`` for writing: `` (pid N)`` (or '' without a
+    pid) if so, None if not. For a reader, which waits for nothing."""
+    try:
+        fd = os.open(Path(folder) / LOCK, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return _holder(fd)
+    else:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _acquire(folder: Path) -> int:
     """An open descriptor of ``folder``'s lock file holding its exclusive lock."""
     path = folder / LOCK

@@ -33,8 +33,12 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ftsim.experiments.folders import check_figures_folder, check_results  # noqa: E402
-from ftsim.experiments.lock import locked_folder, settle  # noqa: E402
+from ftsim.experiments.folders import (  # noqa: E402
+    FolderError,
+    check_figures_folder,
+    check_results,
+)
+from ftsim.experiments.lock import locked_folder, settle, writer  # noqa: E402
 from ftsim.experiments.output import StagedFolder  # noqa: E402
 from ftsim.options import named  # noqa: E402
 from ftsim.plots import (  # noqa: E402
@@ -93,6 +97,12 @@ def plot_run(
     if max_pls is not None and not 0 <= max_pls <= 1:  # a portion of the samples
         raise OptionError(f"{named('max_pls')} must be a number from 0 to 1 (got {max_pls:g})")
     settle(folder)  # the moves of a run killed while making them are completed
+    holder = writer(folder)
+    if holder is not None and not (folder / "runs.csv").exists():
+        raise FolderError(
+            f"{folder}: another ftsim process{holder} is writing its results there: plot it "
+            "once that ends"
+        )
     for note in check_results(folder, point):
         print(f"ftsim: {note}", file=sys.stderr)
     data = RunData.load(folder)
