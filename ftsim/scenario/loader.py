@@ -476,7 +476,8 @@ def _describe(error: dict, data: dict) -> tuple[str, str]:
         return path, f"must be a finite number (got {_show(error.get('input'))})"
     if kind.startswith("model_") and "or instance of" in message:  # a section given a value
         message = message[: message.index(" or instance of")]  # not the class's name
-    if "(got " in message or (isinstance(error.get("input"), dict) and kind.startswith("model")):
+    scalar = kind.endswith(("_type", "_parsing")) and not kind.startswith(("model", "dict"))
+    if "(got " in message or (isinstance(error.get("input"), dict) and not scalar):
         return path, message  # the value is shown already, or is a whole section
     return path, f"{message} (got {_show(error.get('input'))})"
 
