@@ -972,3 +972,47 @@ def test_a_pls_interval_is_drawn_down_to_zero_not_below():
         ys = [y for c in ax.collections for seg in c.get_segments() for _, y in seg]
         assert min(ys) == pytest.approx(lowest)
         plt.close(fig)
+
+
+def test_four_failure_rates_of_trained_runs_make_readable_panels(tmp_path, figures):
+    """accuracy_vs_pls in four panels a row collapsed its axes to slivers (each panel writes
+    its policies' slopes, wider than a quarter of the figure), and matplotlib's warning went
+    to stderr with a source line; accuracy_vs_overhead's panels did not share the overhead
+    axis, so positions could not be compared across failure rates (a new user's paper)."""
+    out = tmp_path / "rates"
+    args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "full", "--policy", "cpr"]
+    args += ["--policy", "cpr_mfu", "--grid", "failures.0.count=2,5,10,20", "--reps", "3"]
+    args += ["--set", "trainer.replications=3", "--set", "trainer.steps=30"]
+    assert main([*args, "--jobs", "1", "-q", "-o", str(out)]) == 0
+    outcomes = dict(plot_run(out, formats="png"))
+    assert outcomes["accuracy_vs_pls"].endswith("accuracy_vs_pls (.png .csv)")  # no problem
+    fig = figures["accuracy_vs_pls"][0]
+    assert len(fig.axes) == 4 and {ax.get_subplotspec().colspan.start for ax in fig.axes} == {0, 1}
+    assert all(ax.get_position().width > 0.3 for ax in fig.axes)  # of the figure's width
+    assert fig.axes[0].get_ylabel() == "" and "(nats)" in fig.get_supylabel()
+    panels = figures["accuracy_vs_overhead"][0].axes
+    assert len({ax.get_xlim() for ax in panels}) == 1  # one overhead axis for all panels
+
+
+def test_a_matplotlib_warning_while_saving_is_one_of_the_figures_problems(tmp_path, capsys):
+    """A layout that collapsed reached stderr as matplotlib's warning with its source line;
+    it is now said as the figure's problem, one line, as plot says every problem."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    from ftsim.plots.style import Output
+
+    out = Output(tmp_path, ("png",))
+    fig, axes = plt.subplots(1, 4, figsize=(3, 1), layout="constrained")
+    for ax in axes:
+        ax.text(0, 1, "a label far wider than its panel " * 3, transform=ax.transAxes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # none escapes
+        out.save(fig, None, "squeezed")
+    said = [p for p in out.problems["squeezed"] if p.startswith("matplotlib: ")]
+    assert said == [
+        "matplotlib: constrained_layout not applied because axes sizes collapsed to zero.  "
+        "Try making figure larger or Axes decorations smaller."
+    ]
+    assert capsys.readouterr().err == ""

@@ -26,6 +26,11 @@ NAME = "accuracy_vs_pls"
 X, Y = "pls_measured", "logloss_delta"
 
 
+MAX_COLUMNS = 2
+"""Panels in a row: each writes its policies' slopes ("CPR-MFU: slope 0.0051 ± 0.0031,
+r² 0.80", some 1.8 in at 6 pt), which four panels of a 7-in figure cannot hold (their axes
+collapsed to slivers)."""
+
 MIN_FIT = 3
 """Fewest replications a line is fitted to (through 2 points, r² is 1 whatever they are)."""
 
@@ -70,7 +75,8 @@ def plot(data: RunData, out: Output, point: int | None = None):
     table = fits(runs)
     if table.empty:
         raise Skip("every policy's PLS is 0: no line to fit")
-    grid = facets.layout(data, [d for d in data.dimensions if not d.policy_knob])
+    dimensions = [d for d in data.dimensions if not d.policy_knob]
+    grid = facets.layout(data, dimensions, max_columns=MAX_COLUMNS)
     fig, axes = facets.figure(grid, 1.8, 0.4, sharex=True, sharey=True)  # panels compared
     drawn, labels, plotted, counts = {}, {}, [], set()
     lines = 0  # of slopes written in a panel, at most
@@ -110,7 +116,7 @@ def plot(data: RunData, out: Output, point: int | None = None):
     if lines:
         _room_above(next(iter(axes.values())), lines)
     facets.axis_labels(
-        fig, "PLS measured (portion of lost samples)", "log-loss increase vs failure-free"
+        fig, "PLS measured (portion of lost samples)", "log-loss increase vs failure-free (nats)"
     )
     n = "/".join(map(str, sorted(counts)))
     title = f"{data.scenario_name}: n = {n} trained reps per policy"

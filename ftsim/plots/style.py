@@ -10,6 +10,7 @@ the run's policies, so a policy looks the same in every figure of a run. Time ca
 from __future__ import annotations
 
 import io
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,17 +121,22 @@ class Output:
 
         from ftsim.plots.collisions import collisions
 
-        found = collisions(fig)
-        if found:
-            self.problems[name] = found
         into = self.staging or self.folder
         with writing(self.folder):
             into.mkdir(parents=True, exist_ok=True)
         names = []
-        for fmt in self.formats:
-            names.append(f"{name}.{fmt}")
-            atomic_write_bytes(into / names[-1], _png(fig) if fmt == "png" else _file(fig, fmt))
+        with warnings.catch_warnings(record=True) as said:  # e.g. a layout that collapsed
+            warnings.simplefilter("always")
+            found = collisions(fig)  # draws the figure: the layout's warnings come here
+            for fmt in self.formats:
+                names.append(f"{name}.{fmt}")
+                image = _png(fig) if fmt == "png" else _file(fig, fmt)
+                atomic_write_bytes(into / names[-1], image)
         plt.close(fig)
+        if found:
+            self.problems[name] = found
+        for message in dict.fromkeys(str(w.message) for w in said):  # one line each, no trace
+            self.problems.setdefault(name, []).append(f"matplotlib: {message}")
         if data is not None:  # one line per row: a label's line breaks are the figure's
             names.append(f"{name}.csv")
             flat = data.replace(r"\s*\n\s*", " ", regex=True)

@@ -38,7 +38,7 @@ def frontier(
 def plot(data: RunData, out: Output, point: int | None = None):
     if not data.has("logloss_delta"):
         raise Skip("no logloss_delta column (the runs were timing only, without the trainer)")
-    return draw(data, out, "logloss_delta", "log-loss increase vs failure-free", NAME, True)
+    return draw(data, out, "logloss_delta", "log-loss increase vs failure-free (nats)", NAME, True)
 
 
 def draw(
@@ -80,7 +80,7 @@ def draw(
         pairs = zip(t["point"], t["policy"], strict=True)
         t["setting"] = [_setting(data, point, policy) for point, policy in pairs]
     grid = facets.layout(data, [d for d in data.dimensions if not d.policy_knob])
-    fig, axes = facets.figure(grid, 1.8, 0.4, sharey=True)  # panels compared on y
+    fig, axes = facets.figure(grid, 1.8, 0.4, sharex=True, sharey=True)  # compared by eye
     log = facets.log_scale(t["overhead_pct"], "auto")
     tables = []
     for panel, ax in axes.items():
