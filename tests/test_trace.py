@@ -281,6 +281,24 @@ def test_a_folder_that_differs_from_this_version_is_traced_with_a_warning(
     )
 
 
+def test_a_category_that_differs_from_runs_csv_is_said_too(smoke_run, tmp_path, capsys):
+    """The trace draws the job's phases by category, but only wall_h and the failures were
+    compared: lost_h edited by +0.5 h went unsaid (a new user's study)."""
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("scenario.yaml", "manifest.json"):
+        (copy / name).write_bytes((smoke_run / name).read_bytes())
+    text = (smoke_run / "runs.csv").read_text().splitlines()
+    header = text[0].split(",")
+    first = text[1].split(",")
+    was = float(first[header.index("lost_h")])
+    first[header.index("lost_h")] = repr(was + 0.5)
+    (copy / "runs.csv").write_text("\n".join([text[0], ",".join(first), *text[2:]]) + "\n")
+    assert main(["trace", str(copy), "--policy", "full", "-o", str(tmp_path / "t.json")]) == 0
+    err = capsys.readouterr().err
+    assert f"differs from runs.csv (lost_h {was:.6g} vs {was + 0.5:.6g})" in err
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [

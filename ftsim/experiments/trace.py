@@ -553,16 +553,23 @@ def mismatches(sims: list[Simulation], rows: list[dict], edited: str | None = No
                 f"warning: runs.csv has no row for {row['policy']} replication {row['rep']}"
             )
             continue
-        try:
-            wall_h = float(stored[0]["wall_h"])
-            n_failures = int(float(stored[0]["n_failures"]))
-        except (KeyError, ValueError):
-            continue
-        if not math.isclose(wall_h, row["wall_h"], rel_tol=1e-9) or n_failures != row["n_failures"]:
+        differ = []
+        for column in TRACED:
+            try:
+                was = float(stored[0][column])
+            except (KeyError, ValueError):
+                continue
+            if not math.isclose(was, row[column], rel_tol=1e-9, abs_tol=1e-12):
+                differ.append(f"{column} {row[column]:.6g} vs {was:.6g}")
+        if differ:
             warnings.append(
                 f"warning: {row['policy']} replication {row['rep']} simulated again differs "
-                f"from runs.csv (wall_h {row['wall_h']:.6g} vs {wall_h:.6g}, failures "
-                f"{row['n_failures']} vs {n_failures}): {why}; the trace shows this "
+                f"from runs.csv ({', '.join(differ)}): {why}; the trace shows this "
                 "version's simulation of the folder's scenario.yaml"
             )
     return warnings
+
+
+TRACED = ("wall_h", "n_failures", *(f"{c}_h" for c in CATEGORIES))
+"""The columns of runs.csv a trace's re-simulation must reproduce: what the trace draws
+(the job's phases by category, the failures, the end)."""
