@@ -155,6 +155,9 @@ def _legend(fig):
 
 def test_breakdown_is_on_a_log_axis_when_bars_span_more_than_10x(prod50h_run, figures):
     plot_run(prod50h_run)
+    bars = pd.read_csv(prod50h_run / "plots" / "breakdown.csv").set_index("policy")
+    assert bars.loc["cpr", "pls_from"] == "pls_model" and bars.loc["cpr", "pls_n"] == 2
+    assert pd.isna(bars.loc["full", "pls_from"])  # no PLS column: it loses nothing
     assert figures["breakdown"][1] == "log"
     assert OTHER.replace(": ", ":\n", 1) in figures["breakdown_legend"]
     plot_run(prod50h_run, breakdown_scale="linear")
@@ -986,6 +989,9 @@ def test_four_failure_rates_of_trained_runs_make_readable_panels(tmp_path, figur
     assert main([*args, "--jobs", "1", "-q", "-o", str(out)]) == 0
     outcomes = dict(plot_run(out, formats="png"))
     assert outcomes["accuracy_vs_pls"].endswith("accuracy_vs_pls (.png .csv)")  # no problem
+    bars = pd.read_csv(out / "plots" / "breakdown.csv")  # its PLS is over the trained reps
+    assert set(bars["pls_from"]) == {"pls_measured"} and set(bars["pls_n"]) == {3}
+    assert set(bars["n"]) == {3}  # the bars' replications (as many here)
     fig = figures["accuracy_vs_pls"][0]
     assert len(fig.axes) == 4 and {ax.get_subplotspec().colspan.start for ax in fig.axes} == {0, 1}
     assert all(ax.get_position().width > 0.3 for ax in fig.axes)  # of the figure's width

@@ -51,8 +51,8 @@ def table(data: RunData, point: int | None, max_pls: float | None = None) -> pd.
                 "policy": policy,
                 "point": int(best["point"]),
                 "setting": _setting(data, best, here[here["policy"] == policy]),
-                "pls": _pls(best),
             }
+            row["pls"], row["pls_from"], row["pls_n"] = _pls(best)
             row.update({f"{c}_pct": 100 * best[f"{c}_h_mean"] / ideal for c in CATEGORIES})
             row.update(
                 overhead_pct=100 * best["overhead_frac_mean"],
@@ -87,7 +87,7 @@ def _best(data: RunData, mine: pd.DataFrame, policy: str, panel, max_pls) -> pd.
         data.omit(NAME, f"without {policy}{where}: none of its replications finished")
         return None
     if max_pls is not None:
-        pls = mine.apply(_pls, axis=1)
+        pls = mine.apply(lambda row: _pls(row)[0], axis=1)
         mine = mine[pls.isna() | (pls <= max_pls)]
         if mine.empty:
             data.omit(NAME, f"without {policy}{where}: no setting has PLS ≤ {max_pls:g}")
@@ -105,12 +105,14 @@ def _fell_back(data: RunData, best: pd.Series) -> str:
     return f"fell back to full\nrecovery every {short_duration(3600 * best['interval_h_mean'])}"
 
 
-def _pls(row: pd.Series) -> float:
-    """The row's PLS: measured where the model trained, else the time model's estimate."""
-    for column in ("pls_measured_mean", "pls_model_mean"):
-        if column in row and pd.notna(row[column]):
-            return float(row[column])
-    return float("nan")
+def _pls(row: pd.Series) -> tuple[float, str, int]:
+    """The row's PLS, the column it is the mean of and over how many replications: measured
+    where the model trained (over the trained replications, fewer than the bars' ``n``),
+    else the time model's estimate; (NaN, '', 0) for a policy with neither."""
+    for column, n in (("pls_measured", "n_trained"), ("pls_model", "n")):
+        if f"{column}_mean" in row and pd.notna(row[f"{column}_mean"]):
+            return float(row[f"{column}_mean"]), column, int(row.get(n, row["n"]))
+    return float("nan"), "", 0
 
 
 def _setting(data: RunData, best: pd.Series, mine: pd.DataFrame) -> str:
