@@ -241,3 +241,14 @@ def test_a_point_without_the_reference_policy_says_why_its_differences_are_missi
     text = sweep_table(records, ["k"])
     assert text.splitlines()[-1] == "Δ vs ref: '-' where full, the reference, did not run (k=cpr)"
     assert "did not run" not in sweep_table(records[:1], ["k"])
+
+
+def test_a_half_width_too_small_for_two_decimals_is_shown_to_two_digits():
+    """CPR's 95% half-width on prod50h, 0.0024%, was printed 0.00%, as if every replication
+    had cost the same; a half-width of rounding only (1e-16) still reads 0.00%."""
+    from ftsim.experiments.tables import half_pct
+
+    assert half_pct(0.000024) == "0.0024%" and half_pct(0.0000064) == "0.00064%"
+    assert half_pct(0.0031) == "0.31%" and half_pct(0.00005) == "0.01%"
+    assert half_pct(5e-16) == "0.00%" and half_pct(0.0) == "0.00%"
+    assert half_pct(float("nan")) == "-" and half_pct(3e-9) == "3.0e-07%"

@@ -50,6 +50,7 @@ from ftsim.experiments import interrupts
 from ftsim.experiments.pool import finished, process_pool, submit_all
 from ftsim.experiments.runner import simulate_reps
 from ftsim.experiments.stats import mean_ci, t_interval
+from ftsim.experiments.tables import ROUNDING, half_pct
 from ftsim.notices import Notice, counted, short_duration
 from ftsim.options import named
 from ftsim.policies.base import memory_frac
@@ -453,21 +454,17 @@ def check_options(max_pls, max_memory_overhead, jobs, rounds=0) -> None:
             raise StudyError(f"{name} must be a whole number of at least {least} (got {value!r})")
 
 
-ROUNDING = 1e-12
-"""A half-width of a difference of overheads (fractions) below this is rounding: the same
-difference on every replication (differences of overheads near 1e-2 differ by 1e-17)."""
-
-
 def _interval(half: float, n: int) -> str:
     """``± 0.10% (95% CI, n = 10)``; ``(n = 1: no interval)``."""
     if half != half:
         return f"(n = {n}: no interval)"
-    return f"± {100 * half:.2f}% (95% CI, n = {n})"
+    return f"± {_ci_cell(half)} (95% CI, n = {n})"
 
 
 def _ci_cell(half: float) -> str:
-    """A half-width as a percentage; ``-`` with one replication (no interval)."""
-    return "-" if half != half else f"{100 * half:.2f}%"
+    """A half-width as a percentage (:func:`~ftsim.experiments.tables.half_pct`: two
+    significant digits where two decimals would read 0.00%); ``-`` with one replication."""
+    return half_pct(half)
 
 
 def _percent_pm(mean: float, half: float) -> tuple[str, str]:

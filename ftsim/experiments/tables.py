@@ -34,7 +34,7 @@ def run_table(summary) -> str:
             [
                 s["policy"],
                 "unfinished" if s["n"] == 0 else f"{100 * s['overhead_frac_mean']:.2f}%",
-                _cell(100 * s["overhead_frac_ci95_half"], "{:.2f}%"),
+                half_pct(s["overhead_frac_ci95_half"]),
                 str(s["n"]),
                 *[_cell(s[f"{c}_h_mean"], "{:.3f}") for c in CATEGORIES],
                 _cell(s["n_failures_mean"], "{:.1f}"),
@@ -104,9 +104,9 @@ def sweep_table(summary, point_columns: list[str]) -> str:
             *[cell(s) for cell in ran.values()],
             str(s["n"]),
             "unfinished" if s["n"] == 0 else _pct(s["overhead_frac_mean"]),
-            _pct(s["overhead_frac_ci95_half"]),
+            half_pct(s["overhead_frac_ci95_half"]),
             _pct(s.get("overhead_frac_diff_mean", math.nan)),
-            _pct(half_width(s, "overhead_frac_diff")),
+            half_pct(half_width(s, "overhead_frac_diff")),
         ]
         if pls:
             line.append(_cell(s.get("pls_model_mean", math.nan), "{:.4f}"))
@@ -250,6 +250,19 @@ def _align(lines: list[list[str]], text_columns: int) -> str:
 
 def _pct(value: float) -> str:
     return "-" if value != value else f"{100 * value:.2f}%"
+
+
+ROUNDING = 1e-12
+"""A half-width (of fractions) below this is rounding: the same value on every replication
+(means of overheads near 1e-2 differ by 1e-17)."""
+
+
+def half_pct(half: float) -> str:
+    """A half-width as a percentage: two decimals, or two significant digits when it would
+    round to 0.00% without being 0 or rounding (CPR's 0.0024% read as no spread at all)."""
+    if half != half or not ROUNDING < half < 0.00005:
+        return _pct(half)
+    return f"{100 * half:.2g}%" if 100 * half >= 1e-4 else f"{100 * half:.1e}%"
 
 
 def _cell(value: float, form: str) -> str:
