@@ -263,18 +263,26 @@ def test_gzip_output_and_default_name(smoke_run, capsys):
     assert "ui.perfetto.dev" in capsys.readouterr().out
 
 
+def _edited_copy(run: Path, into: Path, column: str, edit) -> tuple[Path, float]:
+    """A copy of ``run`` (scenario, manifest, runs.csv) whose first row's ``column`` is
+    ``edit(value)``; the copy and the value it had."""
+    copy = into / "copy"
+    copy.mkdir()
+    for name in ("scenario.yaml", "manifest.json"):
+        (copy / name).write_bytes((run / name).read_bytes())
+    text = (run / "runs.csv").read_text().splitlines()
+    first = text[1].split(",")
+    at = text[0].split(",").index(column)
+    was = float(first[at])
+    first[at] = repr(edit(was))
+    (copy / "runs.csv").write_text("\n".join([text[0], ",".join(first), *text[2:]]) + "\n")
+    return copy, was
+
+
 def test_a_folder_that_differs_from_this_version_is_traced_with_a_warning(
     smoke_run, tmp_path, capsys
 ):
-    copy = tmp_path / "copy"
-    copy.mkdir()
-    for name in ("scenario.yaml", "manifest.json"):
-        (copy / name).write_bytes((smoke_run / name).read_bytes())
-    text = (smoke_run / "runs.csv").read_text().splitlines()
-    header = text[0].split(",")
-    first = text[1].split(",")
-    first[header.index("wall_h")] = "99.0"
-    (copy / "runs.csv").write_text("\n".join([text[0], ",".join(first), *text[2:]]) + "\n")
+    copy, _ = _edited_copy(smoke_run, tmp_path, "wall_h", lambda _: 99.0)
     assert main(["trace", str(copy), "--policy", "full", "-o", str(tmp_path / "t.json")]) == 0
     assert "warning: full replication 0 simulated again differs from runs.csv" in (
         capsys.readouterr().err
@@ -284,16 +292,7 @@ def test_a_folder_that_differs_from_this_version_is_traced_with_a_warning(
 def test_a_category_that_differs_from_runs_csv_is_said_too(smoke_run, tmp_path, capsys):
     """The trace draws the job's phases by category, but only wall_h and the failures were
     compared: lost_h edited by +0.5 h went unsaid (a new user's study)."""
-    copy = tmp_path / "copy"
-    copy.mkdir()
-    for name in ("scenario.yaml", "manifest.json"):
-        (copy / name).write_bytes((smoke_run / name).read_bytes())
-    text = (smoke_run / "runs.csv").read_text().splitlines()
-    header = text[0].split(",")
-    first = text[1].split(",")
-    was = float(first[header.index("lost_h")])
-    first[header.index("lost_h")] = repr(was + 0.5)
-    (copy / "runs.csv").write_text("\n".join([text[0], ",".join(first), *text[2:]]) + "\n")
+    copy, was = _edited_copy(smoke_run, tmp_path, "lost_h", lambda v: v + 0.5)
     assert main(["trace", str(copy), "--policy", "full", "-o", str(tmp_path / "t.json")]) == 0
     err = capsys.readouterr().err
     assert f"differs from runs.csv (lost_h {was:.6g} vs {was + 0.5:.6g})" in err
