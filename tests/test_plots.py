@@ -1022,3 +1022,20 @@ def test_a_matplotlib_warning_while_saving_is_one_of_the_figures_problems(tmp_pa
         "Try making figure larger or Axes decorations smaller."
     ]
     assert capsys.readouterr().err == ""
+
+
+def test_failure_marks_are_in_no_phase_or_policy_colour(prod50h_run, figures):
+    """They were vermilion, ECRM's colour, close to the redo phases they then hid."""
+    from matplotlib.colors import to_hex
+
+    from ftsim.plots.style import CATEGORY_COLORS
+    from ftsim.plots.timeline import FAILURE_COLOR
+
+    plot_run(prod50h_run, formats="png")
+    ax = figures["timeline"][0].axes[0]
+    marks = {to_hex(c) for coll in ax.collections if hasattr(coll, "get_segments")
+             for c in coll.get_colors()}  # fmt: skip
+    assert to_hex(FAILURE_COLOR) in marks
+    taken = {to_hex(c) for c in CATEGORY_COLORS.values()}
+    taken |= {to_hex(info.color) for info in BY_KIND.values() if info.kind != "full"}
+    assert to_hex(FAILURE_COLOR) not in taken

@@ -16,7 +16,7 @@ from matplotlib.patches import Patch
 from ftsim.notices import short_duration
 from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
-from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, OKABE_ITO, Output
+from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, Output
 
 NAME = "timeline"
 LANE = 0.7
@@ -33,6 +33,11 @@ phases: lost time is spent again as ``redo``, and ``other`` slows compute phases
 LEGEND_COLUMNS = 6
 """Most legend entries in a row (more, or a row wider than the figure, wrap onto rows of
 equal length)."""
+
+
+FAILURE_COLOR = "0.1"
+"""Failure marks: near-black, the colour of no phase and no policy but full's label (in
+vermilion, ECRM's colour, 30 failures hid full's redo spans, which are orange-red)."""
 
 
 def plot(data: RunData, out: Output, point: int | None = None):
@@ -58,11 +63,11 @@ def plot(data: RunData, out: Output, point: int | None = None):
             else:
                 ax.broken_barh(spans, (lane - LANE / 2 + LANE / 5, LANE * 4 / 5), color=color)
         failures = mine.loc[mine["kind"] == "failure", "start_h"]
-        ax.vlines(failures, lane - 0.5, lane + 0.5, color=OKABE_ITO["vermillion"], linewidth=0.9)
+        ax.vlines(failures, lane - 0.5, lane + 0.5, color=FAILURE_COLOR, linewidth=0.6)
         ax.plot(
             failures,
             [lane + 0.5] * len(failures),
-            color=OKABE_ITO["vermillion"],
+            color=FAILURE_COLOR,
             marker="x",
             linestyle="none",
             markersize=4,
@@ -78,7 +83,7 @@ def plot(data: RunData, out: Output, point: int | None = None):
     labels = {k: PHASES[k][0] for k in kinds} | _slowed(data, point, int(t["rep"].iloc[0]))
     handles = [Patch(color=PHASES[k][1], label=labels[k]) for k in kinds]
     handles.append(
-        plt.Line2D([], [], color=OKABE_ITO["vermillion"], marker="x", markersize=4, label="failure")
+        plt.Line2D([], [], color=FAILURE_COLOR, marker="x", markersize=4, label="failure")
     )
     where = data.describe_point(point)
     rep = int(t["rep"].iloc[0])
