@@ -7,10 +7,12 @@ simulator, timing only:
 
 1. a coarse grid (the cartesian product of every knob's coarse values);
 2. when no setting of the grid meets the limits, steps toward them (at most
-   :data:`APPROACH_STEPS`): from the setting nearest to the limits, a coarse step beyond
-   the grid for each knob at its edge (a shorter interval, a larger ECRM ``k``) and the
-   midpoints to its neighbours, until a setting meets them: the grid's bounds are not the
-   knobs' (a memory limit of 10% needs ECRM's k = 10, beyond the grid's 2, 4, 8);
+   :data:`APPROACH_STEPS`): around the setting nearest to the limits, every combination of
+   the knobs' next values (a coarse step beyond the grid for a knob at its edge, such as a
+   shorter interval or a larger ECRM ``k``, and the midpoints to its neighbours), until a
+   setting meets them: the grid's bounds are not the knobs' (a memory limit of 10% needs
+   ECRM's k = 10, beyond the grid's 2, 4, 8), and two limits may need two knobs moved at
+   once;
 3. refinement around the cheapest setting that meets the limits: for each numeric knob in
    turn, the midpoints (geometric for durations) between its value and its nearest tried
    neighbours, the other knobs fixed; ``rounds`` times;
@@ -523,7 +525,7 @@ def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, roun
     evaluate(list(itertools.product(*(k.values for k in found))), "coarse")
     for step in range(APPROACH_STEPS):
         nearest = None if _best(tried) is not None else _nearest(tried, limits)
-        settings = [] if nearest is None else _neighbours(nearest, found, tried)
+        settings = [] if nearest is None else _around(nearest, found, tried)
         if not [values for values in settings if values not in tried]:
             break
         evaluate(settings, f"toward the limits {step + 1}")
@@ -656,6 +658,18 @@ def _neighbours(best: tuple, found: list[Knob], tried: dict) -> list[tuple]:
         for value in values:
             out.append(best[:i] + (round(value) if knob.integer else value,) + best[i + 1 :])
     return out
+
+
+def _around(best: tuple, found: list[Knob], tried: dict) -> list[tuple]:
+    """Every combination of each knob's value in ``best`` and its :func:`_neighbours`' values
+    for that knob: two limits may pull a setting two ways at once (ECRM under a PLS and a
+    memory limit needs a shorter interval *and* a larger k), which one knob at a time never
+    reaches."""
+    options = [{value} for value in best]
+    for setting in _neighbours(best, found, tried):
+        for i, value in enumerate(setting):
+            options[i].add(value)
+    return [s for s in itertools.product(*(sorted(o) for o in options)) if s != best]
 
 
 def _middle(a: float, b: float, how: str) -> float:
