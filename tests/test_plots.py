@@ -158,6 +158,7 @@ def test_breakdown_is_on_a_log_axis_when_bars_span_more_than_10x(prod50h_run, fi
     bars = pd.read_csv(prod50h_run / "plots" / "breakdown.csv").set_index("policy")
     assert bars.loc["cpr", "pls_from"] == "pls_model" and bars.loc["cpr", "pls_n"] == 2
     assert pd.isna(bars.loc["full", "pls_from"])  # no PLS column: it loses nothing
+    assert bars["setting"].isna().all()  # one panel: every interval is said by none
     assert figures["breakdown"][1] == "log"
     assert OTHER.replace(": ", ":\n", 1) in figures["breakdown_legend"]
     plot_run(prod50h_run, breakdown_scale="linear")
@@ -992,6 +993,13 @@ def test_four_failure_rates_of_trained_runs_make_readable_panels(tmp_path, figur
     bars = pd.read_csv(out / "plots" / "breakdown.csv")  # its PLS is over the trained reps
     assert set(bars["pls_from"]) == {"pls_measured"} and set(bars["pls_n"]) == {3}
     assert set(bars["n"]) == {3}  # the bars' replications (as many here)
+    cpr = bars[bars["policy"] == "cpr"].set_index("panel")["setting"]  # planned per rate
+    assert cpr.to_dict() == {
+        2: "every 22.5 h",
+        5: "every 9 h",
+        10: "every 4.5 h",
+        20: "every 2.25 h",
+    }
     fig = figures["accuracy_vs_pls"][0]
     assert len(fig.axes) == 4 and {ax.get_subplotspec().colspan.start for ax in fig.axes} == {0, 1}
     assert all(ax.get_position().width > 0.3 for ax in fig.axes)  # of the figure's width
