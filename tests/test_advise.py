@@ -500,3 +500,12 @@ def test_two_limits_that_pull_two_knobs_are_met_together():
     [ecrm] = advice.policies
     assert ecrm.pick is not None
     assert ecrm.pick["pls_model_mean"] <= 0.01 and ecrm.pick["memory_frac"] <= 0.1
+
+
+def test_a_fall_back_is_not_said_to_be_a_fraction_without_effect():
+    """Under --max-pls 0 CPR-MFU falls back to full recovery: no partial save is made, but
+    because it fell back, which its 'ran' cell says; the pick said its fraction had no
+    effect as if the partial interval were the reason."""
+    advice = search.advise(PROD50H, policies=["cpr_mfu"], max_pls=0, reps=2, rounds=0)
+    pick = advice.picks.iloc[0]
+    assert pick["ran"].startswith("full @") and "no partial save" not in pick["setting"]

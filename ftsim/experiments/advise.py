@@ -163,7 +163,8 @@ class PolicyAdvice:
         """A candidate's setting for people: ``interval 2 h, fraction 0.05``; ``as set (no
         knob to search)`` for a policy without one."""
         shown = ", ".join(k.show(_value(row[k.column])) for k in self.knobs)
-        if "fraction" in row and row.get("n_partial_saves") == 0:
+        partial = row.get("cpr_decision") == "partial"  # a fall-back: the reason is its own
+        if "fraction" in row and row.get("n_partial_saves") == 0 and partial:
             shown += " (no partial save: fraction has no effect)"
         return shown or "as set (no knob to search)"
 
