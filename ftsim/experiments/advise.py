@@ -512,7 +512,8 @@ def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, roun
     limits = (advice.max_pls, advice.max_memory_overhead)
     task = functools.partial(_evaluate, data, path, found, limits)
 
-    def evaluate(settings: list[tuple], stage: str) -> None:
+    def evaluate(settings: list[tuple], stage: str) -> int:
+        """Simulate the settings not tried yet; how many they were."""
         new = [values for values in dict.fromkeys(settings) if values not in tried]
         if pool is None:
             rows = map(task, new)
@@ -522,14 +523,14 @@ def _search(data: dict, path: Path, policy, base: Scenario, advice: Advice, roun
             rows = [found[future] for future in futures]
         for values, row in zip(new, rows, strict=True):
             tried[values] = row | {"stage": stage}
+        return len(new)
 
     evaluate(list(itertools.product(*(k.values for k in found))), "coarse")
     for step in range(APPROACH_STEPS):
         nearest = None if _best(tried) is not None else _nearest(tried, limits)
-        settings = [] if nearest is None else _around(nearest, found, tried)
-        if not [values for values in settings if values not in tried]:
+        stage = f"toward the limits {step + 1}"
+        if nearest is None or not evaluate(_around(nearest, found, tried), stage):
             break
-        evaluate(settings, f"toward the limits {step + 1}")
     for round_ in range(rounds):
         best = _best(tried)
         if best is None:
@@ -597,9 +598,14 @@ def _problem(exc: Exception) -> str:
     return str(exc).splitlines()[0]
 
 
+def _finished(row: dict) -> bool:
+    """Whether a candidate ran and finished every replication."""
+    return row["valid"] and not row["n_unfinished"] and row["n"] > 0
+
+
 def _meets(row: dict, max_pls: float | None, max_memory: float | None) -> bool:
     """Whether a candidate finished every replication within the limits."""
-    if not row["valid"] or row["n_unfinished"] or row["n"] == 0:
+    if not _finished(row):
         return False
     if max_pls is not None and not row["pls_model_mean"] <= max_pls:
         return False
@@ -634,7 +640,7 @@ def _nearest(tried: dict[tuple, dict], limits: tuple) -> tuple | None:
         ]
         return max(ratios, default=0.0), row["overhead_mean"]
 
-    done = [v for v, row in tried.items() if row["valid"] and not row["n_unfinished"] and row["n"]]
+    done = [v for v, row in tried.items() if _finished(row)]
     return min(done, key=lambda v: excess(tried[v]), default=None)
 
 

@@ -50,8 +50,10 @@ def table(data: RunData, point: int | None, max_pls: float | None = None) -> pd.
                 "panel": panel.title,
                 "policy": policy,
                 "point": int(best["point"]),
-                "setting": _setting(data, best, here[here["policy"] == policy]),
             }
+            row["setting"], row[INTERVAL_SAID] = _setting(
+                data, best, here[here["policy"] == policy]
+            )
             row["pls"], row["pls_from"], row["pls_n"] = _pls(best)
             row["interval_h"] = best.get("interval_h_mean", float("nan"))
             row.update({f"{c}_pct": 100 * best[f"{c}_h_mean"] / ideal for c in CATEGORIES})
@@ -72,21 +74,25 @@ def table(data: RunData, point: int | None, max_pls: float | None = None) -> pd.
     return _intervals_said(pd.DataFrame(rows))
 
 
+INTERVAL_SAID = "_interval_said"
+"""A row's column while the table is built: whether its setting names the interval that ran
+(a fall-back's, or a swept interval's)."""
+
+
 def _intervals_said(t: pd.DataFrame) -> pd.DataFrame:
     """``t`` with the interval each bar ran added to its setting where a policy ran different
     intervals across the panels (CPR planned on each panel's failure rate: 22.5 h to 2.25 h
-    over failure counts), which no knob says; a fall-back's setting says its own, and a
-    swept interval is its setting already."""
+    over failure counts) and its setting does not name it."""
     for _, mine in t.groupby("policy", sort=False):
-        ran = mine["interval_h"].dropna().round(9)
-        if ran.nunique() < 2:
+        if mine["interval_h"].dropna().round(9).nunique() < 2:
             continue
-        for i in mine.index:
-            interval, setting = t.at[i, "interval_h"], t.at[i, "setting"]
-            if interval == interval and "every" not in setting and "interval=" not in setting:
-                said = f"every {short_duration(3600 * interval)}"
-                t.at[i, "setting"] = f"{setting}, {said}" if setting else said
-    return t
+        for i in mine.index[~mine[INTERVAL_SAID] & mine["interval_h"].notna()]:
+            said, setting = (
+                f"every {short_duration(3600 * t.at[i, 'interval_h'])}",
+                t.at[i, "setting"],
+            )
+            t.at[i, "setting"] = f"{setting}, {said}" if setting else said
+    return t.drop(columns=INTERVAL_SAID)
 
 
 def _layout(data: RunData, point: int | None) -> facets.Layout:
@@ -133,14 +139,15 @@ def _pls(row: pd.Series) -> tuple[float, str, int]:
     return float("nan"), "", 0
 
 
-def _setting(data: RunData, best: pd.Series, mine: pd.DataFrame) -> str:
+def _setting(data: RunData, best: pd.Series, mine: pd.DataFrame) -> tuple[str, bool]:
     """The values at ``best``'s point of the policy knobs that change this policy (``mine``:
     its summary rows in the panel), ``key=value, …``: what its best point chose. A knob of
     another policy (``policies.0.interval`` for policy 1) leaves its rows identical, but
     for the paired differences against the reference policy (``…_diff_…``), which follow
     the reference's knobs and are not what this policy ran. When
     CPR fell back to full recovery, the interval asked for did not run: the label says
-    what did instead."""
+    what did instead. Returns the label and whether it names the interval that ran (a
+    fall-back's, or a swept ``interval``'s)."""
     point, policy = int(best["point"]), best["policy"]
     ran_instead = _fell_back(data, best)
     knobs = [d for d in data.dimensions if d.policy_knob]
@@ -161,8 +168,10 @@ def _setting(data: RunData, best: pd.Series, mine: pd.DataFrame) -> str:
         if (signature.groupby(others).nunique() > 1).any():
             values = dict(zip(d.keys, data.value_of(point, d), strict=True))
             mine_keys = [k for k in d.keys if _applies(data, k, policy)] or list(d.keys)
-            chosen += [f"{k.rsplit('.', 1)[-1]}={values[k]}" for k in mine_keys]
-    return "\n".join(filter(None, [", ".join(dict.fromkeys(chosen)), ran_instead]))
+            chosen += [(k.rsplit(".", 1)[-1], values[k]) for k in mine_keys]
+    label = ", ".join(dict.fromkeys(f"{field}={value}" for field, value in chosen))
+    said = bool(ran_instead) or any(field == "interval" for field, _ in chosen)
+    return "\n".join(filter(None, [label, ran_instead])), said
 
 
 def _applies(data: RunData, key: str, policy: str) -> bool:

@@ -415,9 +415,12 @@ class CprPlan(Plan):
         PS on average: ⌊m⌋ or ⌊m⌋ + 1 of them, mixed to that mean (as when a failure of any
         node takes one embedding PS with probability m < 1). Rounding m made it 0 there."""
         layout, low = self.layout, math.floor(shards)
-        high = shards - low
-        cost = (1 - high) * layout.read_s([layout.shard_bytes] * low) if low else 0.0
-        return cost + high * layout.read_s([layout.shard_bytes] * (low + 1)) if high else cost
+        more = shards - low  # the share of failures that take one shard more
+
+        def read_s(n: int) -> float:
+            return layout.read_s([layout.shard_bytes] * n) if n else 0.0
+
+        return (1 - more) * read_s(low) + more * read_s(low + 1) if more else read_s(low)
 
     def _choose_interval(self) -> float:
         target = self._target_pls()
