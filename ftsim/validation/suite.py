@@ -618,25 +618,28 @@ CALIBRATED = {
 (chosen value, factors of it scanned, the overrides at a factor)."""
 
 
+def _mean_overhead(ctx: Context, label: str, *overrides: str) -> float:
+    """``label``'s mean overhead on prod50h with ``overrides``, timing only, over the
+    scenario's replications (20 in quick mode); computed once per context."""
+    from ftsim.experiments.runner import simulate_reps
+
+    reps = ctx.reps(50, 20)
+
+    def compute():
+        scenario = _load("prod50h", "trainer.enabled=false", *overrides)
+        index = scenario.policy_labels.index(label)
+        [rows], _ = simulate_reps(scenario, [index], range(reps))
+        return float(np.mean([r["overhead_frac"] for r in rows]))
+
+    return ctx.cached(f"prod50h:{label}:{reps}:{overrides}", compute)
+
+
 def _window_holds(ctx: Context, label: str, window: tuple[float, float], name: str) -> str:
     """The factors of calibrated parameter ``name`` around 1 over which ``label``'s mean
     overhead on prod50h (timing only) stays in ``window``, on the scanned grid."""
-    from ftsim.experiments.runner import simulate_reps
-
     chosen, factors, overrides = CALIBRATED[name]
-    reps = ctx.reps(50, 20)
-
-    def mean_at(factor: float) -> float:
-        def compute():
-            scenario = _load("prod50h", "trainer.enabled=false", *overrides(factor))
-            index = scenario.policy_labels.index(label)
-            [rows], _ = simulate_reps(scenario, [index], range(reps))
-            return float(np.mean([r["overhead_frac"] for r in rows]))
-
-        return ctx.cached(f"calibration:{name}:{label}:{factor}", compute)
-
     low, high = window
-    inside = [low <= mean_at(f) <= high for f in factors]
+    inside = [low <= _mean_overhead(ctx, label, *overrides(f)) <= high for f in factors]
     start = factors.index(1.0)
     if not inside[start]:
         return f"{name} ({chosen}): not even at the chosen value"
@@ -658,21 +661,8 @@ def _seed_spread(ctx: Context, label: str, window: tuple[float, float]) -> str:
     """The range of ``label``'s mean overhead on prod50h (timing only, the scenario's
     replications) over :data:`SEEDS`, and how many of those means lie in ``window``: a
     window narrower than the seed-to-seed spread of the mean is hit by some seeds only."""
-    from ftsim.experiments.runner import simulate_reps
-
     seeds = SEEDS if not ctx.quick else SEEDS[:5]
-    reps = ctx.reps(50, 20)
-
-    def mean_at(seed: int) -> float:
-        def compute():
-            scenario = _load("prod50h", "trainer.enabled=false", f"run.seed={seed}")
-            index = scenario.policy_labels.index(label)
-            [rows], _ = simulate_reps(scenario, [index], range(reps))
-            return float(np.mean([r["overhead_frac"] for r in rows]))
-
-        return ctx.cached(f"seeds:{label}:{seed}:{reps}", compute)
-
-    means = [mean_at(seed) for seed in seeds]
+    means = [_mean_overhead(ctx, label, f"run.seed={seed}") for seed in seeds]
     inside = sum(window[0] <= m <= window[1] for m in means)
     return (
         f"over seeds {seeds[0]}–{seeds[-1]}: means {_pct(min(means))}–{_pct(max(means))}, "
