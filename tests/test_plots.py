@@ -1047,3 +1047,19 @@ def test_failure_marks_are_in_no_phase_or_policy_colour(prod50h_run, figures):
     taken = {to_hex(c) for c in CATEGORY_COLORS.values()}
     taken |= {to_hex(info.color) for info in BY_KIND.values() if info.kind != "full"}
     assert to_hex(FAILURE_COLOR) not in taken
+
+
+def test_a_figure_skipped_now_leaves_no_file_of_an_earlier_plot(prod50h_run):
+    """A sweep rerun with --force over another kept the earlier study's interval figure in
+    plots/, beside the new figures, though this plot skips it: it is removed and said."""
+    plots = prod50h_run / "plots"
+    plots.mkdir(exist_ok=True)
+    for kind in ("png", "csv"):
+        (plots / f"overhead_vs_interval.{kind}").write_text("another study's")
+    outcomes = dict(plot_run(prod50h_run, formats="png"))
+    assert outcomes["overhead_vs_interval"].startswith("skipped: needs a sweep over the")
+    assert outcomes["overhead_vs_interval"].endswith(
+        "its files of an earlier plot removed (.png .csv)"
+    )
+    assert not list(plots.glob("overhead_vs_interval.*"))
+    assert (plots / "breakdown.png").is_file()

@@ -39,7 +39,7 @@ from ftsim.experiments.folders import (  # noqa: E402
     check_results,
 )
 from ftsim.experiments.lock import locked_folder, settle, writer  # noqa: E402
-from ftsim.experiments.output import StagedFolder  # noqa: E402
+from ftsim.experiments.output import StagedFolder, writing  # noqa: E402
 from ftsim.options import named  # noqa: E402
 from ftsim.plots import (  # noqa: E402
     breakdown,
@@ -116,24 +116,43 @@ def plot_run(
     }
     outcomes = []
     # one writer at a time; the figures replace the earlier ones all together, or not at all
-    with locked_folder(target), StagedFolder(target) as staging, plt.style.context(STYLE):
-        output = Output(target, formats, staging=staging)
-        for module in FIGURES:
-            try:
-                paths = module.plot(data, output, point, **options.get(module.NAME, {}))
-            except Skip as why:
-                outcomes.append((module.NAME, f"skipped: {why}"))
-                continue
-            stems = dict.fromkeys(str(p.with_suffix("")) for p in paths)
-            kinds = " ".join(f".{p.suffix[1:]}" for p in paths)
-            notes = "".join(f"; {why}" for why in data.omitted.get(module.NAME, []))
-            for problem in output.problems.get(module.NAME, []):
-                print(f"ftsim: warning: {module.NAME}: {problem}", file=sys.stderr)
-            outcomes.append((module.NAME, ", ".join(stems) + f" ({kinds})" + notes))
+    with locked_folder(target):
+        with StagedFolder(target) as staging, plt.style.context(STYLE):
+            output = Output(target, formats, staging=staging)
+            for module in FIGURES:
+                try:
+                    paths = module.plot(data, output, point, **options.get(module.NAME, {}))
+                except Skip as why:
+                    outcomes.append((module.NAME, f"skipped: {why}"))
+                    continue
+                stems = dict.fromkeys(str(p.with_suffix("")) for p in paths)
+                kinds = " ".join(f".{p.suffix[1:]}" for p in paths)
+                notes = "".join(f"; {why}" for why in data.omitted.get(module.NAME, []))
+                for problem in output.problems.get(module.NAME, []):
+                    print(f"ftsim: warning: {module.NAME}: {problem}", file=sys.stderr)
+                outcomes.append((module.NAME, ", ".join(stems) + f" ({kinds})" + notes))
+        outcomes = [(name, _without_stale(target, name, said)) for name, said in outcomes]
     if not quiet:
         for name, outcome in outcomes:
             print(f"{name}: {outcome}")
     return outcomes
+
+
+def _without_stale(folder: Path, name: str, outcome: str) -> str:
+    """``outcome``, and for a figure skipped now, its files from an earlier plot removed
+    from ``folder`` and said: they were drawn from other results (a sweep rerun with
+    ``--force`` over another kept its interval figure beside the new ones)."""
+    if not outcome.startswith("skipped: "):
+        return outcome
+    stale = [folder / f"{name}.{kind}" for kind in (*FORMATS, "csv")]
+    stale = [path for path in stale if path.is_file()]
+    with writing(folder):
+        for path in stale:
+            path.unlink()
+    if not stale:
+        return outcome
+    kinds = " ".join(path.suffix for path in stale)
+    return f"{outcome}; its files of an earlier plot removed ({kinds})"
 
 
 def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
