@@ -116,7 +116,7 @@ def plot(data: RunData, out: Output, point: int | None = None):
     if lines:
         _room_above(next(iter(axes.values())), lines)
     facets.axis_labels(
-        fig, "PLS measured (portion of lost samples)", "log-loss increase vs failure-free (nats)"
+        fig, "PLS measured (portion of lost samples)", "Δ log loss vs failure-free (nats)"
     )
     n = "/".join(map(str, sorted(counts)))
     title = f"{data.scenario_name}: n = {n} trained reps per policy"

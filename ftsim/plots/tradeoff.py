@@ -38,7 +38,7 @@ def frontier(
 def plot(data: RunData, out: Output, point: int | None = None):
     if not data.has("logloss_delta"):
         raise Skip("no logloss_delta column (the runs were timing only, without the trainer)")
-    return draw(data, out, "logloss_delta", "log-loss increase vs failure-free (nats)", NAME, True)
+    return draw(data, out, "logloss_delta", "Δ log loss vs failure-free (nats)", NAME, True)
 
 
 def draw(
