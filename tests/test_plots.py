@@ -8,7 +8,7 @@ import pytest
 from ftsim.cli import main
 from ftsim.notices import short_duration
 from ftsim.plots import plot_run
-from ftsim.plots.breakdown import log_axis, segments
+from ftsim.plots.breakdown import log_axis, segments, shares
 from ftsim.plots.collisions import collisions
 from ftsim.plots.style import STYLE, PolicyStyle, policy_styles
 from ftsim.plots.tradeoff import frontier
@@ -165,18 +165,41 @@ def test_breakdown_is_on_a_log_axis_when_bars_span_more_than_10x(prod50h_run, fi
     assert figures["breakdown"][1] == "linear"
 
 
-def test_breakdown_scale_and_segments():
+def test_breakdown_scale_segments_and_shares():
     t = pd.DataFrame({f"{c}_pct": [0.25, 4.0] for c in CATEGORIES} | {"overhead_pct": [1.5, 24.0]})
     assert log_axis(t, "auto") and log_axis(t, "log") and not log_axis(t, "linear")
     assert not log_axis(t.assign(overhead_pct=[3.0, 24.0]), "auto")
-    for log, floor in ((False, 0.0), (True, 0.1)):
-        parts = segments(t, log, floor)
-        first, last = parts[CATEGORIES[0]], parts[CATEGORIES[-1]]
-        assert np.allclose(first[0], floor)
-        assert np.allclose(last[0] + last[1], t["overhead_pct"])  # bar tops are the totals
-    # on a log axis each category gets its share of the bar's log height (here 1/6 each)
-    log_heights = [np.log(b + h) - np.log(b) for b, h in segments(t, True, 0.1).values()]
-    assert np.allclose(log_heights, log_heights[0])
+    parts = t[[f"{c}_pct" for c in CATEGORIES]].to_numpy()
+    drawn = segments(parts)
+    first, last = drawn[CATEGORIES[0]], drawn[CATEGORIES[-1]]
+    assert np.allclose(first[0], 0)
+    assert np.allclose(last[0] + last[1], t["overhead_pct"])  # bar ends are the totals
+    split = shares(t.assign(save_pct=[0.0, 20.0]))
+    assert np.allclose(split.sum(axis=1), 100)
+    assert split[1, CATEGORIES.index("save")] == pytest.approx(100 * 20 / 40)
+    assert not shares(t.assign(**{f"{c}_pct": 0.0 for c in CATEGORIES})).any()  # no NaN
+
+
+def test_a_log_breakdown_draws_totals_as_points_and_parts_as_shares(prod50h_run, figures):
+    """On a log figure a stack would put its segments' ends off their values: each panel is
+    a log axis of points at the totals beside a linear axis of the parts' shares, whose
+    bars all end at 100%."""
+    plot_run(prod50h_run)
+    fig = figures["breakdown"][0]
+    totals, stacks = fig.axes
+    assert totals.get_xscale() == "log" and stacks.get_xscale() == "linear"
+    assert not totals.patches and stacks.get_xlim() == (0, 100)
+    bars = pd.read_csv(prod50h_run / "plots" / "breakdown.csv")
+    points = [drawn.lines[0].get_xdata()[0] for drawn in totals.containers]  # errorbar's
+    assert points == pytest.approx(bars["overhead_pct"].tolist(), rel=1e-5)  # CSV: 6 digits
+    ends = {}
+    for bar in stacks.patches:
+        y = round(bar.get_y() + bar.get_height() / 2)
+        ends[y] = max(ends.get(y, 0), bar.get_x() + bar.get_width())
+    assert ends == pytest.approx(dict.fromkeys(range(len(bars)), 100.0))
+    assert [t.get_text() for t in totals.get_xticklabels() if t.get_text()]  # labelled
+    plot_run(prod50h_run, breakdown_scale="linear")
+    assert len(figures["breakdown"][0].axes) == 1
 
 
 def test_timeline_draws_redone_work_and_ends_inside_the_axes(prod50h_run, figures):
@@ -633,6 +656,25 @@ def test_log_ticks_at_1_2_5_only_where_their_labels_have_room():
         plt.close(fig)
     assert labels[1.0] == ["0.1", "1", "10"]
     assert labels[4.0] == ["0.1", "0.2", "0.5", "1", "2", "5", "10", "20"]
+
+
+def test_log_ticks_on_an_axis_too_short_for_matplotlibs_own():
+    """Along 0.5 in, matplotlib's locator at 1, 2 and 5 returns no tick at all (a breakdown
+    panel's log axis had none): at least two decades are labelled."""
+    import matplotlib.pyplot as plt
+
+    from ftsim.plots.facets import plain_log_ticks
+
+    fig, ax = plt.subplots(figsize=(1.5, 2), layout="constrained")
+    ax.set_position([0.3, 0.3, 0.5 / 1.5, 0.5])
+    fig.set_layout_engine("none")
+    ax.set_xscale("log")
+    ax.set_xlim(0.1, 20)
+    plain_log_ticks(ax.xaxis)
+    fig.canvas.draw()
+    shown = [f"{v:g}" for v in ax.get_xticks() if 0.1 <= v <= 20]
+    plt.close(fig)
+    assert len(shown) >= 2 and set(shown) <= {"0.1", "1", "10"}
 
 
 def test_a_breakdown_of_one_replication_claims_no_ci(tmp_path, figures):

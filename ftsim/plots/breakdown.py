@@ -4,12 +4,14 @@ A composed policy's bar is followed by one narrower bar per part (``↳ part``),
 the part's own columns (``<part>/<category>_h``): the parts' bars add up to the policy's,
 less its rescheduling, which belongs to the whole job.
 
-Overheads of the policies differ by orders of magnitude (0.5% next to 8%), so the axis is
-logarithmic when the policies' totals span more than 10× (or when asked), from the decade of
-the least; a part's bar ending below it is its number at the axis' start. On a log axis a
-stack's segments cannot be read as differences of cumulative sums, so each bar is split in
-proportion to its categories in log space: the top of the bar is the total, and each
-segment's share of the bar's height is its share of the overhead.
+Overheads of the policies differ by orders of magnitude (0.5% next to 8%): on a linear axis
+the small bars are slivers whose parts cannot be seen. When the policies' totals span more
+than 10× (or when asked), each panel is drawn on two axes side by side instead: the totals
+with their 95% intervals as points on a log axis (from the decade of the least; a part's
+total below it is written at the axis' start), and each bar's parts as shares of its total
+on a linear axis from 0 to 100%. A stack on a log axis misleads whichever way it is split:
+its segments' ends do not sit at the cumulative values, and its length depends on where
+the axis starts.
 """
 
 from __future__ import annotations
@@ -202,21 +204,22 @@ def log_axis(t: pd.DataFrame, scale: str) -> bool:
     return facets.log_scale(t["overhead_pct"], scale)
 
 
-def segments(t: pd.DataFrame, log: bool, floor: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per category, the (bottom, height) of its segment in every bar, in percent.
-
-    Linear: cumulative sums. Log: bar i rises from ``floor`` to its total, and the segments
-    split that log height in proportion to the categories' shares of the total.
-    """
-    parts = t[[f"{c}_pct" for c in CATEGORIES]].to_numpy()
-    if log:
-        total = parts.sum(axis=1, keepdims=True)
-        shares = np.divide(parts, total, out=np.zeros_like(parts), where=total > 0)
-        edges = floor * (np.maximum(total, floor) / floor) ** np.cumsum(shares, axis=1)
-        edges = np.hstack([np.full_like(total, floor), edges])
-    else:
-        edges = np.hstack([np.zeros((len(parts), 1)), np.cumsum(parts, axis=1)])
+def segments(parts: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per category, the (left, width) of its segment in every bar: cumulative sums of
+    ``parts`` (a row per bar, a column per category of :data:`CATEGORIES`)."""
+    edges = np.hstack([np.zeros((len(parts), 1)), np.cumsum(parts, axis=1)])
     return {c: (edges[:, i], edges[:, i + 1] - edges[:, i]) for i, c in enumerate(CATEGORIES)}
+
+
+def shares(t: pd.DataFrame) -> np.ndarray:
+    """Each bar's categories in percent of its total (a row of zeros for a zero total)."""
+    parts = t[[f"{c}_pct" for c in CATEGORIES]].to_numpy()
+    total = parts.sum(axis=1, keepdims=True)
+    return np.divide(100 * parts, total, out=np.zeros_like(parts), where=total > 0)
+
+
+SPLIT = (1.0, 0.8)
+"""Relative widths of a log figure's two axes per panel: the totals, the shares."""
 
 
 def plot(data: RunData, out: Output, point: int | None = None, scale: str = "auto", max_pls=None):
@@ -232,34 +235,52 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
     top = max(t["ci95_high_pct"].fillna(t["overhead_pct"]).max(), t["overhead_pct"].max())
     settings = bool(t["setting"].str.len().gt(0).any())
     bars = t.groupby("panel", sort=False).size().max()
-    fig, axes = facets.figure(grid, max(0.8, bars * _row_in(t)) + 0.25, 0.6)
+    height = max(0.8, bars * _row_in(t)) + 0.25
+    fig, axes = facets.figure(grid, height, 0.6, split=SPLIT if log else None)
     same_rows = t.groupby("panel", sort=False)[["policy", "setting"]].apply(
         lambda g: tuple(map(tuple, g.to_numpy()))
     )
-    for panel, ax in axes.items():
+    for panel, drawn in axes.items():
+        totals, stacks = drawn if log else (drawn, drawn)
         mine = t[t["panel"] == panel.title].reset_index(drop=True)
-        _bars(data, ax, mine, log, floor)
-        _policy_ticks(data, ax, mine, settings)
+        _policy_ticks(data, totals, mine, settings)
         if same_rows.nunique() == 1 and panel.col > 0:  # the first column's names serve
-            ax.tick_params(labelleft=False)
-        ax.set_ylim(len(mine) - 0.5, -0.5)
+            totals.tick_params(labelleft=False)
+        for ax in {totals, stacks}:
+            ax.set_ylim(len(mine) - 0.5, -0.5)
+            ax.grid(axis="y", visible=False)
         if log:
-            ax.set_xscale("log")
-            ax.set_xlim(floor, top * 1.5)
-            facets.plain_log_ticks(ax.xaxis)
+            _bars(stacks, mine, shares(mine))
+            stacks.set_yticks(np.arange(len(mine)))
+            stacks.tick_params(labelleft=False)
+            stacks.set_xlim(0, 100)
+            stacks.set_xticks([0, 50, 100])
+            totals.grid(axis="y", visible=True)  # the rows the points sit on
+            totals.set_xscale("log")
+            totals.set_xlim(floor, top * 1.5)
+            facets.plain_log_ticks(totals.xaxis)
+            _below_the_axis(data, totals, mine, floor)
         else:
-            ax.set_xlim(0, top * 1.1)
-        ax.grid(axis="y", visible=False)
+            _bars(stacks, mine, mine[[f"{c}_pct" for c in CATEGORIES]].to_numpy())
+            stacks.set_xlim(0, top * 1.1)
+        _totals(data, totals, mine, parts=log)
         if grid.panels[1:]:
-            ax.set_title(panel.title)
-    xlabel = "overhead (%, log axis)" if log else "overhead (%)"
-    for ax in axes.values():
+            totals.set_title(panel.title)
+    for ax in fig.axes:
         if facets.lowest(ax, fig.axes):
-            ax.set_xlabel(xlabel)
-    handles, names = next(iter(axes.values())).get_legend_handles_labels()
+            ax.set_xlabel(_xlabel(ax, log))
+    handles, names = fig.axes[-1].get_legend_handles_labels()
     facets.legend(fig, grid.width_in, handles, names, handlelength=1.0)
     facets.title(fig, grid.width_in, _title(data, t, point, max_pls, log), grid.header())
     return out.save(fig, t, NAME)
+
+
+def _xlabel(ax, log: bool) -> str:
+    """The x label of a panel's axes; on a log figure, short (a panel's two axes may be
+    0.6 in wide each): the title says what the total and the parts are."""
+    if not log:
+        return "overhead (%)"
+    return "total (%)" if ax.get_xscale() == "log" else "parts (%)"
 
 
 BAR_IN = 0.2
@@ -272,10 +293,12 @@ def _row_in(t: pd.DataFrame) -> float:
     return max(BAR_IN, 0.125 * lines + 0.06)
 
 
-def _bars(data: RunData, ax, t: pd.DataFrame, log: bool, floor: float) -> None:
+def _bars(ax, t: pd.DataFrame, parts: np.ndarray) -> None:
+    """Stacked bars of ``parts`` (a row per bar of ``t``, a column per category); a part of
+    a composed policy narrower."""
     y = np.arange(len(t))
     heights = np.where(_is_part(t), 0.45, 0.7)
-    for c, (left, width) in segments(t, log, floor).items():
+    for c, (left, width) in segments(parts).items():
         ax.barh(
             y,
             width,
@@ -286,9 +309,6 @@ def _bars(data: RunData, ax, t: pd.DataFrame, log: bool, floor: float) -> None:
             edgecolor="white",
             linewidth=0.3,
         )
-    _error_bars(data, ax, t)
-    if log:
-        _below_the_axis(data, ax, t, floor)
 
 
 def _below_the_axis(data: RunData, ax, t: pd.DataFrame, floor: float) -> None:
@@ -306,11 +326,20 @@ def _below_the_axis(data: RunData, ax, t: pd.DataFrame, floor: float) -> None:
             )
 
 
-def _error_bars(data: RunData, ax, t: pd.DataFrame) -> None:
-    """The mean total and its 95% interval, in the policy's colour and marker (for the
-    policies' bars; a part's bar has its total only)."""
-    for i, row in t[~_is_part(t)].iterrows():
+def _totals(data: RunData, ax, t: pd.DataFrame, parts: bool) -> None:
+    """The mean total and its 95% interval, in the policy's colour and marker; with
+    ``parts`` (where no bar ends at it), a composed policy's part's total too, a smaller
+    open marker."""
+    for i, row in t.iterrows():
         style = data.styles[row["policy"]]
+        if _is_part(t)[i]:
+            if not parts:
+                continue
+            ax.plot(
+                row["overhead_pct"], i, style.marker, color=style.color, markersize=2.5,
+                markerfacecolor="none", markeredgewidth=0.6,
+            )  # fmt: skip
+            continue
         err = [
             [row["overhead_pct"] - row["ci95_low_pct"]],
             [row["ci95_high_pct"] - row["overhead_pct"]],
@@ -362,7 +391,7 @@ def _title(data: RunData, t: pd.DataFrame, point: int | None, max_pls, log: bool
         where = f"; each policy at its lowest-overhead setting{limit}"
     unfinished = int(t["n_unfinished"].sum())
     excluded = f" ({unfinished} unfinished left out)" if unfinished else ""
-    scale = "; log axis, each bar split in proportion to its parts" if log else ""
+    scale = "; points: the total (%) on a log axis; bars: its parts, in % of it" if log else ""
     ci = ", 95% CI" if t["n"].max() > 1 else ", no CI from one replication"
     return (
         f"{data.scenario_name}: overhead in % of the failure-free time, mean of n = {n} "

@@ -102,23 +102,35 @@ def _product_order(dimensions: list[Dimension]) -> list[tuple]:
     return combos
 
 
-def figure(grid: Layout, panel_height_in: float, extra_height_in: float = 0.5, **subplots):
+def figure(
+    grid: Layout,
+    panel_height_in: float,
+    extra_height_in: float = 0.5,
+    split: tuple[float, ...] | None = None,
+    **subplots,
+):
     """The figure and its axes by panel (unused cells of a wrapped row removed);
     ``extra_height_in`` is for the x axis' labels (:func:`title` and :func:`legend` add
-    their own height)."""
+    their own height). ``split``: a panel is drawn on several axes side by side, of these
+    relative widths, and maps to the tuple of them."""
+    k = len(split) if split else 1
+    if split:
+        subplots["width_ratios"] = list(split) * grid.cols
     fig, axes = plt.subplots(
         grid.rows,
-        grid.cols,
+        grid.cols * k,
         figsize=(grid.width_in, grid.rows * panel_height_in + extra_height_in),
         squeeze=False,
         **subplots,
     )
-    used = {(p.row, p.col) for p in grid.panels}
+    used = {(p.row, p.col * k + j) for p in grid.panels for j in range(k)}
     for (r, c), ax in _cells(axes):
         if (r, c) not in used:
             ax.remove()
         elif (r + 1, c) not in used:  # the lowest panel of its column shows the x ticks
             ax.xaxis.set_tick_params(labelbottom=True)
+    if split:
+        return fig, {p: tuple(axes[p.row][p.col * k + j] for j in range(k)) for p in grid.panels}
     return fig, {p: axes[p.row][p.col] for p in grid.panels}
 
 
@@ -250,22 +262,34 @@ TICK_GAP_PT = 1.5
 class PlainLogLocator(LogLocator):
     """Ticks of a log axis at 1, 2 and 5 of each decade when, as the figure is drawn (its
     panels laid out), their labels do not crowd each other (within :data:`TICK_GAP_PT`),
-    else at the decades: "0.1" and "0.2", or "1000" and "2000", overlapped along a narrow
-    panel's x axis."""
+    else at every decade, else at every other decade: "0.1" and "0.2", or "1000" and
+    "2000", overlapped along a narrow panel's x axis. At least two ticks are shown: on an
+    axis less than an inch long matplotlib's own choice at 1, 2 and 5 is none at all."""
+
+    ORDER = (((1.0, 2.0, 5.0), "auto"), ((1.0,), 20), ((1.0,), "auto"))
+    """(subs, numticks) tried in turn: 20 ticks are every decade of any axis here."""
 
     def __call__(self):
-        self.set_params(subs=(1.0, 2.0, 5.0))
-        ticks = super().__call__()
-        if self._crowded(ticks):
-            self.set_params(subs=(1.0,))
+        fewer = None  # the most ticks in view, uncrowded, where fewer than two are
+        for subs, numticks in self.ORDER:
+            self.set_params(subs=subs, numticks=numticks)
             ticks = super().__call__()
-        return ticks
+            if self._crowded(ticks):
+                continue
+            if len(self._shown(ticks)) >= 2:
+                return ticks
+            if fewer is None or len(self._shown(ticks)) > len(self._shown(fewer)):
+                fewer = ticks
+        return ticks if fewer is None else fewer
+
+    def _shown(self, ticks) -> list[float]:
+        low, high = sorted(self.axis.get_view_interval())
+        return [v for v in ticks if low <= v <= high]
 
     def _crowded(self, ticks) -> bool:
         axis = self.axis
         ax = axis.axes
-        low, high = sorted(axis.get_view_interval())
-        shown = [v for v in ticks if low <= v <= high]
+        shown = self._shown(ticks)
         if len(shown) < 2:
             return False
         vertical = axis is ax.yaxis
