@@ -23,11 +23,11 @@ from ftsim.notices import short_duration
 from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
 from ftsim.plots.style import CATEGORY_COLORS, Output
-from ftsim.sim.accounting import CATEGORIES, OTHER, PART_CATEGORIES
+from ftsim.sim.accounting import CATEGORIES, LOAD, OTHER, PART_CATEGORIES
 
 NAME = "breakdown"
-LABELS = {c: c for c in CATEGORIES} | {"other": OTHER.replace(": ", ":\n", 1)}
-"""Legend entries; ``other`` says what it is (background work), on two lines."""
+LABELS = {c: c for c in CATEGORIES} | {"load": LOAD, "other": OTHER.replace(": ", ":\n", 1)}
+"""Legend entries; ``load`` and ``other`` say what they are (``other`` on two lines)."""
 
 
 def table(data: RunData, point: int | None, max_pls: float | None = None) -> pd.DataFrame:

@@ -17,6 +17,7 @@ from ftsim.notices import short_duration
 from ftsim.plots import facets
 from ftsim.plots.data import RunData, Skip
 from ftsim.plots.style import CATEGORY_COLORS, DOUBLE_COLUMN_IN, Output
+from ftsim.sim.accounting import LOAD
 
 NAME = "timeline"
 LANE = 0.7
@@ -26,7 +27,11 @@ MARGIN = 0.015
 PHASES = {
     "compute": ("compute", CATEGORY_COLORS["compute"]),
     "redo": ("redo (lost work re-executed)", CATEGORY_COLORS["lost"]),
-    **{k: (k, c) for k, c in CATEGORY_COLORS.items() if k not in ("compute", "lost", "other")},
+    **{
+        k: (LOAD if k == "load" else k, c)
+        for k, c in CATEGORY_COLORS.items()
+        if k not in ("compute", "lost", "other")
+    },
 }
 """Timeline kinds drawn as bars: legend label and colour. ``lost`` and ``other`` are no
 phases: lost time is spent again as ``redo``, and ``other`` slows compute phases down."""

@@ -19,6 +19,11 @@ OTHER = "other (background work: parity, logs, persists, row tracking)"
 updates, SWIFT's update-log writes, CheckFreq's checkpoint persists, CPR-MFU's and
 CPR-SSU's row tracking: docs/model.md)."""
 
+LOAD = "load (state read back, logs replayed)"
+"""What ``load`` is, for legends: restoring state while training waits, which for SWIFT
+includes replaying its update log (docs/model.md, the time categories): "load" alone
+named a replay a read."""
+
 OTHER_NOTE = (
     "other_h: training slowed by background work "
     "(ECRM parity updates, SWIFT update logs, CheckFreq persists, CPR-MFU/SSU row tracking)"
