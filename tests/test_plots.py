@@ -580,6 +580,17 @@ def test_with_cluster_operations_the_daly_overlay_takes_the_waits_the_runs_measu
     assert not inside()
 
 
+def test_the_daly_models_inputs_wrap_inside_their_panel(tmp_path, capsys):
+    """Three panels of an interval sweep with cluster operations: each title's "δ = …, R =
+    … s (waits measured), M = … h" ran into the next panel's and off the figure."""
+    out = tmp_path / "sweep"
+    args = ["sweep", str(SCENARIOS / "operations.yaml"), "--no-trainer", "--policy", "full"]
+    grid = ["--grid", "policies.0.interval=1 h,4 h", "--grid", "failures.0.job_mtbf=5 h,10 h,40 h"]
+    assert main([*args, *grid, "--reps", "2", "--jobs", "1", "-q", "-o", str(out)]) == 0
+    assert main(["plot", str(out), "--format", "png"]) == 0
+    assert "overhead_vs_interval: labels overlap" not in capsys.readouterr().err
+
+
 def test_a_part_far_below_every_policy_does_not_stretch_the_log_axis(tmp_path, figures):
     """Rare failures: CPR's 0.026% is the least policy, the cold rows' part of ECRM-hot +
     CPR 0.003%: the axis starts at 0.01% (the policies' decade, not the part's 0.001%), and

@@ -183,8 +183,9 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
             model[panel] = curve.attrs["text"]
             t = pd.concat([t, curve.assign(series="daly_model", point=np.nan)], ignore_index=True)
         tables.append(t.assign(panel=panel.title))
-        if grid.panels[1:]:
-            ax.set_title("\n".join(x for x in (panel.title, model.get(panel)) if x))
+        if grid.panels[1:]:  # the model's inputs wrapped to the panel (they ran into the next)
+            said = facets.wrap(model.get(panel, ""), grid.width_in / grid.cols - 0.15)
+            ax.set_title("\n".join(x for x in (panel.title, said) if x))
         _overhead_axis(ax, drawn, log)
         _interval_axis(ax, drawn["interval_h"].min(), drawn["interval_h"].max())
     ylabel = "overhead (%, log axis)" if log else "overhead (%)"
