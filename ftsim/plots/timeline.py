@@ -63,10 +63,13 @@ def plot(data: RunData, out: Output, point: int | None = None):
             if phases.empty:
                 continue
             spans = list(zip(phases["start_h"], phases["end_h"] - phases["start_h"], strict=True))
+            # no edge line: 0.4 pt around each of 800 saves of 27 s in 245 h drew them 1.7 px
+            # wide, 2.1 px apart, and the lane as all save; a span is as wide as it lasted
             if kind == "persist":  # background: a thin stripe under the lane
-                ax.broken_barh(spans, (lane - LANE / 2, LANE / 5), color=color)
+                ax.broken_barh(spans, (lane - LANE / 2, LANE / 5), color=color, linewidth=0)
             else:
-                ax.broken_barh(spans, (lane - LANE / 2 + LANE / 5, LANE * 4 / 5), color=color)
+                lanes = (lane - LANE / 2 + LANE / 5, LANE * 4 / 5)
+                ax.broken_barh(spans, lanes, color=color, linewidth=0)
         failures = mine.loc[mine["kind"] == "failure", "start_h"]
         ax.vlines(failures, lane - 0.5, lane + 0.5, color=FAILURE_COLOR, linewidth=0.6)
         ax.plot(
