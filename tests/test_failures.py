@@ -160,6 +160,24 @@ def test_correlated_domain_failures_take_the_whole_rack():
     assert gaps.mean() == pytest.approx(3600, rel=0.06)  # two racks, 2 h each
 
 
+def test_uneven_domains_plan_the_nodes_a_failure_takes_on_average():
+    """8 nodes in domains of 3 are domains of 3, 3 and 2: a failure takes 8/3 nodes on
+    average, which planning (CPR's m) must use; it used 3 for every domain. Per role, the
+    planned victims are the drawn failures' mean."""
+    s = scenario(
+        "smoke",
+        "failures.0={kind: correlated, role: any, domain_size: 3, domain_mtbf: 2 h}",
+    )
+    source = s.failures[0]
+    assert source.victims(s, "any") == pytest.approx(8 / 3, rel=1e-12)
+    failures = _draw(s, limit=20_000)
+    trainers = s.cluster.trainers
+    for role, mine in (("trainer", lambda n: n < trainers), ("emb_ps", lambda n: n >= trainers)):
+        drawn = np.array([sum(map(mine, f.nodes)) for f in failures])
+        se = drawn.std(ddof=1) / math.sqrt(len(drawn))
+        assert abs(drawn.mean() - source.victims(s, role)) < 4 * se
+
+
 def test_trace_replay(tmp_path):
     (tmp_path / "trace.csv").write_text("time_h,node\n0.5,trainer1\n1.5,emb_ps2\n")
     data = read_yaml(SCENARIOS / "smoke.yaml")

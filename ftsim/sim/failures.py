@@ -250,7 +250,10 @@ class WeibullFailures(_LifetimeSource):
 
 
 class CorrelatedFailures(_Source):
-    """Failure domains: ``domain_size`` consecutive nodes of ``role`` share a fate."""
+    """Failure domains: ``domain_size`` consecutive nodes of ``role`` share a fate. The last
+    domain is shorter when the role's nodes are not a multiple of ``domain_size``; it fails
+    as often as the others, and planning takes the mean nodes a failure takes over the
+    domains."""
 
     kind: Literal["correlated"]
     role: Role = Field("any", description="nodes grouped into domains: trainer, emb_ps or any")
@@ -290,13 +293,26 @@ class CorrelatedFailures(_Source):
     def rate_per_s(self, scenario):
         return math.ceil(len(self._pool(scenario)) / self.domain_size) / self.domain_mtbf
 
+    def _domains(self, scenario) -> list[range]:
+        """The domains: consecutive runs of ``domain_size`` nodes, the last one shorter
+        when the role's nodes are not a multiple of it."""
+        nodes = self._pool(scenario)
+        return [nodes[i : i + self.domain_size] for i in range(0, len(nodes), self.domain_size)]
+
+    def _taken(self, domain: range) -> int:
+        """Nodes a failure of ``domain`` takes."""
+        return min(self.nodes_per_failure or len(domain), len(domain))
+
     def victims(self, scenario, role):
-        taken = min(self.nodes_per_failure or self.domain_size, self.domain_size)
-        return taken * _share_of_role(scenario, self._pool(scenario), role)
+        """The mean over the domains (each fails at the same rate) of the nodes of ``role``
+        a failure takes: 6 PS in domains of 4 lose 3 on average, not 4 (a shorter last
+        domain loses at most its size; CPR planned on 4)."""
+        domains = self._domains(scenario)
+        taken = [self._taken(d) * _share_of_role(scenario, d, role) for d in domains]
+        return sum(taken) / len(domains)
 
     def events(self, rng, scenario):
-        nodes = self._pool(scenario)
-        domains = [nodes[i : i + self.domain_size] for i in range(0, len(nodes), self.domain_size)]
+        domains = self._domains(scenario)
         mean_gap_s = self.domain_mtbf / len(domains)
         t = 0.0
         while True:
@@ -305,8 +321,7 @@ class CorrelatedFailures(_Source):
             for gap, pick in zip(gaps, picks, strict=True):
                 t += float(gap)
                 domain = domains[int(pick)]
-                take = min(self.nodes_per_failure or len(domain), len(domain))
-                victims = rng.choice(len(domain), take, replace=False)
+                victims = rng.choice(len(domain), self._taken(domain), replace=False)
                 yield Failure(t, tuple(sorted(domain[int(v)] for v in victims)), self.kind)
 
 
