@@ -185,6 +185,36 @@ def test_the_frontier_legend_names_each_pick_and_what_ran_instead():
     plt.close(fig)
 
 
+def test_the_frontier_says_every_limit_and_opens_candidates_over_the_memory_limit():
+    """A pick driven by the memory limit (ECRM's k) was drawn under the PLS limit alone;
+    candidates drew as dots, faint black (full) and grey (a composed policy) alike. The
+    title names every limit, each policy's candidates take its marker, and those over the
+    memory limit are open."""
+    import matplotlib.pyplot as plt
+
+    advice = search.advise(
+        PROD50H, policies=["full", "ecrm"], max_pls=0.05, max_memory_overhead=0.2, reps=2,
+        rounds=0,
+    )  # fmt: skip
+    fig = advice.figure()
+    title = fig.get_suptitle().replace("\n", " ")
+    assert "limits: pls_model <= 0.05, memory overhead <= 0.2 of a shard" in title
+    ecrm = advice.policies[1].candidates
+    over = int((ecrm["valid"] & (ecrm["n"] > 0) & (ecrm["memory_frac"] > 0.2)).sum())
+    assert over > 0
+    from matplotlib.collections import PathCollection
+
+    drawn = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]  # scatters
+    opened = [c for c in drawn if len(c.get_facecolors()) == 0 or c.get_facecolors()[0][3] == 0]
+    assert sum(len(c.get_offsets()) for c in opened) == over
+    markers = {c.get_paths()[0].vertices.shape for c in drawn}
+    assert len(markers) == 2  # full's circles, ECRM's squares
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[-1] == "candidate over the memory limit (0.2)"
+    assert collisions(fig) == []
+    plt.close(fig)
+
+
 def test_picks_is_the_table_the_command_line_prints():
     """One row per policy: the printed table's cells come from it (an injected bug in
     either shows as a mismatch), and a policy without a pick says why."""

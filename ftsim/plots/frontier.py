@@ -45,8 +45,7 @@ def frontier_figure(advice):
             valid = valid[valid["n"] > 0]
             if valid.empty:
                 continue
-            ax.scatter(valid["pls_model_mean"], 100 * valid["overhead_mean"], s=6,
-                       color=style.color, alpha=0.35, linewidths=0, zorder=2)  # fmt: skip
+            _candidates(ax, valid, style, advice.max_memory_overhead)
             edge = frontier(valid, x="pls_model_mean", y="overhead_mean")
             ax.plot(edge["pls_model_mean"], 100 * edge["overhead_mean"], color=style.color,
                     linewidth=0.8, drawstyle="steps-post", zorder=3)  # fmt: skip
@@ -59,6 +58,10 @@ def frontier_figure(advice):
             handles.append(ax.axvline(advice.max_pls, color="0.3", linewidth=0.6,
                                       linestyle="--"))  # fmt: skip
             labels.append(f"PLS limit {advice.max_pls:g}")
+        if _over_memory(advice).any():
+            handles.append(Line2D([], [], color="0.3", marker="o", markersize=3,
+                                  markerfacecolor="none", linestyle="none"))  # fmt: skip
+            labels.append(f"candidate over the memory limit ({advice.max_memory_overhead:g})")
         overheads = [100 * p.candidates["overhead_mean"] for p in advice.policies]
         if min(min(o.dropna(), default=1.0) for o in overheads) > 0:
             ax.set_yscale("log")  # candidates span orders of magnitude
@@ -71,10 +74,32 @@ def frontier_figure(advice):
             fig,
             SINGLE_COLUMN_IN,
             f"{advice.scenario}: every candidate, each policy's frontier and its pick "
-            f"(mean ± 95% CI, n = {advice.reps})",
+            f"(mean ± 95% CI, n = {advice.reps}); limits: {advice.limits()}",
         )
         facets.legend(fig, SINGLE_COLUMN_IN, handles, labels)
     return fig
+
+
+def _candidates(ax, valid, style, max_memory: float | None) -> None:
+    """A policy's candidates, faint, in its colour and marker (full's faint black and a
+    composed policy's grey looked alike as dots); those over the memory limit open."""
+    over = valid["memory_frac"] > max_memory if max_memory is not None else valid["n"] < 0
+    for outside, mine in valid.groupby(over.to_numpy()):
+        ax.scatter(mine["pls_model_mean"], 100 * mine["overhead_mean"], s=7,
+                   marker=style.marker, color=style.color, alpha=0.4, zorder=2,
+                   linewidths=0.5 if outside else 0,
+                   facecolors="none" if outside else style.color)  # fmt: skip
+
+
+def _over_memory(advice):
+    """Per candidate of every policy: whether it is over the memory limit."""
+    import pandas as pd
+
+    if advice.max_memory_overhead is None:
+        return pd.Series(dtype=bool)
+    frames = [p.candidates for p in advice.policies if "memory_frac" in p.candidates]
+    every = pd.concat(frames) if frames else pd.DataFrame({"memory_frac": []})
+    return every["memory_frac"] > advice.max_memory_overhead
 
 
 def _picks(ax, policies, styles) -> None:
