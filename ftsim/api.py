@@ -455,12 +455,16 @@ def _assignments(
     _check_count("reps", reps, 1)
     _check_count("seed", seed, 0)
     settings = dict(overrides or {})
-    if reps is not None:
-        settings["run.replications"] = reps
-    if seed is not None:
-        settings["run.seed"] = seed
-    if not trainer:
-        settings["trainer.enabled"] = False
+    shorthands = (
+        ("reps", reps is not None, "run.replications", reps),
+        ("seed", seed is not None, "run.seed", seed),
+        ("trainer=False", not trainer, "trainer.enabled", False),
+    )
+    for argument, given, key, value in shorthands:
+        if given:
+            if key in settings:  # the argument silently won over the override
+                raise StudyError(f"{argument} and overrides[{key!r}] both given: give one")
+            settings[key] = value
     return [f"{key}={_yaml(value)}" for key, value in settings.items()]
 
 

@@ -477,12 +477,18 @@ def _overrides(args) -> list[str]:
         if value is not None and value < least:
             raise UsageError(f"{name} must be at least {least} (got {value})")
     overrides = list(args.overrides)
-    if args.seed is not None:
-        overrides.append(f"run.seed={args.seed}")
-    if args.reps is not None:
-        overrides.append(f"run.replications={args.reps}")
-    if args.no_trainer:
-        overrides.append("trainer.enabled=false")
+    shorthands = (
+        ("--seed", args.seed is not None, f"run.seed={args.seed}"),
+        ("--reps", args.reps is not None, f"run.replications={args.reps}"),
+        ("--no-trainer", args.no_trainer, "trainer.enabled=false"),
+    )
+    for option, given, assignment in shorthands:
+        if not given:
+            continue
+        key = assignment.partition("=")[0]
+        if any(o.partition("=")[0].strip() == key for o in args.overrides):
+            raise UsageError(f"{option} and --set {key} both given: give one")  # else one won
+        overrides.append(assignment)
     return overrides
 
 

@@ -259,6 +259,47 @@ def test_a_count_option_out_of_range_is_named_as_typed(command, capsys):
     assert capsys.readouterr().err == "ftsim: --seed must be at least 0 (got -1)\n"
 
 
+def test_settings_that_contradict_each_other_are_refused_not_resolved_silently(capsys):
+    """``--set policies.1.interval=2h --set policies.1.target_pls=0.01`` ran with the later
+    (in a file, both are an error); ``--reps 3 --set run.replications=5`` ran 3 and
+    ``--no-trainer --set trainer.enabled=true`` timing only, whatever the order. A wildcard
+    then a specific key refines, as before."""
+    prod50h = str(SCENARIOS / "prod50h.yaml")
+    both = ["--set", "policies.1.interval=2 h", "--set", "policies.1.target_pls=0.01"]
+    assert main(["run", prod50h, *both, "-q"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "prod50h.yaml: --set: policies.1.interval and policies.1.target_pls both given: "
+        "policies.1 takes one of interval, target_pls, target_accuracy_loss\n"
+    )
+    smoke = str(SCENARIOS / "smoke.yaml")
+    for option, key in (
+        (["--reps", "3"], "run.replications=5"),
+        (["--seed", "3"], "run.seed=5"),
+        (["--no-trainer"], "trainer.enabled=true"),
+    ):
+        assert main(["run", smoke, *option, "--set", key, "-q"]) == 2
+        said = f"ftsim: {option[0]} and --set {key.partition('=')[0]} both given: give one\n"
+        assert capsys.readouterr().err == said
+    import ftsim
+    from ftsim.experiments.study import StudyError
+
+    with pytest.raises(StudyError, match=r"reps and overrides\['run.replications'\] both"):
+        ftsim.run(smoke, overrides={"run.replications": 5}, reps=3)
+
+
+def test_a_wildcard_then_a_specific_key_refines(tmp_path):
+    """``policies.*.interval`` then one policy's ``target_pls``: that policy plans by PLS,
+    the others run the interval."""
+    from ftsim.scenario.loader import load_scenario
+
+    s = load_scenario(
+        SCENARIOS / "prod50h.yaml",
+        ["policies.*.interval=2 h", "policies.1.target_pls=0.01"],
+    )
+    assert s.policies[1].target_pls == 0.01 and s.policies[1].interval is None
+    assert s.policies[0].interval == 7200
+
+
 def test_a_share_option_takes_a_number_or_a_percentage(capsys):
     """``--max-pls 5%`` was refused with argparse's "invalid float value": a share may be
     given as a percentage (5% is 0.05); anything else is named with both forms."""

@@ -16,7 +16,9 @@ go through :func:`assign`, so a key means the same thing everywhere:
   selected, and those are dropped before validation (:func:`only_selected`).
 - Of a group of exclusive fields (CPR's ``interval`` / ``target_pls`` /
   ``target_accuracy_loss``, Check-N-Run's ``interval`` / ``target_pls``), setting one
-  member removes the member the file had: an override replaces the file's choice.
+  member removes the member the file had: an override replaces the file's choice. Two
+  overrides naming different members for one entry contradict each other (an error, as in
+  a file), unless one has a wildcard (the later refines) or is null (it clears).
 - A field given by its old name (ECRM's and SWIFT's ``checkpoint_interval``, now
   ``interval``) is renamed, with a deprecation notice (:class:`ftsim.notices.RenamedField`).
 
@@ -116,14 +118,33 @@ def apply_overrides(
     """Apply ``--set`` assignments (``key=value`` texts) or a mapping of dotted keys to values
     in place; returns their problems as (``--set`` or, from Python, ``overrides``, message)."""
     items = overrides.items() if isinstance(overrides, Mapping) else overrides
-    problems = []
+    problems, explicit = [], []
     for item in items:
         try:
             key, value = item if isinstance(overrides, Mapping) else parse_assignment(item)
-            assign(data, key, value, selected)
+            targets = assign(data, key, value, selected)
+            if "*" not in key and value is not None:  # null clears a choice: no contradiction
+                _contradiction(key, targets, explicit)
+                explicit.append((key, targets))
         except ValueError as exc:
             problems.append((named("overrides"), str(exc)))
     return problems
+
+
+def _contradiction(key: str, targets: list[Target], earlier: list[tuple[str, list[Target]]]):
+    """ValueError if ``key`` sets a member of an exclusive group of an entry another key of
+    ``earlier`` set another member of (``policies.1.interval`` and ``policies.1.target_pls``:
+    in a file, an error; as overrides the later silently won). Keys with a wildcard refine
+    (``policies.*.interval=1h`` then ``policies.1.target_pls=0.01``) and a null clears
+    (``policies.1.target_pls=null``): neither is compared."""
+    for other, theirs in earlier:
+        for mine in targets:
+            clash = next((t for t in theirs if t.clashes(mine) and t.field != mine.field), None)
+            if clash is not None:
+                raise ValueError(
+                    f"{other} and {key} both given: {mine.where} takes one of "
+                    f"{', '.join(mine.group)}"
+                )
 
 
 def assign(data: dict, key: str, value, selected: Sequence[int] | None = None) -> list[Target]:
