@@ -25,6 +25,17 @@ def test_bandwidths_in_bits_and_bytes():
     assert parse_bandwidth_Bps("1 GiB/s") == 2**30
 
 
+def test_bandwidths_as_nics_and_people_write_them():
+    """``12.5 GB/sec`` was told its unit "must be per second"; ``100 Gb/s``, the usual NIC
+    spelling, was unknown where ``100 Gbps`` was read."""
+    assert parse_bandwidth_Bps("12.5 GB/sec") == 12.5e9
+    assert parse_bandwidth_Bps("1 GB/second") == 1e9
+    assert parse_bandwidth_Bps("100 Gb/s") == parse_bandwidth_Bps("100 Gbit/s") == 12.5e9
+    assert parse_bandwidth_Bps("100 Mb/s") == 12.5e6
+    with pytest.raises(UnitError, match="unknown bandwidth unit 'Xb/s'"):
+        parse_bandwidth_Bps("1 Xb/s")
+
+
 def test_sizes():
     assert parse_bytes("64 GB") == 64e9
     assert parse_bytes("1 KiB") == 1024

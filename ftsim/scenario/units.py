@@ -97,8 +97,8 @@ def parse_bytes(value: float | int | str, default_unit: str = "B") -> float:
 def parse_bandwidth_Bps(value: float | int | str, default_unit: str = "GB/s") -> float:
     """Bandwidth in bytes per second.
 
-    Accepts bytes (``"2 GB/s"``) or bits (``"25 Gbit/s"``, ``"25 Gbps"``) per second; a bare
-    number is in ``default_unit``.
+    Accepts bytes (``"2 GB/s"``, ``"2 GBps"``, ``"2 GB/sec"``) or bits (``"25 Gbit/s"``,
+    ``"25 Gb/s"``, ``"25 Gbps"``) per second; a bare number is in ``default_unit``.
     """
     if isinstance(value, bool):
         raise UnitError(f"expected a bandwidth, got {value!r}")
@@ -112,11 +112,16 @@ def parse_bandwidth_Bps(value: float | int | str, default_unit: str = "GB/s") ->
         unit = unit[:-3] + "bit/s"
     elif unit.endswith("Bps"):
         unit = unit[:-3] + "B/s"
+    for second in ("/sec", "/second"):  # 'GB/sec' was told it must be per second
+        if unit.endswith(second):
+            unit = unit[: -len(second)] + "/s"
     if not unit.endswith("/s"):
         raise UnitError(f"bandwidth unit {given!r} must be per second, e.g. 'GB/s' or 'Gbit/s'")
     base = unit[:-2]
     if base in BYTES_PER:
         return number * BYTES_PER[base]
+    if base.endswith("b") and base + "it" in BITS_PER:  # 'Gb/s': a lower-case b is a bit
+        base += "it"
     if base in BITS_PER:
         return number * BITS_PER[base] / 8.0
     raise UnitError(
