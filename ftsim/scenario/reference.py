@@ -314,7 +314,8 @@ def scenario_reference() -> str:
         "`hrs`);",
         f"- **size**: one of {_units(BYTES_PER)} (`'64 GB'`);",
         "- **bandwidth**: a size or one of "
-        f"{_units(BITS_PER)} per second (`'4 GB/s'`, `'25 Gbit/s'`, `'25 Gb/s'`, `'25 Gbps'`; `/sec` for `/s`).",
+        f"{_units(BITS_PER)} per second (`'4 GB/s'`, `'25 Gbit/s'`, `'25 Gb/s'`, "
+        "`'25 Gbps'`; `/sec` for `/s`).",
         "",
         "A bare number is refused for a quantity (except 0). Any field can be overridden on "
         "the command line by its dotted path, e.g. `--set policies.0.interval='1 h'`; "
