@@ -158,7 +158,9 @@ def test_breakdown_is_on_a_log_axis_when_bars_span_more_than_10x(prod50h_run, fi
     bars = pd.read_csv(prod50h_run / "plots" / "breakdown.csv").set_index("policy")
     assert bars.loc["cpr", "pls_from"] == "pls_model" and bars.loc["cpr", "pls_n"] == 2
     assert pd.isna(bars.loc["full", "pls_from"])  # no PLS column: it loses nothing
-    assert bars["setting"].isna().all()  # one panel: every interval is said by none
+    said = [f"every {short_duration(3600 * h)}" for h in bars["interval_h"]]
+    assert list(bars["setting"]) == said  # a run's bars name the interval each ran
+    assert bars.loc["full", "setting"] != bars.loc["cpr", "setting"]  # Daly's, CPR's plan
     assert figures["breakdown"][1] == "log"
     assert OTHER.replace(": ", ":\n", 1) in figures["breakdown_legend"]
     plot_run(prod50h_run, breakdown_scale="linear")
@@ -389,7 +391,7 @@ def test_a_knob_of_another_policy_is_not_named_in_a_policys_breakdown_label(tmp_
     plot_run(out)
     t = pd.read_csv(out / "plots" / "breakdown.csv").set_index("policy")
     assert t.loc["full", "setting"] == "interval=2 h"
-    assert pd.isna(t.loc["cpr", "setting"])
+    assert t.loc["cpr", "setting"] == "every 9 h"  # the interval its plan ran, no knob
 
 
 def _interval_legend(tmp_path, figures, grid: str) -> tuple[list[str], list[str]]:

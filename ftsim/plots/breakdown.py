@@ -82,18 +82,12 @@ INTERVAL_SAID = "_interval_said"
 
 
 def _intervals_said(t: pd.DataFrame) -> pd.DataFrame:
-    """``t`` with the interval each bar ran added to its setting where a policy ran different
-    intervals across the panels (CPR planned on each panel's failure rate: 22.5 h to 2.25 h
-    over failure counts) and its setting does not name it."""
-    for _, mine in t.groupby("policy", sort=False):
-        if mine["interval_h"].dropna().round(9).nunique() < 2:
-            continue
-        for i in mine.index[~mine[INTERVAL_SAID] & mine["interval_h"].notna()]:
-            said, setting = (
-                f"every {short_duration(3600 * t.at[i, 'interval_h'])}",
-                t.at[i, "setting"],
-            )
-            t.at[i, "setting"] = f"{setting}, {said}" if setting else said
+    """``t`` with the interval each bar ran added to its setting where the setting does not
+    name it: planned intervals (Daly's, CPR's from its target PLS, per failure rate 22.5 h
+    to 2.25 h) are what a reader needs to judge a bar, and no label said them."""
+    for i in t.index[~t[INTERVAL_SAID] & t["interval_h"].notna()]:
+        said, setting = f"every {short_duration(3600 * t.at[i, 'interval_h'])}", t.at[i, "setting"]
+        t.at[i, "setting"] = f"{setting}, {said}" if setting else said
     return t.drop(columns=INTERVAL_SAID)
 
 
