@@ -637,6 +637,17 @@ def test_a_part_far_below_every_policy_does_not_stretch_the_log_axis(tmp_path, f
     assert [text.get_text() for text in fig.axes[0].texts] == [f" {part:.2g}%"]
 
 
+def test_the_pls_figure_says_why_a_policy_has_no_line(tmp_path, figures):
+    """Two trained replications: a line through 2 points has r² 1 whatever they are, so
+    none is drawn, and the legend said nothing of it (a new user's study)."""
+    out = tmp_path / "run"
+    assert main(["run", SMOKE, "--reps", "2", "-q", "-o", str(out)]) == 0
+    _with_accuracy_columns(out)
+    plot_run(out, formats="png")
+    legend = figures["accuracy_vs_pls_legend"]
+    assert legend and all(label.endswith(": n = 2, no line (< 3 runs)") for label in legend)
+
+
 def test_the_pls_figure_of_panels_counts_per_panel_and_says_an_empty_one(tmp_path, figures):
     """A new user's three-panel figure said "n = 45 trained reps per policy (all panels)" for
     15 a panel, drew dummy 0-1 axes where no trained replication lost a sample, and left each

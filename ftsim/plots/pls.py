@@ -93,7 +93,10 @@ def plot(data: RunData, out: Output, point: int | None = None):
             g = here[here["policy"] == fit.policy]
             style = data.styles[fit.policy]
             label = f"{style.name}: n = {fit.n}"
-            if fit.slope == fit.slope:
+            if fit.slope != fit.slope:  # no line: say why (n = 2 drew none, unexplained)
+                why = f"< {MIN_FIT} runs" if fit.n < MIN_FIT else "one PLS value"
+                label += f", no line ({why})"
+            else:
                 label += f", {slope_text(fit)}, r² = {fit.r2:.2f}"
                 x = np.linspace(g[X].min(), g[X].max(), 50)
                 ax.plot(x, fit.intercept + fit.slope * x, color=style.color, linewidth=1.0)

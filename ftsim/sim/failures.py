@@ -407,7 +407,12 @@ class ScheduledFailures(_Source):
                     seen.setdefault(node, j)
         n = len(role_range(c.trainers, c.emb_ps, self.role))
         if self.nodes_per_failure > n:
-            found.append(("nodes_per_failure", f"exceeds the {n} nodes of role {self.role}"))
+            found.append(
+                (
+                    "nodes_per_failure",
+                    f"exceeds the {n} nodes of role {self.role} (got {self.nodes_per_failure})",
+                )
+            )
         end = self.end if self.end is not None else scenario.job.work_s
         if end <= self.start:
             found.append(("end", "must be after start"))
