@@ -517,6 +517,30 @@ def test_a_host_retires_at_its_nth_failure_within_the_window():
     assert sum(_check_retirements(rep) for rep in range(5)) >= 5
 
 
+def test_an_unfinished_row_charges_the_phase_under_way_at_the_cut():
+    """One PS, one spare, its second and fourth failures retire it: from 4 h no host is
+    left, and the job waits until the cut at 3 × 10 h. That wait was left out of the row
+    (reschedule_h 0, the categories summing to 12 h of a 30 h wall); the cut now charges
+    the phase under way, and wall = progress + categories holds for unfinished rows too."""
+    one_ps = {
+        "spares": 1,
+        "provisioning": {"mean": "0 s"},
+        "repair": {"automatic": {"kind": "constant", "mean": "30 min"}, "escalation": 0},
+        "retirement": {"failures": 2, "window": "2.5 h"},
+    }
+    data = copy.deepcopy(BASE)
+    data["cluster"].update(trainers=1, emb_ps=1, operations=one_ps)
+    data["failures"] = _scheduled([3600.0 * h for h in (1, 2, 3, 4)], ["emb_ps0"] * 4)
+    data["job"]["training"] = "10 h"
+    data["run"]["max_wall_factor"] = 3
+    row = simulate(validate_scenario(data, SMOKE, warn=False), 0, 0).row()
+    assert not row["completed"] and row["wall_h"] == pytest.approx(30)
+    categories = sum(row[f"{c}_h"] for c in ("save", "load", "lost", "reschedule", "degraded"))
+    categories += row["other_h"]
+    assert row["ettr"] * row["wall_h"] + categories == pytest.approx(row["wall_h"], rel=1e-12)
+    assert 26 < row["reschedule_h"] < 26.2  # from the last failure at 4 h to the cut
+
+
 def test_the_retirement_check_catches_an_off_by_one(monkeypatch):
     """Bug: the failure being diagnosed is not counted."""
     original = operations.retires

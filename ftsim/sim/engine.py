@@ -156,6 +156,9 @@ class Simulation:
         self._computing: tuple | None = None
         """While computing: (wall start s, progress at start s, wall seconds per compute s,
         the policy's slowdowns, and per part)."""
+        self._open: tuple | None = None
+        """While the job spends time in a phase (:meth:`phase`, :meth:`transfer`,
+        :meth:`wait`): the arguments of its :meth:`_charge`, for a cut-off that stops it."""
         self._job: simpy.Process | None = None
         self.completed = False
         """Whether training finished before ``run.max_wall_factor`` × the failure-free time."""
@@ -200,10 +203,12 @@ class Simulation:
         If a failure interrupts it, the time already spent is still charged.
         """
         start = self.env.now
+        self._open = (category, start, detail, part, activity)
         try:
             if duration_s > 0:
                 yield self.env.timeout(duration_s)
         finally:
+            self._open = None
             self._charge(category, start, detail, part, activity)
 
     def transfer(
@@ -224,6 +229,7 @@ class Simulation:
         start = self.env.now
         transfer = self.net.start(flows, category, detail, activity)
         at_least = self.env.timeout(at_least_s) if at_least_s > 0 else None
+        self._open = (category, start, detail, part, activity)
         try:
             yield transfer
             if at_least is not None and not at_least.processed:
@@ -232,6 +238,7 @@ class Simulation:
             self.net.cancel(transfer)
             raise
         finally:
+            self._open = None
             self._charge(category, start, detail, part, activity)
 
     def await_replacements(self, failures: list[Failure]):
@@ -243,9 +250,11 @@ class Simulation:
     def wait(self, category: str, event: simpy.Event, detail: str = "", part: str | None = None):
         """Stall until ``event`` (e.g. a background transfer) completes, charged to ``category``."""
         start = self.env.now
+        self._open = (category, start, detail, part, None)
         try:
             yield event
         finally:
+            self._open = None
             self._charge(category, start, detail, part)
 
     def replan(self) -> None:
@@ -426,7 +435,19 @@ class Simulation:
         deadline = self.env.timeout(self.work_s * self.scenario.run.max_wall_factor)
         self.env.run(until=self._job | deadline)
         self.completed = not self._job.is_alive
+        if not self.completed:
+            self._cut()
         return self
+
+    def _cut(self) -> None:
+        """The job stopped at the cut-off (``run.max_wall_factor``): charge the compute or
+        the phase under way up to it, so that an unfinished row adds up too (wall = progress
+        + the categories; its phase waiting for a host that never came was left out)."""
+        if self._computing is not None:
+            self._end_compute()
+        if self._open is not None:
+            self._charge(*self._open)
+            self._open = None
 
     # -- results -----------------------------------------------------------------------
 
