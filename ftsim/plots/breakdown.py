@@ -240,20 +240,11 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
         _policy_ticks(data, totals, mine, settings)
         if same_rows.nunique() == 1 and panel.col > 0:  # the first column's names serve
             totals.tick_params(labelleft=False)
-        for ax in {totals, stacks}:
+        for ax in dict.fromkeys((totals, stacks)):
             ax.set_ylim(len(mine) - 0.5, -0.5)
             ax.grid(axis="y", visible=False)
         if log:
-            _bars(stacks, mine, shares(mine))
-            stacks.set_yticks(np.arange(len(mine)))
-            stacks.tick_params(labelleft=False)
-            stacks.set_xlim(0, 100)
-            stacks.set_xticks([0, 50, 100])
-            totals.grid(axis="y", visible=True)  # the rows the points sit on
-            totals.set_xscale("log")
-            totals.set_xlim(floor, top * 1.5)
-            facets.plain_log_ticks(totals.xaxis)
-            _below_the_axis(data, totals, mine, floor)
+            _log_panel(data, totals, stacks, mine, floor, top)
         else:
             _bars(stacks, mine, mine[[f"{c}_pct" for c in CATEGORIES]].to_numpy())
             stacks.set_xlim(0, top * 1.1)
@@ -267,6 +258,21 @@ def plot(data: RunData, out: Output, point: int | None = None, scale: str = "aut
     facets.legend(fig, grid.width_in, handles, names, handlelength=1.0)
     facets.title(fig, grid.width_in, _title(data, t, point, max_pls, log), grid.header())
     return out.save(fig, t, NAME)
+
+
+def _log_panel(data: RunData, totals, stacks, t: pd.DataFrame, floor: float, top: float):
+    """A panel of a log figure: the totals' log axis (from ``floor``, the policies' decade,
+    past ``top``, the highest interval's end) and the parts' shares, 0 to 100%."""
+    _bars(stacks, t, shares(t))
+    stacks.set_yticks(np.arange(len(t)))
+    stacks.tick_params(labelleft=False)
+    stacks.set_xlim(0, 100)
+    stacks.set_xticks([0, 50, 100])
+    totals.grid(axis="y", visible=True)  # the rows the points sit on
+    totals.set_xscale("log")
+    totals.set_xlim(floor, top * 1.5)
+    facets.plain_log_ticks(totals.xaxis)
+    _below_the_axis(data, totals, t, floor)
 
 
 def _xlabel(ax, log: bool) -> str:
