@@ -238,7 +238,7 @@ def _temporary_advice_folder(advice: Advice, started) -> Path:
 def load(run_dir: str | Path) -> Results:
     """The results of a run or sweep folder written by ftsim (the API or the command line);
     ``FolderError`` if it is not one."""
-    from ftsim.experiments.folders import FolderError, read_manifest
+    from ftsim.experiments.folders import MANIFEST, FolderError, check_finished, read_manifest
     from ftsim.experiments.lock import settle
 
     _check_type("run_dir", run_dir, str | Path, "a folder's path")
@@ -246,6 +246,8 @@ def load(run_dir: str | Path) -> Results:
     if not folder.is_dir():
         raise FolderError(f"{folder}: {'not a folder' if folder.exists() else 'no such folder'}")
     settle(folder)  # the moves of a command killed while making them are completed
+    if (folder / MANIFEST).is_file():
+        check_finished(folder, read_manifest(folder))
     if not (folder / "runs.csv").is_file():
         raise FolderError(f"{folder}: no runs.csv (not a run or sweep folder)")
     return Results(folder, read_manifest(folder))

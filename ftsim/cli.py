@@ -644,11 +644,15 @@ def _cmd_advise(args, argv) -> int:
 
 def resume_command(argv: list[str], folder: Path) -> str:
     """The command line that continues the sweep of ``argv`` in ``folder``: the same
-    arguments without ``-o``/``--output``/``--resume``, plus ``--resume FOLDER``."""
+    arguments without ``-o``/``--output``/``--resume`` and ``--force`` (refused with
+    ``--resume``: the line printed after a stopped ``--force`` did not run), plus
+    ``--resume FOLDER``."""
     kept, skip = [], False
     for arg in argv:
         if skip:
             skip = False
+        elif arg == "--force":
+            continue
         elif arg in ("-o", "--output", "--resume"):
             skip = True
         elif not arg.startswith(("--output=", "--resume=")) and not (

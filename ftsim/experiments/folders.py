@@ -164,6 +164,8 @@ def check_results(folder: Path, point: int | None = None) -> list[str]:
     if not folder.is_dir():
         what = "no such folder" if not folder.exists() else "not a folder"
         raise FolderError(f"{folder}: {what}")
+    if (folder / MANIFEST).is_file():
+        check_finished(folder, read_manifest(folder))
     if not (folder / "runs.csv").exists():
         raise FolderError(f"{folder}: no runs.csv (not a run or sweep folder)")
     manifest = read_manifest(folder)
@@ -191,6 +193,22 @@ def check_results(folder: Path, point: int | None = None) -> list[str]:
         listed = ", ".join(map(str, points[:20])) + (", …" if len(points) > 20 else "")
         raise FolderError(f"{option('point', point)}: no such point in {folder} (it has: {listed})")
     return notes
+
+
+def check_finished(folder: Path, manifest: dict) -> None:
+    """FolderError unless ``manifest`` is that of a finished run or sweep: an advice's
+    folder has no results of its own, and a sweep stopped before it merged its results has
+    none yet (its ``runs.csv``, if any, is an earlier set's: a sweep started over with
+    ``--force`` and stopped left the new manifest beside the old files, which were read
+    as its results)."""
+    command = manifest.get("command")
+    if command == "advise":
+        raise FolderError(f"{folder}: holds the output of 'ftsim advise', not of a run or sweep")
+    if command == "sweep" and "finished_utc" not in manifest:
+        raise FolderError(
+            f"{folder}: holds a sweep that did not finish (its results are not merged yet): "
+            f"continue it with {option('resume', folder)}"
+        )
 
 
 def read_manifest(folder: Path) -> dict:
