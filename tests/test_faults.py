@@ -854,3 +854,42 @@ def test_plotting_a_folder_still_being_written_names_its_writer(tmp_path):
     line = one_located_line(done.stderr, f"ftsim: {out}: another ftsim process (pid ")
     assert line.endswith("is writing its results there: plot it once that ends")
     assert _ftsim(["plot", str(out)]).stderr.endswith(": no such folder\n")  # left empty
+
+
+def test_a_signal_as_a_temporary_file_is_made_leaves_none(tmp_path):
+    """SIGTERM a moment after ``manifest.json`` appeared left an empty ``.scenario.yaml.
+    XXXX.tmp`` in 5 of 60 sweeps: raised between the temporary file's creation and its
+    clean-up. The signal now waits until the file is gone, and is raised then."""
+    from ftsim.experiments import interrupts
+
+    made = []
+    real = output.tempfile.mkstemp
+
+    def signalled(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives before mkstemp's caller goes on
+        return made[-1]
+
+    target = tmp_path / "scenario.yaml"
+    with interrupts.handled(), pytest.raises(interrupts.Interrupted):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(output.tempfile, "mkstemp", signalled)
+            output.atomic_write_text(target, "name: x\n")
+    assert made and target.read_text() == "name: x\n"  # written whole, then the signal
+    assert [p.name for p in tmp_path.iterdir()] == ["scenario.yaml"]
+
+
+def test_a_command_holding_a_folder_removes_temporary_files_left_by_a_killed_one(tmp_path):
+    """A sweep killed while merging left a 679 KB ``.runs.csv.XXXX.tmp`` that ``--resume``
+    kept, a trace its ``.trace_rep3.json.XXXX.tmp``: the next command holding the folder
+    removes them (only names of atomic writes: a user's ``.notes.tmp`` stays)."""
+    folder = tmp_path / "run"
+    (folder / "plots").mkdir(parents=True)
+    left = [folder / ".runs.csv.k2j4_x9q.tmp", folder / "plots" / ".breakdown.png.abcdefgh.tmp"]
+    left += [folder / ".trace_rep3.json.z0z0z0z0.tmp"]
+    for path in left:
+        path.write_bytes(b"half")
+    (folder / ".notes.tmp").write_text("mine")
+    with locked_folder(folder):
+        pass
+    assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == [".notes.tmp"]

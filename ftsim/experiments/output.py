@@ -14,14 +14,17 @@ exit status 2.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,13 +73,21 @@ def writing(path: str | Path) -> Iterator[None]:
         raise OutputError(reason, path) from None
 
 
+TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+"""Names of :func:`atomic_write_bytes`' temporary files (``.runs.csv.k2j4_x9q.tmp``), which
+a command killed while writing leaves (:func:`recover` removes them)."""
+
+
 def atomic_write_bytes(path: str | Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` to ``path`` so that the file is either the old one or complete, and
     (``sync``) on disk before it replaces the old one: without it, a crash of the machine
     may leave an empty file (for files nothing reads after a crash, e.g. a run's staged
-    shards)."""
+    shards). A signal waits until the temporary file is gone again, renamed or removed
+    (in the main thread, where signals are handled: one raised between its creation and
+    the clean-up left an empty one)."""
     path = Path(path)
-    with writing(path):
+    main = threading.current_thread() is threading.main_thread()
+    with writing(path), interrupts.deferred() if main else contextlib.nullcontext():
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
@@ -174,11 +185,17 @@ def complete_commit(folder: str | Path) -> bool:
 
 def recover(folder: str | Path) -> None:
     """What a command killed while writing ``folder`` left (its caller holds the folder's
-    lock): the moves of a complete set finished, with a notice; staging folders removed."""
+    lock): the moves of a complete set finished, with a notice; staging folders and the
+    temporary files of atomic writes (:data:`TEMPORARY`) removed, in it and in its
+    ``plots`` and ``shards``."""
     folder = Path(folder)
     with writing(folder):
         for stale in folder.glob(f"{STAGING_PREFIX}*"):
             shutil.rmtree(stale, ignore_errors=True)
+        for where in (folder, folder / "plots", folder / "shards"):
+            for stale in where.glob(".*.tmp") if where.is_dir() else ():
+                if TEMPORARY.match(stale.name) and stale.is_file():
+                    stale.unlink(missing_ok=True)
         if complete_commit(folder):
             warnings.warn(
                 CompletedCommit(
@@ -228,8 +245,6 @@ def csv_and_parquet(stem: str | Path, rows: list[dict] | str) -> Iterator:
     hold identical values, and pandas is never imported (building Arrow arrays from Python
     objects imports it: 0.3 s of start-up). pyarrow itself is imported here only.
     """
-    import threading
-
     import pyarrow as pa
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
