@@ -654,7 +654,7 @@ OTHER = {
     "replications": ["--reps", "3"],
     "policies": ["--policy", "full"],
     "a field": ["--set", "cluster.trainers=8"],
-    "trainer": ["--set", "trainer.enabled=true", "--set", "trainer.steps=5"],
+    "trainer": ["--set", "trainer.steps=5"],  # and without RUN's --no-trainer
     "another scenario": ["--set", "name=other"],
 }
 
@@ -666,7 +666,8 @@ def test_a_run_folder_of_another_configuration_is_replaced_only_with_force(
     out = tmp_path / "r"
     assert main([*RUN, "-o", str(out)]) == 0
     before = digest(out)
-    other = [*RUN, *OTHER[change], "-o", str(out)]
+    base = [a for a in RUN if a != "--no-trainer"] if change == "trainer" else RUN
+    other = [*base, *OTHER[change], "-o", str(out)]
     capsys.readouterr()
     assert main(other) == 2
     one_located_line(capsys.readouterr().err, f"ftsim: {out} holds the results of another run")
@@ -871,10 +872,13 @@ def test_a_signal_as_a_temporary_file_is_made_leaves_none(tmp_path):
         return made[-1]
 
     target = tmp_path / "scenario.yaml"
-    with interrupts.handled(), pytest.raises(interrupts.Interrupted):
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(output.tempfile, "mkstemp", signalled)
-            output.atomic_write_text(target, "name: x\n")
+    with (
+        interrupts.handled(),
+        pytest.raises(interrupts.Interrupted),
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.setattr(output.tempfile, "mkstemp", signalled)
+        output.atomic_write_text(target, "name: x\n")
     assert made and target.read_text() == "name: x\n"  # written whole, then the signal
     assert [p.name for p in tmp_path.iterdir()] == ["scenario.yaml"]
 
