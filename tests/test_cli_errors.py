@@ -20,6 +20,7 @@ SMOKE = read_yaml(SCENARIOS / "smoke.yaml")
 # (name, change: dotted path -> value, or raw file text, expected dotted path, expected words)
 VARIANTS = [
     ("unknown top key", {"jobb": {}}, "jobb", "unknown key 'jobb'; did you mean 'job'"),
+    ("a name of dots", {"name": ".."}, "name", "other than '.' (got '..')"),  # output/..
     ("unknown nested key", {"cluster.trainer": 4}, "cluster.trainer", "did you mean 'trainers'"),
     ("unknown policy key", {"policies.0.intervl": "1 h"}, "policies.0.intervl", "'interval'"),
     (

@@ -598,6 +598,14 @@ class Scenario(Section):
     sweep: Sweep | None = None
     trainer: TrainerSectionConfig | None = None  # noqa: F821 (see accept_trainer_section)
 
+    @field_validator("name")
+    @classmethod
+    def _not_dots(cls, name: str) -> str:
+        """``.`` or ``..`` named a folder outside ``run.output`` (``output/..``): refused."""
+        if not name.strip("."):
+            raise ValueError(f"must have a character other than '.' (got {name!r})")
+        return name
+
     def __setstate__(self, state) -> None:
         """Unpickled (a task in a worker, a study saved to disk): the schema accepts the
         scenario's trainer section and policy kinds, as after loading it (the kinds once
