@@ -1155,3 +1155,28 @@ def test_a_figure_skipped_now_leaves_no_file_of_an_earlier_plot(prod50h_run):
     )
     assert not list(plots.glob("overhead_vs_interval.*"))
     assert (plots / "breakdown.png").is_file()
+
+
+def test_plot_reads_only_a_regular_utf8_scenario_yaml(prod50h_run, tmp_path):
+    """A FIFO in place of the folder's scenario.yaml hung plot; bytes that are not UTF-8 were
+    a UnicodeDecodeError traceback. Either is read as no scenario (the figures that need
+    it say so)."""
+    import os
+    import shutil
+    import threading
+
+    copy = tmp_path / "copy"
+    shutil.copytree(prod50h_run, copy, ignore=shutil.ignore_patterns("plots"))
+    (copy / "scenario.yaml").write_bytes(b"\xff\xfe\x00name")
+    assert main(["plot", str(copy), "-q", "--format", "png"]) == 0
+    (copy / "scenario.yaml").unlink()
+    os.mkfifo(copy / "scenario.yaml")
+    done = []
+    worker = threading.Thread(target=lambda: done.append(plot_run(copy, formats="png")))
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():  # unblock the reader so that the test ends, then fail
+        with open(copy / "scenario.yaml", "w"):
+            pass
+        worker.join()
+    assert done, "plot waited on a FIFO"

@@ -264,11 +264,11 @@ def test_gzip_output_and_default_name(smoke_run, capsys):
 
 
 def _edited_copy(run: Path, into: Path, column: str, edit) -> tuple[Path, float]:
-    """A copy of ``run`` (scenario, manifest, runs.csv) whose first row's ``column`` is
+    """A copy of ``run`` (scenario, manifest, timeline, runs.csv) whose first row's ``column`` is
     ``edit(value)``; the copy and the value it had."""
     copy = into / "copy"
     copy.mkdir()
-    for name in ("scenario.yaml", "manifest.json"):
+    for name in ("scenario.yaml", "manifest.json", "timeline.csv"):
         (copy / name).write_bytes((run / name).read_bytes())
     text = (run / "runs.csv").read_text().splitlines()
     first = text[1].split(",")
@@ -396,3 +396,21 @@ def test_the_trace_reads_the_fields_not_the_text():
     before = spans(sim)
     sim.timeline = [p._replace(detail=f"replay mfu: {p.detail}") for p in sim.timeline]
     assert spans(sim) == before
+
+
+def test_trace_refuses_a_damaged_run_folder_as_plot_does(smoke_run, tmp_path, capsys):
+    """A manifest cut short was traced as a run folder of another version (exit 0), and a
+    runs.csv of bytes that are not UTF-8 was a UnicodeDecodeError traceback: both are now
+    the one-line errors plot gives."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(smoke_run, copy)
+    (copy / "manifest.json").write_text('{"command": "run", ')
+    assert main(["trace", str(copy), "-o", str(tmp_path / "t.json")]) == 2
+    assert "manifest.json: not valid JSON" in capsys.readouterr().err
+    shutil.copy(smoke_run / "manifest.json", copy / "manifest.json")
+    (copy / "runs.csv").write_bytes(b"policy,rep\nfull\xe9,0\n")
+    assert main(["trace", str(copy), "-o", str(tmp_path / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ftsim: ") and "runs.csv" in err and "Traceback" not in err

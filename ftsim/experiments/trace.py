@@ -482,6 +482,7 @@ def write_trace(path: Path, trace: dict) -> None:
 def read_run_folder(run_dir: Path) -> tuple[Scenario, list[dict]]:
     """The resolved scenario of a ``run`` folder and its result rows; TraceError if the
     folder is not one."""
+    from ftsim.experiments.folders import FolderError, check_results
     from ftsim.scenario.loader import load_scenario
 
     if run_dir.is_file():
@@ -506,8 +507,12 @@ def read_run_folder(run_dir: Path) -> tuple[Scenario, list[dict]]:
             raise TraceError(f"{run_dir / name}: is a folder, not a file (not a run folder)")
         if not (run_dir / name).is_file():
             raise TraceError(f"{run_dir}: no {name} (not a run folder)")
+    try:  # plot's checks: a damaged manifest or runs.csv was traced as if whole (exit 0)
+        check_results(run_dir)
+    except FolderError as exc:
+        raise TraceError(str(exc)) from None
     scenario = load_scenario(run_dir / "scenario.yaml")
-    with (run_dir / "runs.csv").open(newline="") as handle:
+    with (run_dir / "runs.csv").open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     return scenario, rows
 

@@ -113,9 +113,11 @@ class RunData:
         swept key is a dimension of its own)."""
         import yaml
 
-        try:
-            data = yaml.safe_load((self.root / "scenario.yaml").read_text())
-        except (OSError, yaml.YAMLError):
+        from ftsim.scenario.files import TextFileError, read_text
+
+        try:  # a regular UTF-8 file only: a FIFO hung plot, bytes not UTF-8 were a traceback
+            data = yaml.safe_load(read_text(self.root / "scenario.yaml"))
+        except (TextFileError, yaml.YAMLError):
             return {}
         section = data.get("sweep") if isinstance(data, dict) else None
         return section if isinstance(section, dict) else {}
