@@ -51,6 +51,9 @@ class UsageError(Exception):
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
+    for name in ("stdout", "stderr"):  # closed by the caller (>&-): Python made it None,
+        if getattr(sys, name) is None:  # and the first print or flush was a traceback
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 (the process's own)
     with console.whole_writes(), console.ascii_fallbacks():
         try:
             with interrupts.handled(), command_line():

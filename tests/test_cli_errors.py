@@ -350,3 +350,11 @@ def test_a_new_failure_source_is_given_whole_or_its_kind_first(capsys):
     kind_first = ["failures.1.kind=exponential", "failures.1.job_mtbf=2 h"]
     s = load_scenario(SCENARIOS / "smoke.yaml", kind_first)
     assert s.failures[1].kind == "exponential" and s.failures[1].job_mtbf == 7200
+
+
+def test_a_key_deeper_than_any_field_is_a_located_error(capsys):
+    """A --set key of 1,000 parts was a RecursionError traceback."""
+    key = ".".join(["a"] * 1000)
+    assert main(["run", str(SCENARIOS / "smoke.yaml"), "--set", f"{key}=1", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(": more than 50 parts (no field is that deep)\n") and len(err) < 200

@@ -897,3 +897,21 @@ def test_a_command_holding_a_folder_removes_temporary_files_left_by_a_killed_one
     with locked_folder(folder):
         pass
     assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == [".notes.tmp"]
+
+
+@pytest.mark.parametrize("closed", [1, 2])
+def test_a_command_with_standard_output_or_error_closed_does_its_work(tmp_path, closed):
+    """``ftsim run … >&-`` wrote its results, then failed on its last flush (exit 1, a
+    traceback); ``2>&-`` failed before it began (the progress line asked the closed stream
+    whether it is a terminal). Both now run, writing what they print nowhere."""
+    out = tmp_path / "r"
+    done = subprocess.run(
+        [sys.executable, "-m", "ftsim", *RUN, "-o", str(out)],
+        preexec_fn=lambda: os.close(closed),
+        capture_output=False,
+        stdout=None if closed == 1 else subprocess.DEVNULL,
+        stderr=None if closed == 2 else subprocess.PIPE,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (out / "manifest.json").is_file()

@@ -37,6 +37,9 @@ import yaml
 from ftsim.notices import RenamedField
 from ftsim.options import named
 
+MAX_DEPTH = 50
+"""Most parts of a dotted key: no scenario field is nested anywhere near as deep."""
+
 
 @dataclass(frozen=True)
 class Target:
@@ -156,6 +159,8 @@ def assign(data: dict, key: str, value, selected: Sequence[int] | None = None) -
     parts = key.split(".")
     if "" in parts:
         raise ValueError(f"{key}: empty key between dots")
+    if len(parts) > MAX_DEPTH:  # a key of 1,000 parts was a RecursionError traceback
+        raise ValueError(f"{key[:60]}…: more than {MAX_DEPTH} parts (no field is that deep)")
     accept_named(data)  # the walk reads the fields of the sections the data names
     if parts[0] == "trainer":
         accept_trainer_section()
