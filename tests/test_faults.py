@@ -915,3 +915,26 @@ def test_a_command_with_standard_output_or_error_closed_does_its_work(tmp_path, 
     )
     assert done.returncode == 0, done.stderr
     assert (out / "manifest.json").is_file()
+
+
+def test_a_move_that_fails_while_committing_names_its_file(tmp_path, capsys, monkeypatch):
+    """runs.csv immutable (chattr +i) when a run's results were moved into place: the error
+    named the folder, not the file, and said nothing of the half-moved set, which the next
+    command then called "stopped"."""
+    out = tmp_path / "r"
+    assert main([*RUN, "-o", str(out)]) == 0
+    real = os.replace
+
+    def refused(src, dst, *args, **kwargs):
+        if Path(dst).name == "runs.csv" and output.COMMIT in str(src):
+            raise PermissionError(1, "Operation not permitted")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(output.os, "replace", refused)
+    capsys.readouterr()
+    assert main([*RUN, "--seed", "9", "-o", str(out), "--force"]) == 2
+    said = f"ftsim: operation not permitted writing {out / 'runs.csv'}; the next ftsim "
+    assert capsys.readouterr().err == said + "command on the folder moves the rest into place\n"
+    monkeypatch.setattr(output.os, "replace", real)
+    with pytest.warns(output.CompletedCommit, match="stopped, or failed, while moving"):
+        assert ftsim.load(out).manifest["seed"] == 9

@@ -155,7 +155,11 @@ class StagedFolder:
             if error is None:
                 with interrupts.deferred(), writing(self.folder):
                     os.rename(self._staging, self.folder / COMMIT)
-                    complete_commit(self.folder)
+                    try:
+                        complete_commit(self.folder)
+                    except OutputError as exc:  # the new set is whole in COMMIT: say so
+                        note = "the next ftsim command on the folder moves the rest into place"
+                        raise OutputError(exc.reason, exc.path, note) from None
                     self.committed = True
         finally:
             shutil.rmtree(self._staging, ignore_errors=True)
@@ -176,9 +180,10 @@ def complete_commit(folder: str | Path) -> bool:
         names.append(LAST)
         (folder / LAST).unlink(missing_ok=True)
     for name in names:
-        if (folder / name).is_dir() and not (folder / name).is_symlink():
-            shutil.rmtree(folder / name)
-        os.replace(commit / name, folder / name)
+        with writing(folder / name):  # the file at fault named, not its folder
+            if (folder / name).is_dir() and not (folder / name).is_symlink():
+                shutil.rmtree(folder / name)
+            os.replace(commit / name, folder / name)
     commit.rmdir()
     return bool(names)
 
@@ -199,8 +204,8 @@ def recover(folder: str | Path) -> None:
         if complete_commit(folder):
             warnings.warn(
                 CompletedCommit(
-                    f"{folder}: an earlier ftsim command was stopped while moving its "
-                    "finished results into place; they were moved now"
+                    f"{folder}: an earlier ftsim command was stopped, or failed, while "
+                    "moving its finished results into place; they were moved now"
                 ),
                 stacklevel=3,
             )
