@@ -48,6 +48,13 @@ class UsageError(Exception):
     """Bad command-line input: printed as is, exit status 2."""
 
 
+def _path(text: str) -> Path:
+    """A path argument; an empty one is refused (``-o ''`` wrote into the current folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (give a file or folder)")
+    return Path(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status (see the module docstring)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -193,9 +200,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run every policy of a scenario over replications")
-    run.add_argument("scenario", type=Path)
+    run.add_argument("scenario", type=_path)
     _scenario_options(run)
-    run.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
+    run.add_argument("-o", "--output", type=_path, help="run folder (default: under run.output)")
     _force_option(run)
     run.add_argument(
         "--policy",
@@ -212,7 +219,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     show_what = show.add_subparsers(dest="what", required=True)
     config = show_what.add_parser("config", help="the scenario with defaults filled in, in units")
-    config.add_argument("scenario", type=Path)
+    config.add_argument("scenario", type=_path)
     _scenario_options(config)
     config.set_defaults(handler=_cmd_show_config)
     policies = show_what.add_parser("policies", help="registered policies and their parameters")
@@ -237,7 +244,7 @@ def _sweep_parser(commands) -> None:
     sweep = commands.add_parser(
         "sweep", help="run every policy at every point of a grid, resumably, in parallel"
     )
-    sweep.add_argument("scenario", type=Path)
+    sweep.add_argument("scenario", type=_path)
     _scenario_options(sweep)
     sweep.add_argument(
         "--grid",
@@ -267,8 +274,8 @@ def _sweep_parser(commands) -> None:
     sweep.add_argument(
         "--max-reps", type=int, default=1000, help="cap for --target-halfwidth (default 1000)"
     )
-    sweep.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this sweep")
-    sweep.add_argument("-o", "--output", type=Path, help="run folder (default: under run.output)")
+    sweep.add_argument("--resume", type=_path, metavar="RUN_DIR", help="continue this sweep")
+    sweep.add_argument("-o", "--output", type=_path, help="run folder (default: under run.output)")
     _force_option(sweep)
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress bar or table")
     sweep.set_defaults(handler=_cmd_sweep)
@@ -280,7 +287,7 @@ def _advise_parser(commands) -> None:
         help="the cheapest setting of each policy within a PLS and a memory limit, searched "
         "with the simulator",
     )
-    advise.add_argument("scenario", type=Path)
+    advise.add_argument("scenario", type=_path)
     _scenario_options(advise, "replications per candidate (default: the scenario's)", False)
     advise.add_argument(
         "--max-pls",
@@ -300,7 +307,7 @@ def _advise_parser(commands) -> None:
         "--jobs", type=int, help="parallel worker processes (default: the CPU count)"
     )
     advise.add_argument(
-        "-o", "--output", type=Path, help="folder for candidates.csv and the frontier figure"
+        "-o", "--output", type=_path, help="folder for candidates.csv and the frontier figure"
     )
     _force_option(advise)
     advise.add_argument("-q", "--quiet", action="store_true", help="no table")
@@ -309,11 +316,11 @@ def _advise_parser(commands) -> None:
 
 def _plot_parser(commands) -> None:
     plot = commands.add_parser("plot", help="paper figures from a run or sweep folder")
-    plot.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    plot.add_argument("run_dir", type=_path, metavar="RUN_DIR")
     plot.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=_path,
         metavar="DIR",
         help="folder for the figures (default RUN_DIR/plots)",
     )
@@ -356,13 +363,13 @@ def _trace_parser(commands) -> None:
     trace = commands.add_parser(
         "trace", help="a replication of a run as a Chrome/Perfetto trace (JSON), per node and link"
     )
-    trace.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    trace.add_argument("run_dir", type=_path, metavar="RUN_DIR")
     trace.add_argument("--rep", type=int, default=0, help="replication (default 0)")
     trace.add_argument(
         "--policy", action="append", default=[], help="only this policy (repeatable; default all)"
     )
     trace.add_argument(
-        "-o", "--output", type=Path, help="trace file (default RUN_DIR/trace_repN.json; .gz: gzip)"
+        "-o", "--output", type=_path, help="trace file (default RUN_DIR/trace_repN.json; .gz: gzip)"
     )
     trace.add_argument(
         "--force", action="store_true", help="replace an existing file that is not a trace"
@@ -377,7 +384,7 @@ def _validate_parser(commands) -> None:
     validate.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=_path,
         help="report path (default results/validation/validation.md; figures in a folder "
         "named like the report without .md)",
     )

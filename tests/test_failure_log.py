@@ -130,6 +130,15 @@ def test_one_system_of_a_log_with_several(tmp_path):
     assert [f.nodes for f in draw(log_scenario(tmp_path, rows=rows, system=3))] == [(1,)]
 
 
+def test_a_log_of_a_header_alone_is_not_said_to_lack_its_system_column(tmp_path):
+    """A LANL header without rows, with ``system: 20``: the error said "no row of system 20
+    (the log has no System column)", which it has; it is the log without rows, a warning."""
+    from ftsim.scenario.notices import ScenarioWarning
+
+    with pytest.warns(ScenarioWarning, match="the log has no rows"):
+        log_scenario(tmp_path, rows=[], system=20)
+
+
 def test_reads_lanl_header_variants_and_only_the_columns_it_needs(tmp_path):
     path = tmp_path / "log.csv"
     path.write_text(

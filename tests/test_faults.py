@@ -938,3 +938,25 @@ def test_a_move_that_fails_while_committing_names_its_file(tmp_path, capsys, mon
     monkeypatch.setattr(output.os, "replace", real)
     with pytest.warns(output.CompletedCommit, match="stopped, or failed, while moving"):
         assert ftsim.load(out).manifest["seed"] == 9
+
+
+def test_small_messages_of_the_robustness_audit(tmp_path, capsys):
+    """Each said what is the case: a resume of a folder whose manifest is not JSON said "no
+    sweep manifest"; trace of a folder being written said "no scenario.yaml (not a run
+    folder)"; ``-o ''`` wrote into the current folder."""
+    out = tmp_path / "s"
+    assert main([*SWEEP, "--grid", "policies.*.interval=10 min,20 min", "-o", str(out)]) == 0
+    (out / "manifest.json").write_text('{"command": "sweep", ')
+    grid = ["--grid", "policies.*.interval=10 min,20 min"]
+    capsys.readouterr()
+    assert main([*SWEEP, *grid, "--resume", str(out)]) == 2
+    assert f"{out / 'manifest.json'} is not valid JSON (" in capsys.readouterr().err
+    being_written = tmp_path / "r"
+    with locked_folder(being_written):
+        assert main(["trace", str(being_written), "-o", str(tmp_path / "t.json")]) == 2
+    assert f"{being_written}: another ftsim process (pid {os.getpid()}) is writing" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit) as stop:
+        main(["plot", str(out), "-o", ""])
+    assert stop.value.code == 2 and "an empty path" in capsys.readouterr().err

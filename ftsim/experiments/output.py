@@ -139,11 +139,14 @@ class StagedFolder:
         return self._staging
 
     def _final(self, path: str | Path) -> Path:
-        """Where ``path``, in the staging folder, was to go (``folder`` for another path)."""
+        """Where ``path``, in the staging folder, was to go (``folder`` for another path, or
+        for a file of a folder the set never has, such as a run's ``shards``: a full disk
+        named ``r1/shards/p00000-….csv``, a path the user never sees)."""
         try:
-            return self.folder / Path(path).relative_to(self._staging)
+            inside = Path(path).relative_to(self._staging)
         except (TypeError, ValueError):
             return self.folder
+        return self.folder / inside if inside.parts[:1] != ("shards",) else self.folder
 
     def __exit__(self, kind, error, traceback) -> None:
         try:

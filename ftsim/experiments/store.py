@@ -172,8 +172,14 @@ class RunStore:
         try:
             manifest = store.manifest()
             found = manifest["config_hash"]
-        except (FileNotFoundError, NotADirectoryError, ValueError, KeyError, TypeError):
+        except (FileNotFoundError, NotADirectoryError):
             raise StoreError(f"{where}: no sweep manifest ({root / MANIFEST})") from None
+        except ValueError as exc:  # it is there: "no sweep manifest" sent users looking
+            raise StoreError(f"{where}: {root / MANIFEST} is not valid JSON ({exc})") from None
+        except (KeyError, TypeError):
+            raise StoreError(
+                f"{where}: {root / MANIFEST} has no config_hash (not a sweep's)"
+            ) from None
         except OSError as exc:  # it is there but cannot be read: say so, not "missing"
             raise StoreError(
                 f"{where}: cannot read the sweep manifest {root / MANIFEST} ({exc.strerror})"

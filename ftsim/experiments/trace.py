@@ -483,6 +483,7 @@ def read_run_folder(run_dir: Path) -> tuple[Scenario, list[dict]]:
     """The resolved scenario of a ``run`` folder and its result rows; TraceError if the
     folder is not one."""
     from ftsim.experiments.folders import FolderError, check_results
+    from ftsim.experiments.lock import writer
     from ftsim.scenario.loader import load_scenario
 
     if run_dir.is_file():
@@ -502,6 +503,12 @@ def read_run_folder(run_dir: Path) -> tuple[Scenario, list[dict]]:
                 f"{run_dir}: a sweep folder; trace needs a run folder: run the point you want "
                 "with `ftsim run SCENARIO --set KEY=VALUE ...` and trace that"
             )
+    holder = writer(run_dir)
+    if holder is not None and not (run_dir / "runs.csv").exists():  # not "not a run folder"
+        raise TraceError(
+            f"{run_dir}: another ftsim process{holder} is writing its results there: trace "
+            "it once that ends"
+        )
     for name in ("scenario.yaml", "runs.csv"):
         if (run_dir / name).is_dir():
             raise TraceError(f"{run_dir / name}: is a folder, not a file (not a run folder)")

@@ -819,7 +819,7 @@ class FailureLogFailures(_Source):
         systems = plan["systems"]
         if self.system is None and len(systems) > 1:
             found.append(("system", f"the log holds systems {', '.join(systems)}: choose one"))
-        elif self.system is not None and plan["other_system"] == plan["rows"]:
+        elif self.system is not None and plan["rows"] and plan["other_system"] == plan["rows"]:
             named = [x for x in systems if x]  # a log without the column: system ''
             has = f"the log has: {', '.join(named)}" if named else "the log has no System column"
             found.append(("system", f"no row of system {self.system} ({has})"))
