@@ -358,3 +358,10 @@ def test_a_key_deeper_than_any_field_is_a_located_error(capsys):
     assert main(["run", str(SCENARIOS / "smoke.yaml"), "--set", f"{key}=1", "-q"]) == 2
     err = capsys.readouterr().err
     assert err.endswith(": more than 50 parts (no field is that deep)\n") and len(err) < 200
+
+
+def test_a_key_longer_than_any_field_path_is_said_in_one_short_line(capsys):
+    """A 100,000-character key was echoed twice: a 200 KB error line."""
+    assert main(["run", str(SCENARIOS / "smoke.yaml"), "--set", f"{'k' * 100_000}=1", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(": 100000 characters (no field path is that long)\n") and len(err) < 200

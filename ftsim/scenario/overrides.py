@@ -39,6 +39,8 @@ from ftsim.options import named
 
 MAX_DEPTH = 50
 """Most parts of a dotted key: no scenario field is nested anywhere near as deep."""
+MAX_KEY = 500
+"""Longest dotted key, characters: no scenario field's path is anywhere near as long."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,8 @@ def assign(data: dict, key: str, value, selected: Sequence[int] | None = None) -
         raise ValueError(f"{key}: empty key between dots")
     if len(parts) > MAX_DEPTH:  # a key of 1,000 parts was a RecursionError traceback
         raise ValueError(f"{key[:60]}…: more than {MAX_DEPTH} parts (no field is that deep)")
+    if len(key) > MAX_KEY:  # echoed twice, a 100,000-character key made a 200 KB line
+        raise ValueError(f"{key[:60]}…: {len(key)} characters (no field path is that long)")
     accept_named(data)  # the walk reads the fields of the sections the data names
     if parts[0] == "trainer":
         accept_trainer_section()
