@@ -85,3 +85,20 @@ def test_the_command_line_keeps_its_statuses_and_messages(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith(f"results: {out}\n")
     assert tuple(sorted(p.name for p in out.iterdir())) == RUN_FILES
+
+
+def test_ctrl_c_while_the_command_starts_up_is_said():
+    """Ctrl-C while ftsim's modules load ended with status 130 and nothing on standard
+    error; it now says "interrupted", as a Ctrl-C later does."""
+    program = (
+        "import builtins, runpy\n"
+        "real = builtins.__import__\n"
+        "def stop(name, *args, **kwargs):\n"
+        "    if name == 'ftsim.cli':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = stop\n"
+        "runpy.run_module('ftsim', run_name='__main__')\n"
+    )
+    done = _python(program)
+    assert (done.returncode, done.stderr) == (130, "ftsim: interrupted\n")
