@@ -533,8 +533,9 @@ def _cmd_run(args, argv) -> int:
             say=_say,  # decisions taken for the user are said, quiet or not
         )
     except study.StudyInterrupted as stop:
-        kept = "the results were written" if stop.committed else "nothing was written"
-        print(f"ftsim: interrupted; {kept} to {stop.folder}", file=sys.stderr)
+        with interrupts.shielded():  # one more Ctrl-C: the report is still made
+            kept = "the results were written" if stop.committed else "nothing was written"
+            print(f"ftsim: interrupted; {kept} to {stop.folder}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         progress.close()
@@ -607,8 +608,10 @@ def _cmd_sweep(args, argv) -> int:
             say=_say,
         )
     except study.StudyInterrupted as stop:
-        print(f"ftsim: interrupted; {stop.kept()} are saved in {stop.folder}", file=sys.stderr)
-        print(f"ftsim: continue with: {resume_command(argv, stop.folder)}", file=sys.stderr)
+        with interrupts.shielded():  # one more Ctrl-C: the report is still made whole
+            kept, again = stop.kept(), resume_command(argv, stop.folder)
+            print(f"ftsim: interrupted; {kept} are saved in {stop.folder}", file=sys.stderr)
+            print(f"ftsim: continue with: {again}", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         progress.close()

@@ -306,9 +306,11 @@ def _sweep_into(out: Path, plan, force, resume, started, argv, work, batch, say)
             summary = sweep.finish(plan, store)
             _finish_folder(plan, store, started, argv, computed, reused, copied)
     except KeyboardInterrupt:  # while computing or merging: the shards are kept
-        stop = _interrupted(plan, store, batch)
-        with contextlib.suppress(OutputError):
-            _unfinished_session(store, started, argv, stop.kept_reps - held, held, "interrupted")
+        with interrupts.shielded():  # a second Ctrl-C here lost what the first kept
+            stop = _interrupted(plan, store, batch)
+            with contextlib.suppress(OutputError):
+                kept = stop.kept_reps - held
+                _unfinished_session(store, started, argv, kept, held, "interrupted")
         raise stop from None
     except (OutputError, WorkerDied) as exc:
         with contextlib.suppress(OutputError):
