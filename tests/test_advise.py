@@ -45,10 +45,14 @@ def _check(advice, brute, max_pls=None, max_memory=None):
             assert pick["pls_model_mean"] <= max_pls
         if max_memory is not None:
             assert pick["memory_frac"] <= max_memory
-        slack = top["overhead_ci95"] + 1e-12
-        assert pick["overhead_mean"] <= top["overhead_mean"] + slack, (mine.policy, pick, top)
+        slack = top["overhead_frac_ci95_half"] + 1e-12
+        assert pick["overhead_frac_mean"] <= top["overhead_frac_mean"] + slack, (
+            mine.policy,
+            pick,
+            top,
+        )
         assert len(mine.candidates) < len(best.candidates)  # cheaper than brute force
-    cheapest = min(advice.policies, key=lambda p: p.pick["overhead_mean"])
+    cheapest = min(advice.policies, key=lambda p: p.pick["overhead_frac_mean"])
     assert advice.recommendation is cheapest
 
 
@@ -71,7 +75,7 @@ def test_on_random_failures_with_a_memory_limit_the_pick_is_as_good_as_brute_for
     _check(advice, brute, 0.01, 0.3)
     ecrm = advice.policies[1]
     assert ecrm.pick["k"] >= 4  # r/k = 1/2 is over the memory limit
-    assert ecrm.pick["overhead_ci95"] > 0  # exponential failures: a real interval
+    assert ecrm.pick["overhead_frac_ci95_half"] > 0  # exponential failures: a real interval
 
 
 def test_an_injected_bug_that_ignores_the_pls_limit_fails_the_check(monkeypatch):
@@ -102,7 +106,7 @@ def test_the_cli_writes_a_tidy_table_and_a_single_column_figure(tmp_path, capsys
     assert text.startswith("advise prod50h: timing only (PLS is the time model's pls_model)")
     assert "recommendation: cpr_mfu with interval " in text
     table = pd.read_csv(out / "candidates.csv")
-    for column in ("interval_s", "fraction", "overhead_mean", "pls_model_mean", "memory_frac"):
+    for column in ("interval_s", "fraction", "overhead_frac_mean", "pls_model_mean", "memory_frac"):
         assert pd.api.types.is_numeric_dtype(table[column].dropna()), column
     assert set(table["policy"]) == {"full", "cpr_mfu"}
     mfu = table[table["policy"] == "cpr_mfu"]
@@ -224,12 +228,12 @@ def test_picks_is_the_table_the_command_line_prints():
     full, ecrm = picks.iloc[0], picks.iloc[1]
     assert full["recommended"] and full["why_none"] == "" and full["n"] == 2
     assert full["setting"] == advice.policies[0].setting(advice.policies[0].pick)
-    assert full["overhead_mean"] == advice.policies[0].pick["overhead_mean"]
+    assert full["overhead_frac_mean"] == advice.policies[0].pick["overhead_frac_mean"]
     assert ecrm["why_none"].startswith("none within the limits: lowest pls_model")
-    assert pd.isna(ecrm["overhead_mean"]) and not ecrm["recommended"]
+    assert pd.isna(ecrm["overhead_frac_mean"]) and not ecrm["recommended"]
     text = advice.text().splitlines()
     assert re.split(r"\s{2,}", text[2])[:3] == ["full", full["setting"], "as set"]
-    assert f"{100 * full['overhead_mean']:.2f}%" in text[2]
+    assert f"{100 * full['overhead_frac_mean']:.2f}%" in text[2]
     assert text[3].startswith("ecrm") and ecrm["why_none"] in text[3]
 
 
@@ -311,8 +315,8 @@ def test_the_picks_are_written_as_a_scenario_that_runs_them_exactly(tmp_path, ca
     table = pd.read_csv(out / "candidates.csv")
     for policy, mine in summary.iterrows():
         pick = table[(table["policy"] == policy) & table["meets_limits"]]
-        pick = pick.sort_values("overhead_mean").iloc[0]
-        assert mine["overhead_frac_mean"] == pytest.approx(pick["overhead_mean"], rel=1e-9)
+        pick = pick.sort_values("overhead_frac_mean").iloc[0]
+        assert mine["overhead_frac_mean"] == pytest.approx(pick["overhead_frac_mean"], rel=1e-9)
         assert mine["interval_h_mean"] * 3600 == pytest.approx(pick["interval_s"], rel=1e-11)
     assert not table["interval_s"].round(6).equals(table["interval_s"])  # not cut to 6 digits
 
@@ -340,8 +344,8 @@ def _advice_of(**overheads_by_policy) -> search.Advice:
         finished = {rep: v for rep, v in enumerate(values) if v is not None}
         mean = sum(finished.values()) / len(finished)
         pick = pd.Series(
-            {"interval_s": 3600.0, "overhead_mean": mean,
-             "overhead_ci95": 0.0 if len(finished) > 1 else float("nan"),
+            {"interval_s": 3600.0, "overhead_frac_mean": mean,
+             "overhead_frac_ci95_half": 0.0 if len(finished) > 1 else float("nan"),
              "n": len(finished), "pls_model_mean": 0.0, "memory_frac": 0.0,
              "interval_h": 1.0, "cpr_decision": "", "valid": True}
         )  # fmt: skip
@@ -360,9 +364,9 @@ def test_the_difference_from_the_recommendation_is_a_paired_t_interval():
     assert d["n"] == 3 and d["mean"] == pytest.approx(0.02, abs=1e-15)
     assert (d["high"] - d["low"]) / 2 == pytest.approx(4.302653 * 0.01 / 3**0.5, rel=1e-6)
     picks = advice.picks.set_index("policy")
-    assert picks.loc["b", "overhead_diff_vs_recommended"] == pytest.approx(0.02, abs=1e-15)
+    assert picks.loc["b", "overhead_frac_diff_vs_recommended"] == pytest.approx(0.02, abs=1e-15)
     assert picks.loc["b", "n_paired"] == 3
-    assert pd.isna(picks.loc["a", "overhead_diff_vs_recommended"])  # the recommendation
+    assert pd.isna(picks.loc["a", "overhead_frac_diff_vs_recommended"])  # the recommendation
 
 
 def test_pairing_by_replication_tells_apart_what_the_policies_own_intervals_do_not():
@@ -399,12 +403,12 @@ def test_only_replications_both_finished_are_paired():
 
 def test_a_search_keeps_each_picks_overheads_by_replication():
     """The overheads the picks are paired on are the pick's own runs: their mean is the
-    pick's overhead_mean, one per replication."""
+    pick's overhead_frac_mean, one per replication."""
     advice = search.advise(PROD50H, policies=["full", "cpr"], max_pls=0.05, reps=3, rounds=0)
     for policy in advice.policies:
         assert sorted(policy.overheads) == [0, 1, 2]
         mean = sum(policy.overheads.values()) / 3
-        assert mean == pytest.approx(policy.pick["overhead_mean"], rel=1e-12)
+        assert mean == pytest.approx(policy.pick["overhead_frac_mean"], rel=1e-12)
     assert "overhead_by_rep" not in advice.candidates.columns
     last = advice.text().splitlines()[-1]
     assert last.startswith("next: full, +") and last.endswith(" over the 50 h of training")

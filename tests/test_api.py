@@ -155,7 +155,7 @@ def test_load_reads_a_folder_back(tmp_path):
 
 def test_load_summarises_a_folder_written_in_the_old_run_format(tmp_path):
     results = ftsim.run(SMOKE, reps=2, out=tmp_path / "r")
-    pd.DataFrame({"policy": ["full"], "overhead_mean": [0.1]}).to_csv(
+    pd.DataFrame({"policy": ["full"], "overhead_frac_mean": [0.1]}).to_csv(
         tmp_path / "r" / "summary.csv", index=False
     )
     old = ftsim.load(tmp_path / "r").summary

@@ -208,7 +208,7 @@ class Advice:
         """The policies with a pick, cheapest pick first (by mean overhead; ties in the
         scenario's order)."""
         picked = [p for p in self.policies if p.pick is not None]
-        return sorted(picked, key=lambda p: p.pick["overhead_mean"])
+        return sorted(picked, key=lambda p: p.pick["overhead_frac_mean"])
 
     @property
     def recommendation(self) -> PolicyAdvice | None:
@@ -251,8 +251,8 @@ class Advice:
             if p.pick is not None and p is not best:
                 d = self.versus_recommended(p)
                 row |= {
-                    "overhead_diff_vs_recommended": d["mean"],
-                    "overhead_diff_ci95": (d["high"] - d["low"]) / 2,
+                    "overhead_frac_diff_vs_recommended": d["mean"],
+                    "overhead_frac_diff_ci95_half": (d["high"] - d["low"]) / 2,
                     "n_paired": d["n"],
                 }
             row |= {"tried": int(p.candidates["valid"].sum()), "recommended": p is best}
@@ -289,8 +289,8 @@ class Advice:
                     s.policy,
                     s.setting,
                     s.ran,
-                    f"{100 * s.overhead_mean:.2f}%",
-                    f"{_ci_cell(s.overhead_ci95)} ({int(s.n)})",
+                    f"{100 * s.overhead_frac_mean:.2f}%",
+                    f"{_ci_cell(s.overhead_frac_ci95_half)} ({int(s.n)})",
                     f"{s.pls_model_mean:.4f}",
                     f"{s.memory_frac:.3g}",
                     str(s.tried),
@@ -320,9 +320,10 @@ class Advice:
         else:
             s = best.pick
             ran = f" (ran {_ran(s)})" if s.get("cpr_decision") == "full" else ""
+            half = _interval(s["overhead_frac_ci95_half"], int(s["n"]))
             lines.append(
                 f"recommendation: {best.policy} with {best.setting(s)}{ran}: overhead "
-                f"{100 * s['overhead_mean']:.2f}% {_interval(s['overhead_ci95'], int(s['n']))}, "
+                f"{100 * s['overhead_frac_mean']:.2f}% {half}, "
                 f"pls_model {s['pls_model_mean']:.4f}"
             )
             if self.runner_up is not None:
@@ -369,10 +370,10 @@ class Advice:
         return frontier_figure(self)
 
 
-PICKED = ("overhead_mean", "overhead_ci95", "n", "pls_model_mean", "memory_frac")
+PICKED = ("overhead_frac_mean", "overhead_frac_ci95_half", "n", "pls_model_mean", "memory_frac")
 PICKED += ("interval_h", "cpr_decision")
 """The measures of a candidate that :attr:`Advice.picks` shows."""
-VERSUS = ("overhead_diff_vs_recommended", "overhead_diff_ci95", "n_paired")
+VERSUS = ("overhead_frac_diff_vs_recommended", "overhead_frac_diff_ci95_half", "n_paired")
 """The columns of :attr:`Advice.picks` comparing a pick with the recommendation's."""
 
 
@@ -575,8 +576,8 @@ def _evaluate(data, path, found: list[Knob], limits: tuple, values: tuple) -> di
         "problem": "",
         "n": n,
         "n_unfinished": len(runs) - n,
-        "overhead_mean": mean,
-        "overhead_ci95": half,
+        "overhead_frac_mean": mean,
+        "overhead_frac_ci95_half": half,
         "pls_model_mean": math.fsum(pls) / n if n else math.nan,
         "memory_frac": max(memory, default=math.nan),
         "interval_h": runs[0].get("interval_h", math.nan),
@@ -615,7 +616,7 @@ def _meets(row: dict, max_pls: float | None, max_memory: float | None) -> bool:
 def _best(tried: dict[tuple, dict]) -> tuple | None:
     """The setting of lowest mean overhead among those within the limits."""
     feasible = [v for v, row in tried.items() if row["meets_limits"]]
-    return min(feasible, key=lambda v: tried[v]["overhead_mean"], default=None)
+    return min(feasible, key=lambda v: tried[v]["overhead_frac_mean"], default=None)
 
 
 APPROACH_STEPS = 6
@@ -638,7 +639,7 @@ def _nearest(tried: dict[tuple, dict], limits: tuple) -> tuple | None:
             for measure, limit in zip(("pls_model_mean", "memory_frac"), limits, strict=True)
             if limit is not None
         ]
-        return max(ratios, default=0.0), row["overhead_mean"]
+        return max(ratios, default=0.0), row["overhead_frac_mean"]
 
     done = [v for v, row in tried.items() if _finished(row)]
     return min(done, key=lambda v: excess(tried[v]), default=None)

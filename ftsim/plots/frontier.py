@@ -46,8 +46,8 @@ def frontier_figure(advice):
             if valid.empty:
                 continue
             _candidates(ax, valid, style, advice.max_memory_overhead)
-            edge = frontier(valid, x="pls_model_mean", y="overhead_mean")
-            ax.plot(edge["pls_model_mean"], 100 * edge["overhead_mean"], color=style.color,
+            edge = frontier(valid, x="pls_model_mean", y="overhead_frac_mean")
+            ax.plot(edge["pls_model_mean"], 100 * edge["overhead_frac_mean"], color=style.color,
                     linewidth=0.8, drawstyle="steps-post", zorder=3)  # fmt: skip
             handles.append(Line2D([], [], color=style.color, linewidth=0.8,
                                   marker=style.marker if p.pick is not None else None,
@@ -62,7 +62,7 @@ def frontier_figure(advice):
             handles.append(Line2D([], [], color="0.3", marker="o", markersize=3,
                                   markerfacecolor="none", linestyle="none"))  # fmt: skip
             labels.append(f"candidate over the memory limit ({advice.max_memory_overhead:g})")
-        overheads = [100 * p.candidates["overhead_mean"] for p in advice.policies]
+        overheads = [100 * p.candidates["overhead_frac_mean"] for p in advice.policies]
         if min(min(o.dropna(), default=1.0) for o in overheads) > 0:
             ax.set_yscale("log")  # candidates span orders of magnitude
         ax.set_xscale("symlog", linthresh=1e-3)  # lossless policies sit at PLS 0
@@ -85,7 +85,7 @@ def _candidates(ax, valid, style, max_memory: float | None) -> None:
     composed policy's grey looked alike as dots); those over the memory limit open."""
     over = valid["memory_frac"] > max_memory if max_memory is not None else valid["n"] < 0
     for outside, mine in valid.groupby(over.to_numpy()):
-        ax.scatter(mine["pls_model_mean"], 100 * mine["overhead_mean"], s=7,
+        ax.scatter(mine["pls_model_mean"], 100 * mine["overhead_frac_mean"], s=7,
                    marker=style.marker, color=style.color, alpha=0.4, zorder=2,
                    linewidths=0.5 if outside else 0,
                    facecolors="none" if outside else style.color)  # fmt: skip
@@ -110,8 +110,8 @@ def _picks(ax, policies, styles) -> None:
     markers = []
     for i, p in enumerate(policies):
         style = styles[p.policy]
-        drawn = ax.errorbar(p.pick["pls_model_mean"], 100 * p.pick["overhead_mean"],
-                            yerr=100 * p.pick["overhead_ci95"], color=style.color,
+        drawn = ax.errorbar(p.pick["pls_model_mean"], 100 * p.pick["overhead_frac_mean"],
+                            yerr=100 * p.pick["overhead_frac_ci95_half"], color=style.color,
                             marker=style.marker, markersize=PICK_SIZE, markeredgecolor="black",
                             markeredgewidth=0.5, elinewidth=0.8, zorder=4 + i / 100)  # fmt: skip
         markers.append(drawn.lines[0])
