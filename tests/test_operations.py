@@ -541,6 +541,31 @@ def test_an_unfinished_row_charges_the_phase_under_way_at_the_cut():
     assert 26 < row["reschedule_h"] < 26.2  # from the last failure at 4 h to the cut
 
 
+def test_a_cut_simulation_is_collected_without_ending_its_phase_again():
+    """After the cut-off charged the compute under way, collecting the simulation closed the
+    job's generator, whose ``finally`` ended that compute again: 'cannot unpack NoneType'
+    (an unraisable exception, seen by a new policy's author). Nothing is raised now, and
+    the row stays as the cut made it."""
+    import gc
+    import sys
+
+    data = copy.deepcopy(BASE)
+    data["failures"] = [{"kind": "exponential", "role": "any", "job_mtbf": "5 min"}]
+    data["policies"] = [{"kind": "full", "interval": "2 h"}]
+    s = validate_scenario(data, SMOKE, warn=False)
+    seen, hook = [], sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        sim = simulate(s, 0, 0)
+        row = sim.row()
+        assert not row["completed"]
+        del sim
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert not seen, [str(u.exc_value) for u in seen]
+
+
 def test_the_retirement_check_catches_an_off_by_one(monkeypatch):
     """Bug: the failure being diagnosed is not counted."""
     original = operations.retires

@@ -203,13 +203,12 @@ class Simulation:
         If a failure interrupts it, the time already spent is still charged.
         """
         start = self.env.now
-        self._open = (category, start, detail, part, activity)
+        self._open = opened = (category, start, detail, part, activity)
         try:
             if duration_s > 0:
                 yield self.env.timeout(duration_s)
         finally:
-            self._open = None
-            self._charge(category, start, detail, part, activity)
+            self._close(opened)
 
     def transfer(
         self,
@@ -229,7 +228,7 @@ class Simulation:
         start = self.env.now
         transfer = self.net.start(flows, category, detail, activity)
         at_least = self.env.timeout(at_least_s) if at_least_s > 0 else None
-        self._open = (category, start, detail, part, activity)
+        self._open = opened = (category, start, detail, part, activity)
         try:
             yield transfer
             if at_least is not None and not at_least.processed:
@@ -238,8 +237,7 @@ class Simulation:
             self.net.cancel(transfer)
             raise
         finally:
-            self._open = None
-            self._charge(category, start, detail, part, activity)
+            self._close(opened)
 
     def await_replacements(self, failures: list[Failure]):
         """Reschedule phase: until the last failed node's replacement is ready (each failure's
@@ -249,13 +247,11 @@ class Simulation:
 
     def wait(self, category: str, event: simpy.Event, detail: str = "", part: str | None = None):
         """Stall until ``event`` (e.g. a background transfer) completes, charged to ``category``."""
-        start = self.env.now
-        self._open = (category, start, detail, part, None)
+        self._open = opened = (category, self.env.now, detail, part, None)
         try:
             yield event
         finally:
-            self._open = None
-            self._charge(category, start, detail, part)
+            self._close(opened)
 
     def replan(self) -> None:
         """Tell the job that ``policy.slowdown()`` changed; it re-plans its compute phase."""
@@ -392,7 +388,8 @@ class Simulation:
                     try:
                         yield wait
                     finally:
-                        self._end_compute()
+                        if self._computing is not None:  # not ended by the cut-off
+                            self._end_compute()
                     if not wait.processed:  # re-planned (:meth:`_replanned`): plan again
                         continue
                 if self.progress_s < target:  # float rounding: snap, keeping lost = 0
@@ -439,6 +436,14 @@ class Simulation:
             self._cut()
         return self
 
+    def _close(self, opened: tuple) -> None:
+        """End the phase ``opened`` (the arguments of its :meth:`_charge`) now: charge it,
+        unless the cut-off did (then the job's generator, closed when it is collected,
+        ends it again: charged twice, a compute phase raised on ending)."""
+        if self._open is opened:
+            self._open = None
+            self._charge(*opened)
+
     def _cut(self) -> None:
         """The job stopped at the cut-off (``run.max_wall_factor``): charge the compute or
         the phase under way up to it, so that an unfinished row adds up too (wall = progress
@@ -446,8 +451,7 @@ class Simulation:
         if self._computing is not None:
             self._end_compute()
         if self._open is not None:
-            self._charge(*self._open)
-            self._open = None
+            self._close(self._open)
 
     # -- results -----------------------------------------------------------------------
 
