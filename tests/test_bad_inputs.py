@@ -544,7 +544,7 @@ CASES = [
     (
         "resume a list manifest",
         lambda f, s: sweep("--resume", str(fake_list_manifest(f)), folder_option=False)(f, s),
-        "no sweep manifest",
+        "has no config_hash (not a sweep's)",
     ),
     (
         "resume a run folder",
