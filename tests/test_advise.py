@@ -543,3 +543,32 @@ def test_a_fall_back_is_not_said_to_be_a_fraction_without_effect():
     advice = search.advise(PROD50H, policies=["cpr_mfu"], max_pls=0, reps=2, rounds=0)
     pick = advice.picks.iloc[0]
     assert pick["ran"].startswith("full @") and "no partial save" not in pick["setting"]
+
+
+def test_a_policy_without_a_valid_setting_is_said_and_drawn_without_it(monkeypatch):
+    """A policy's own knob whose every value it refuses (a new policy's author searched a
+    duration as a bare number): the text said so, then the frontier figure failed with
+    KeyError 'overhead_frac_mean' (the policy's candidates have no measures)."""
+    import matplotlib.pyplot as plt
+
+    from ftsim.policies import swift
+    from ftsim.policies.knobs import Knob
+
+    monkeypatch.setattr(swift.SwiftParams, "search", (Knob("log_budget", (2.0, 3.0), "linear"),))
+    advice = search.advise(PROD50H, policies=["full", "swift"], max_pls=0.05, reps=2, rounds=0)
+    assert "swift   no valid setting: log_budget:" in advice.text()
+    fig = advice.figure()
+    assert collisions(fig) == []
+    plt.close(fig)
+
+
+def test_a_duration_knob_is_written_with_its_unit():
+    """A policy's own duration knob (``seconds=True``) is assigned as seconds with the unit,
+    shown as a duration and tabled as ``<field>_s``, as the checkpoint interval is."""
+    from ftsim.policies.knobs import Knob
+
+    knob = Knob("local_interval", (60.0, 300.0), "geometric", seconds=True)
+    assert knob.assigned(300) == "300.0 s" and knob.column == "local_interval_s"
+    assert knob.show(300.0) == "local_interval 5 min"
+    plain = Knob("fraction", (0.01,), "geometric")
+    assert plain.assigned(0.01) == 0.01 and plain.column == "fraction"

@@ -62,7 +62,11 @@ def frontier_figure(advice):
             handles.append(Line2D([], [], color="0.3", marker="o", markersize=3,
                                   markerfacecolor="none", linestyle="none"))  # fmt: skip
             labels.append(f"candidate over the memory limit ({advice.max_memory_overhead:g})")
-        overheads = [100 * p.candidates["overhead_frac_mean"] for p in advice.policies]
+        overheads = [  # (a policy none of whose settings is valid has no measures)
+            100 * p.candidates["overhead_frac_mean"]
+            for p in advice.policies
+            if "overhead_frac_mean" in p.candidates
+        ]
         if min(min(o.dropna(), default=1.0) for o in overheads) > 0:
             ax.set_yscale("log")  # candidates span orders of magnitude
         ax.set_xscale("symlog", linthresh=1e-3)  # lossless policies sit at PLS 0

@@ -25,24 +25,34 @@ class Knob:
     lowest: float = 0.0
     highest: float = math.inf
     """Bounds of the values tried beyond the coarse grid."""
+    seconds: bool = False
+    """A duration (values in seconds): written with its unit, shown as a duration, its
+    column ``<field>_s``. The checkpoint ``interval`` always is; a policy's own duration
+    knob must say so (a bare number is refused for a duration: every candidate of a
+    two-level policy's ``local_interval`` was)."""
+
+    @property
+    def duration(self) -> bool:
+        """Whether the values are durations, seconds (:attr:`seconds`, or ``interval``)."""
+        return self.seconds or self.field == "interval"
 
     @property
     def column(self) -> str:
         """The knob's column in the candidates table (with the unit: ``interval_s``)."""
-        return "interval_s" if self.field == "interval" else self.field
+        return f"{self.field}_s" if self.duration else self.field
 
     def assigned(self, value):
-        """The value as the scenario's mapping holds it: an interval with its unit (seconds,
+        """The value as the scenario's mapping holds it: a duration with its unit (seconds,
         exactly, as recorded), a number as it is (as text, a choice field such as
         Check-N-Run's ``quantize_bits``, 2, 3, 4 or 8, refused every value: '8' is none)."""
         if value is None:
             return None
-        if self.field == "interval":
+        if self.duration:
             return f"{float(value)!r} s"
         return int(value) if self.integer else float(value)
 
     def show(self, value) -> str:
         """The value for people: ``interval 45.8 min``."""
-        if self.field == "interval":
-            return f"interval {short_duration(value)}"
+        if self.duration:
+            return f"{self.field} {short_duration(value)}"
         return f"{self.field} {'none' if value is None else f'{value:.3g}'}"
