@@ -124,11 +124,13 @@ def test_the_doc_names_the_real_hooks_helpers_and_events(smoke):
     for helper in re.findall(r"`sim\.(\w+)", text):
         assert hasattr(sim, helper), helper
     section = text.split("## 4.")[1].split("## 5.")[0]
-    events = set()
+    events = set()  # the shared ones: a new policy's own events need not be in the guide
     pending = list(ModelEvent.__subclasses__())
     while pending:
         cls = pending.pop()
-        events.add(cls.__name__)
+        if cls.__module__ == ModelEvent.__module__:
+            events.add(cls.__name__)
         pending += cls.__subclasses__()
     mentioned = set(re.findall(r"`([A-Z]\w+)`", section))
-    assert events - {"ReinitShards"} <= mentioned, "every event type is documented"
+    missing = events - mentioned
+    assert not missing, f"docs/adding_a_policy.md, section 4, does not name {sorted(missing)}"
