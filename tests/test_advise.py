@@ -572,3 +572,17 @@ def test_a_duration_knob_is_written_with_its_unit():
     assert knob.show(300.0) == "local_interval 5 min"
     plain = Knob("fraction", (0.01,), "geometric")
     assert plain.assigned(0.01) == 0.01 and plain.column == "fraction"
+
+
+def test_a_rule_between_a_candidates_fields_is_not_located_at_another_policy():
+    """The searched policy is the candidate scenario's only one: a rule between its fields
+    (located at ``policies.0``, no field) was said as "refused at policies.0", though the
+    policy is the file's second."""
+    from pathlib import Path
+
+    from ftsim.scenario.loader import ScenarioError
+
+    rule = ScenarioError(Path("s.yaml"), [("policies.0", "local_interval must be shorter")])
+    field = ScenarioError(Path("s.yaml"), [("policies.0.k", "too large")])
+    assert search._problem(rule) == "local_interval must be shorter"
+    assert search._problem(field) == "k: too large"

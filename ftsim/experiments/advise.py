@@ -595,6 +595,8 @@ def _problem(exc: Exception) -> str:
     the one policy searched, so its location (``policies.0.k``) named another policy."""
     if isinstance(exc, ScenarioError) and exc.problems:
         where, message = exc.problems[0]
+        if where == "policies.0":  # a rule between its fields: the policy's own, no field
+            return message
         return f"{where.removeprefix('policies.0.')}: {message}"
     return str(exc).splitlines()[0]
 
