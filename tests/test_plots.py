@@ -244,6 +244,21 @@ def test_timeline_spans_are_drawn_as_wide_as_they_last(tmp_path):
     assert 0.05 < share < 0.12 and drawn < 1.5 * share, (share, drawn)
 
 
+def test_timeline_phases_too_short_for_a_pixel_show_their_cadence_where_sparse():
+    """12 one-second saves in 1,000 h drew 2 ticks, 16 ms snapshots none: sparse phases
+    narrower than a pixel are a pixel wide; dense ones (800 saves of 27 s in 245 h) keep
+    their width, lest the lane read as all save."""
+    from ftsim.plots.timeline import AXIS_IN, MIN_SPAN_IN, _visible
+
+    pixel_h = MIN_SPAN_IN * 1000 / AXIS_IN
+    starts = pd.Series(np.linspace(50, 950, 12))
+    sparse = _visible(starts, starts + 1 / 3600, 1000)
+    assert [w for _, w in sparse] == pytest.approx([pixel_h] * 12)
+    dense_starts = pd.Series(np.arange(800) * 0.3)
+    dense = _visible(dense_starts, dense_starts + 27 / 3600, 245)
+    assert [w for _, w in dense] == pytest.approx([27 / 3600] * 800)
+
+
 def test_the_daly_overlay_is_drawn_or_its_absence_explained(tmp_path):
     out = tmp_path / "sweep"
     args = ["sweep", str(SCENARIOS / "prod50h.yaml"), "--policy", "full", "--no-trainer"]
