@@ -44,6 +44,9 @@ def assert_accounting(row) -> None:
     if not row["completed"]:  # failures too frequent to finish within 100 × ideal
         assert row["overhead_frac"] == math.inf
         assert row["wall_h"] == pytest.approx(100 * row["ideal_h"])
+        progress = row["ettr"] * row["wall_h"]  # the cut-off charged what was under way
+        gap = progress + sum(row[f"{c}_h"] for c in CATEGORIES) - row["wall_h"]
+        assert abs(gap) <= IDENTITY_TOL * row["wall_h"]
         return
     assert abs(_identity_gap(row)) <= IDENTITY_TOL * row["wall_h"]
     assert all(row[f"{c}_h"] >= -IDENTITY_TOL for c in CATEGORIES)

@@ -140,3 +140,21 @@ def test_from_python_unfinished_replications_are_warnings(tmp_path):
         for p in ("full", "checkfreq")
     ]
     assert all(w.filename == __file__ for w in caught)  # the caller's line
+
+
+def test_an_unfinished_row_cut_in_compute_adds_up():
+    """100 failures in 10 h of training, cut at 2 × the failure-free time while computing:
+    the compute under way is charged up to the cut (a mutant that left it out gave 7.92 h
+    of an 8 h wall; the mutation audit)."""
+    from ftsim.experiments.runner import simulate
+    from ftsim.sim.accounting import CATEGORIES
+    from tests.conftest import scenario
+
+    failures = "failures.0={kind: scheduled, count: 100, spacing: even, end: 10 h, role: any}"
+    s = scenario(
+        "smoke", failures, "run.max_wall_factor=2", "policies=[{kind: full, interval: 20 min}]"
+    )
+    row = simulate(s, 0, 0).row()
+    assert not row["completed"] and row["wall_h"] == pytest.approx(8.0)
+    progress = row["ettr"] * row["wall_h"]
+    assert progress + sum(row[f"{c}_h"] for c in CATEGORIES) == pytest.approx(8.0, rel=1e-12)
