@@ -987,3 +987,14 @@ def test_a_second_ctrl_c_while_the_first_is_reported_keeps_the_report(
     assert main([*SWEEP, *grid, "-o", str(out)]) == 130
     err = capsys.readouterr().err
     assert "are saved in" in err and "ftsim: continue with: " in err
+
+
+def test_figures_are_not_written_among_a_sweeps_shards(tmp_path, capsys):
+    """``plot SWEEP -o SWEEP`` is refused (results there), ``-o SWEEP/shards`` was not:
+    figures among the tasks a --resume verifies."""
+    out = tmp_path / "s"
+    assert main([*SWEEP, "--grid", "policies.*.interval=10 min,20 min", "-o", str(out)]) == 0
+    (out / "shards").mkdir(exist_ok=True)
+    capsys.readouterr()
+    assert main(["plot", str(out), "-o", str(out / "shards"), "-q"]) == 2
+    assert "holds a sweep's shards" in capsys.readouterr().err

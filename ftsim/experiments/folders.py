@@ -90,6 +90,11 @@ def check_figures_folder(folder: Path) -> None:
     written there would replace result files of the same names (``plot -o RUN_DIR``
     replaced the run's ``timeline.csv`` with the figure's)."""
     folder = Path(folder)
+    if folder.name == "shards" and (folder.parent / MANIFEST).is_file():
+        raise FolderError(
+            f"{folder}: holds a sweep's shards (its tasks, for --resume); figures are not "
+            "written among them: choose another folder (the default is RUN_DIR/plots)"
+        )
     if not (folder / MANIFEST).is_file():
         return
     try:
