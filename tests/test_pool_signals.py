@@ -150,12 +150,14 @@ def test_the_store_waits_for_its_syncing_thread_with_signals_deferred(monkeypatc
 
 
 def test_the_store_check_fails_when_the_hurry_is_not_deferred(monkeypatch, tmp_path):
-    """Teeth: with the store's deferral gone, the check sees the set and the clear."""
+    """Teeth: with the store's deferral gone, the check sees a set or clear made while
+    signals were not deferred (not every one: the syncing thread's may coincide with the
+    main thread's own deferral while it makes a file, as ``atomic_write_bytes`` does)."""
     from ftsim.experiments import store
 
     monkeypatch.setattr(store, "interrupts", _Undeferred)
     calls = _hurries_of_a_sweep(monkeypatch, tmp_path)
-    assert calls and not any(calls)
+    assert calls and not all(calls)
 
 
 def _handler_at_the_pool_calls(monkeypatch, tmp_path, command: str = "sweep") -> set[bool]:

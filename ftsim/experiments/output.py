@@ -82,15 +82,17 @@ def atomic_write_bytes(path: str | Path, data: bytes, sync: bool = True) -> None
     """Write ``data`` to ``path`` so that the file is either the old one or complete, and
     (``sync``) on disk before it replaces the old one: without it, a crash of the machine
     may leave an empty file (for files nothing reads after a crash, e.g. a run's staged
-    shards). A signal waits until the temporary file is gone again, renamed or removed
-    (in the main thread, where signals are handled: one raised between its creation and
-    the clean-up left an empty one)."""
+    shards). A signal waits while the temporary file is made, so that the clean-up knows
+    its name (in the main thread, where signals are handled: one raised inside ``mkstemp``
+    left an empty one)."""
     path = Path(path)
     main = threading.current_thread() is threading.main_thread()
-    with writing(path), interrupts.deferred() if main else contextlib.nullcontext():
+    with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        tmp = None
         try:
+            with interrupts.deferred() if main else contextlib.nullcontext():
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
             os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give normal permissions
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -99,7 +101,8 @@ def atomic_write_bytes(path: str | Path, data: bytes, sync: bool = True) -> None
                     os.fsync(handle.fileno())
             os.replace(tmp, path)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
             raise
 
 
