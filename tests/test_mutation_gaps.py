@@ -403,16 +403,9 @@ def test_an_escalated_repair_takes_the_automatic_then_the_manual_time():
     caught before only by the curated spares example). Every repair escalates: 1 h of
     automatic repair, then 5 h of manual; with no spare, trainer0's place waits for its own
     host: ready 6 h after the failure (the mutant: 5 h)."""
-    operations = {
-        "spares": 0,
-        "provisioning": {"kind": "constant", "mean": "0 s"},
-        "detection": {"kind": "constant", "mean": "0 s"},
-        "repair": {
-            "automatic": {"kind": "constant", "mean": "1 h"},
-            "escalation": 1,
-            "manual": {"kind": "constant", "mean": "5 h"},
-        },
-    }
+    manual = {"escalation": 1, "manual": {"kind": "constant", "mean": "5 h"}}
+    operations = {**_CONSTANT_REPAIR, "spares": 0}
+    operations["repair"] = {**_CONSTANT_REPAIR["repair"], **manual}
     ops = passes(build(operations, _scheduled([3600], ["trainer0"])))
     (failure,) = ops.failures()
     fate = ops.seen[0].new[0]
@@ -426,17 +419,8 @@ def test_a_repair_that_cannot_miss_makes_a_bad_host_good():
     never misses (``automatic_miss: 0``): trainer0's host, bad when it fails at 1 h, is
     repaired and put back, and is good when it fails again at 5 h (the mutant never fixes
     a host: bad again)."""
-    operations = {
-        "spares": 0,
-        "provisioning": {"kind": "constant", "mean": "0 s"},
-        "detection": {"kind": "constant", "mean": "0 s"},
-        "repair": {
-            "automatic": {"kind": "constant", "mean": "1 h"},
-            "escalation": 0,
-            "automatic_miss": 0,
-        },
-        "bad_nodes": {"share": 1.0, "multiplier": 4},
-    }
+    operations = {**_CONSTANT_REPAIR, "spares": 0, "bad_nodes": {"share": 1.0, "multiplier": 4}}
+    operations["repair"] = {**_CONSTANT_REPAIR["repair"], "automatic_miss": 0}
     ops = passes(build(operations, _scheduled([3600, 18000], ["trainer0", "trainer0"])))
     assert len(list(ops.failures())) == 2
     first, second = (record.new[0] for record in ops.seen)
