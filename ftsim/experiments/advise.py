@@ -290,7 +290,7 @@ class Advice:
                     s.setting,
                     s.ran,
                     f"{100 * s.overhead_frac_mean:.2f}%",
-                    f"{_ci_cell(s.overhead_frac_ci95_half)} ({int(s.n)})",
+                    f"{half_pct(s.overhead_frac_ci95_half)} ({int(s.n)})",
                     f"{s.pls_model_mean:.4f}",
                     f"{s.memory_frac:.3g}",
                     str(s.tried),
@@ -462,13 +462,7 @@ def _interval(half: float, n: int) -> str:
     """``± 0.10% (95% CI, n = 10)``; ``(n = 1: no interval)``."""
     if half != half:
         return f"(n = {n}: no interval)"
-    return f"± {_ci_cell(half)} (95% CI, n = {n})"
-
-
-def _ci_cell(half: float) -> str:
-    """A half-width as a percentage (:func:`~ftsim.experiments.tables.half_pct`: two
-    significant digits where two decimals would read 0.00%); ``-`` with one replication."""
-    return half_pct(half)
+    return f"± {half_pct(half)} (95% CI, n = {n})"
 
 
 def _percent_pm(mean: float, half: float) -> tuple[str, str]:

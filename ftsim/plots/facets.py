@@ -262,7 +262,7 @@ TICK_GAP_PT = 1.5
 class PlainLogLocator(LogLocator):
     """Ticks of a log axis at 1, 2 and 5 of each decade when, as the figure is drawn (its
     panels laid out), their labels do not crowd each other (within :data:`TICK_GAP_PT`),
-    else at every decade, else at every other decade: "0.1" and "0.2", or "1000" and
+    else at every decade, else at fewer decades: "0.1" and "0.2", or "1000" and
     "2000", overlapped along a narrow panel's x axis. At least two ticks are shown: on an
     axis less than an inch long matplotlib's own choice at 1, 2 and 5 is none at all."""
 

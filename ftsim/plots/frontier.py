@@ -36,7 +36,7 @@ def frontier_figure(advice):
     picks = advice.picks.set_index("policy")
     with plt.style.context(STYLE):
         fig, ax = plt.subplots(figsize=(SINGLE_COLUMN_IN, HEIGHT_IN))
-        handles, labels = [], []
+        handles, labels, opened = [], [], False
         for p in advice.policies:
             style = styles[p.policy]
             valid = p.candidates[p.candidates["valid"]]
@@ -45,7 +45,7 @@ def frontier_figure(advice):
             valid = valid[valid["n"] > 0]
             if valid.empty:
                 continue
-            _candidates(ax, valid, style, advice.max_memory_overhead)
+            opened |= _candidates(ax, valid, style, advice.max_memory_overhead)
             edge = frontier(valid, x="pls_model_mean", y="overhead_frac_mean")
             ax.plot(edge["pls_model_mean"], 100 * edge["overhead_frac_mean"], color=style.color,
                     linewidth=0.8, drawstyle="steps-post", zorder=3)  # fmt: skip
@@ -58,7 +58,7 @@ def frontier_figure(advice):
             handles.append(ax.axvline(advice.max_pls, color="0.3", linewidth=0.6,
                                       linestyle="--"))  # fmt: skip
             labels.append(f"PLS limit {advice.max_pls:g}")
-        if _over_memory(advice).any():
+        if opened:
             handles.append(Line2D([], [], color="0.3", marker="o", markersize=3,
                                   markerfacecolor="none", linestyle="none"))  # fmt: skip
             labels.append(f"candidate over the memory limit ({advice.max_memory_overhead:g})")
@@ -84,26 +84,17 @@ def frontier_figure(advice):
     return fig
 
 
-def _candidates(ax, valid, style, max_memory: float | None) -> None:
+def _candidates(ax, valid, style, max_memory: float | None) -> bool:
     """A policy's candidates, faint, in its colour and marker (full's faint black and a
-    composed policy's grey looked alike as dots); those over the memory limit open."""
-    over = valid["memory_frac"] > max_memory if max_memory is not None else valid["n"] < 0
-    for outside, mine in valid.groupby(over.to_numpy()):
+    composed policy's grey looked alike as dots); those over the memory limit open.
+    Whether any was open."""
+    over = (valid["memory_frac"] > max_memory).to_numpy() if max_memory is not None else None
+    for outside, mine in valid.groupby(over) if over is not None else [(False, valid)]:
         ax.scatter(mine["pls_model_mean"], 100 * mine["overhead_frac_mean"], s=7,
                    marker=style.marker, color=style.color, alpha=0.4, zorder=2,
                    linewidths=0.5 if outside else 0,
                    facecolors="none" if outside else style.color)  # fmt: skip
-
-
-def _over_memory(advice):
-    """Per candidate of every policy: whether it is over the memory limit."""
-    import pandas as pd
-
-    if advice.max_memory_overhead is None:
-        return pd.Series(dtype=bool)
-    frames = [p.candidates for p in advice.policies if "memory_frac" in p.candidates]
-    every = pd.concat(frames) if frames else pd.DataFrame({"memory_frac": []})
-    return every["memory_frac"] > advice.max_memory_overhead
+    return over is not None and bool(over.any())
 
 
 def _picks(ax, policies, styles) -> None:

@@ -25,6 +25,7 @@ SECONDS_PER = {
 TIME_WORDS = {
     "second": "s",
     "seconds": "s",
+    "sec": "s",
     "secs": "s",
     "minute": "min",
     "minutes": "min",
@@ -112,9 +113,9 @@ def parse_bandwidth_Bps(value: float | int | str, default_unit: str = "GB/s") ->
         unit = unit[:-3] + "bit/s"
     elif unit.endswith("Bps"):
         unit = unit[:-3] + "B/s"
-    for second in ("/sec", "/second"):  # 'GB/sec' was told it must be per second
-        if unit.endswith(second):
-            unit = unit[: -len(second)] + "/s"
+    base, per, time = unit.rpartition("/")
+    if per:  # 'GB/sec' was told it must be per second
+        unit = f"{base}/{TIME_WORDS.get(time, time)}"
     if not unit.endswith("/s"):
         raise UnitError(f"bandwidth unit {given!r} must be per second, e.g. 'GB/s' or 'Gbit/s'")
     base = unit[:-2]

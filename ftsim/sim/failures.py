@@ -326,7 +326,7 @@ class CorrelatedFailures(_Source):
         return "domain_mtbf"
 
     def rate_per_s(self, scenario):
-        return math.ceil(len(self._pool(scenario)) / self.domain_size) / self.domain_mtbf
+        return len(self._domains(scenario)) / self.domain_mtbf
 
     def _domains(self, scenario) -> list[range]:
         """The domains: consecutive runs of ``domain_size`` nodes, the last one shorter
