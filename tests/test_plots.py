@@ -1195,3 +1195,27 @@ def test_plot_reads_only_a_regular_utf8_scenario_yaml(prod50h_run, tmp_path):
             pass
         worker.join()
     assert done, "plot waited on a FIFO"
+
+
+def test_a_breakdown_interval_below_the_axis_start_ends_in_an_arrow_head():
+    """CPR's 0.18% ± 0.2% on a log axis from 0.1: its whisker was cut at the axis' start and
+    read as ending there. It ends in an arrow head there now; one inside the axis does not."""
+    import matplotlib.pyplot as plt
+
+    from ftsim.plots.breakdown import _totals
+    from ftsim.plots.style import PolicyStyle
+
+    class Data:
+        styles = {p: PolicyStyle("#0072B2", "^", p) for p in ("cut", "whole")}
+
+    t = pd.DataFrame(
+        {"policy": ["cut", "whole"], "overhead_pct": [0.18, 2.0]}
+        | {"ci95_low_pct": [-0.02, 1.5], "ci95_high_pct": [0.38, 2.5]}
+    )
+    fig, ax = plt.subplots()
+    ax.set_xscale("log")
+    ax.set_xlim(0.1, 10)
+    _totals(Data(), ax, t, parts=False)
+    heads = [line for line in ax.get_lines() if line.get_marker() == "<"]
+    assert [(h.get_xdata()[0], h.get_ydata()[0]) for h in heads] == [(0.1, 0)]
+    plt.close(fig)

@@ -329,7 +329,9 @@ def _below_the_axis(data: RunData, ax, t: pd.DataFrame, floor: float) -> None:
 def _totals(data: RunData, ax, t: pd.DataFrame, parts: bool) -> None:
     """The mean total and its 95% interval, in the policy's colour and marker; with
     ``parts`` (where no bar ends at it), a composed policy's part's total too, a smaller
-    open marker."""
+    open marker. An interval reaching below the axis' start ends there in an arrow head:
+    cut at the edge, it read as ending there (CPR's 0.18% ± 0.2% on a log axis from 0.1)."""
+    left = ax.get_xlim()[0]
     for i, row in t.iterrows():
         style = data.styles[row["policy"]]
         if _is_part(t)[i]:
@@ -353,6 +355,8 @@ def _totals(data: RunData, ax, t: pd.DataFrame, parts: bool) -> None:
             markersize=3.5,
             linewidth=0.8,
         )
+        if row["ci95_low_pct"] < left:
+            ax.plot(left, i, "<", color=style.color, markersize=3, clip_on=False)
 
 
 def _policy_ticks(data: RunData, ax, t: pd.DataFrame, settings: bool) -> None:

@@ -119,8 +119,9 @@ saves of 27 s in 245 h, widened, would draw the lane as all save)."""
 
 def _visible(start_h, end_h, span_h: float) -> list[tuple[float, float]]:
     """(start, width) of each phase, hours: as long as it lasted, or, phases too short for a
-    pixel that are sparse enough, a pixel wide (:data:`SPARSE`): their cadence shows,
-    their share of the lane stays about right."""
+    pixel that are sparse enough, a pixel wide (:data:`SPARSE`): their cadence shows, at
+    the cost of drawing up to 1/SPARSE of the lane in their colour (200 saves of 10 s in
+    100 h, 0.6% of the time, tint some 13% of its pixels)."""
     least = MIN_SPAN_IN * span_h / AXIS_IN
     widths = end_h - start_h
     gap = (start_h.max() - start_h.min()) / (len(start_h) - 1) if len(start_h) > 1 else span_h
